@@ -1,0 +1,46 @@
+# Two commands do all set-up on a fresh machine: `make demo` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TORCH_PIN ?= torch==2.13.0
+export OMP_NUM_THREADS ?= 1
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install demo test test-fast lab book bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# torch first, pinned: a bare `torch` would pull a multi-GB CUDA build on this CPU machine.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q $(TORCH_PIN)
+	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(BIN)/workbench run grpo --task addition --preset smoke --out runs/demo
+
+test: install
+	$(BIN)/python -m pytest -q
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow"
+
+lab: install
+	$(BIN)/jupytext --sync notebooks/*.py >/dev/null
+	$(BIN)/jupyter lab notebooks/
+
+book: install
+	$(BIN)/python -m workbench.book build
+
+bench: install
+	$(BIN)/python bench/bench_tiny.py
+
+clean:
+	rm -rf $(VENV) runs book/_build book/notebooks book/_vendor

@@ -1,0 +1,126 @@
+"""The book: catalog generation (fast) and a full Jupyter Book build from executed notebooks (slow)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import nbformat
+import pytest
+
+from workbench import book, registry
+from workbench.book import catalog_markdown, collect_covers, notebook_sources, plotly_to_html, toc_yaml
+
+
+def test_collect_covers(tmp_path):
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_a.py").write_text(textwrap.dedent('''
+        import pytest
+        from pytest import mark
+
+        @pytest.mark.covers("grpo", "rloo")
+        def test_one(): ...
+
+        @pytest.mark.slow
+        @mark.covers("k3")
+        def test_two(): ...
+
+        @pytest.mark.covers("helper-not-a-test")
+        def helper(): ...
+
+        def test_unmarked(): ...
+
+        @pytest.mark.covers("ppo-clip")
+        class TestClip:
+            pytestmark = pytest.mark.covers("dual-clip")
+
+            @pytest.mark.covers("k1")
+            def test_a(self): ...
+
+            def test_b(self): ...
+    '''))
+    (tests / "test_b.py").write_text(textwrap.dedent('''
+        import pytest
+        pytestmark = [pytest.mark.slow, pytest.mark.covers("gae")]
+
+        def test_x(): ...
+
+        @pytest.mark.covers("grpo")
+        async def test_y(): ...
+    '''))
+    (tests / "conftest.py").write_text("import pytest\npytestmark = pytest.mark.covers('nothing')\n")
+    (tests / "notes.txt").write_text("@pytest.mark.covers('ignored')")
+
+    assert collect_covers(tests) == {
+        "grpo": ["tests/test_a.py::test_one", "tests/test_b.py::test_y"],
+        "rloo": ["tests/test_a.py::test_one"],
+        "k3": ["tests/test_a.py::test_two"],
+        "ppo-clip": ["tests/test_a.py::TestClip::test_a", "tests/test_a.py::TestClip::test_b"],
+        "dual-clip": ["tests/test_a.py::TestClip::test_a", "tests/test_a.py::TestClip::test_b"],
+        "k1": ["tests/test_a.py::TestClip::test_a"],
+        "gae": ["tests/test_b.py::test_x", "tests/test_b.py::test_y"],
+    }
+
+
+def test_catalog_markdown_lists_every_entry_with_its_equation(tmp_path):
+    (tmp_path / "test_cov.py").write_text(
+        "import pytest\n\n@pytest.mark.covers('grpo')\ndef test_g(): ...\n")
+    text = catalog_markdown(tmp_path)
+    for entry in registry.entries():
+        assert f"### `{entry.key}`" in text, entry.key
+        if entry.equation:
+            assert f"$$\n{entry.equation.strip()}\n$$" in text, entry.key
+    assert f"`{tmp_path.name}/test_cov.py::test_g`" in text
+    missing = registry.missing_keys()
+    assert missing and all(f"| `{key}` |" in text for key in missing)
+    assert text.count("````{card}") == text.count("\n````\n") == len(registry.entries())
+
+
+def test_toc_lists_notebooks_in_order():
+    toc = toc_yaml(["01_grpo", "02_ppo"])
+    assert toc.index("file: notebooks/01_grpo") < toc.index("file: notebooks/02_ppo") < toc.index("file: catalog")
+    assert "root: intro" in toc and "Notebooks" not in toc_yaml([])
+
+
+def test_plotly_outputs_become_static_html(tmp_path):
+    fig = {"data": [{"type": "scatter", "x": [1, 2], "y": [3, 4]}], "layout": {}, "config": {}}
+    output = nbformat.v4.new_output("display_data", data={book.PLOTLY_MIME: fig, "text/plain": "Figure"})
+    cell = nbformat.v4.new_code_cell("fig", outputs=[output, output.copy()])
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
+    assert plotly_to_html(path) == 2
+    first, second = (o["data"] for o in nbformat.read(path, as_version=4).cells[0].outputs)
+    assert book.PLOTLY_MIME not in first and "Plotly.newPlot" in first["text/html"]
+    assert 'src="../_static/plotly.min.js"' in first["text/html"]  # plotly.js once per page
+    assert "plotly.min.js" not in second["text/html"] and "mathjax" not in second["text/html"].lower()
+
+
+@pytest.mark.slow
+def test_book_builds_without_warnings(executed_notebooks, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "workbench.book", "build", "--executed", str(executed_notebooks),
+         "--out", str(tmp_path)], capture_output=True, text=True)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-6000:]
+    assert "build succeeded" in log and "WARNING" not in log, log[-6000:]
+
+    html = tmp_path / "_build" / "html"
+    catalog = (html / "catalog.html").read_text(encoding="utf-8")
+    for entry in registry.entries():
+        assert f'<span class="pre">{entry.key}</span></code><a class="headerlink"' in catalog, entry.key
+    for key in registry.missing_keys():
+        assert f'<span class="pre">{key}</span>' in catalog, key
+
+    # math is typeset by the MathJax copy shipped in the book, not a CDN
+    mathjax = html / "_static" / "mathjax" / "tex-chtml.js"
+    assert mathjax.is_file() and (html / "_static" / "mathjax" / "output" / "chtml" / "fonts").is_dir()
+    pages = [html / "intro.html", html / "catalog.html"]
+    pages += [html / "notebooks" / f"{source.stem}.html" for source in notebook_sources()]
+    assert all(page.is_file() for page in pages), pages
+    for page in html.rglob("*.html"):  # Sphinx adds MathJax only to pages with math
+        text = page.read_text(encoding="utf-8")
+        prefix = "../" * (len(page.relative_to(html).parts) - 1)
+        if 'class="math' in text or page.name == "catalog.html":
+            assert f'src="{prefix}_static/mathjax/tex-chtml.js' in text, page
+        assert "cdn.jsdelivr.net/npm/mathjax" not in text and "cdnjs.cloudflare.com/ajax/libs/mathjax" not in text

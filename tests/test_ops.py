@@ -1,0 +1,102 @@
+import pytest
+import torch
+
+from tests.helpers import random_mask
+from workbench import ops
+
+pytestmark = pytest.mark.covers("token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
+                                "seq-mean-token-sum-norm")
+
+
+def ten_vs_thousand():
+    """One 10-token and one 1000-token response, every token carrying loss 1."""
+    mask = torch.zeros(2, 1000, dtype=torch.float64)
+    mask[0, :10] = 1
+    mask[1, :] = 1
+    return torch.ones_like(mask, requires_grad=True), mask
+
+
+def test_aggregation_modes_on_10_vs_1000_tokens():
+    loss, mask = ten_vs_thousand()
+    assert ops.aggregate(loss, mask, "token-mean").item() == pytest.approx(1.0)
+    assert ops.aggregate(loss, mask, "seq-mean-token-mean").item() == pytest.approx(1.0)
+    assert ops.aggregate(loss, mask, "seq-mean-token-sum").item() == pytest.approx(505.0)
+    c = ops.Denominators(norm_constant=2 * 1000)
+    assert ops.aggregate(loss, mask, "seq-mean-token-sum-norm", c).item() == pytest.approx(1010 / 2000)
+
+
+@pytest.mark.parametrize("mode, short_weight, long_weight", [
+    ("token-mean", 1 / 1010, 1 / 1010),              # every token equal: the long answer dominates
+    ("seq-mean-token-mean", 1 / 20, 1 / 2000),        # each sequence equal: short tokens weigh 100x
+    ("seq-mean-token-sum", 1 / 2, 1 / 2),
+])
+def test_per_token_gradient_weights(mode, short_weight, long_weight):
+    loss, mask = ten_vs_thousand()
+    ops.aggregate(loss, mask, mode).backward()
+    assert loss.grad[0, 0].item() == pytest.approx(short_weight)
+    assert loss.grad[1, 0].item() == pytest.approx(long_weight)
+    assert loss.grad[0, 10:].abs().sum() == 0  # padding gets no gradient
+
+
+def test_equal_lengths_reductions():
+    g = torch.Generator().manual_seed(0)
+    loss = torch.randn(4, 7, generator=g, dtype=torch.float64)
+    mask = torch.ones(4, 7, dtype=torch.float64)
+    assert torch.allclose(ops.aggregate(loss, mask, "token-mean"), ops.aggregate(loss, mask, "seq-mean-token-mean"))
+    norm = ops.aggregate(loss, mask, "seq-mean-token-sum-norm", ops.Denominators(norm_constant=4 * 7))
+    assert torch.allclose(norm, ops.aggregate(loss, mask, "seq-mean-token-sum") / 7)
+
+
+@pytest.mark.parametrize("mode", ops.AGG_MODES)
+def test_micro_batches_with_global_denominators_reproduce_the_full_batch(mode):
+    g = torch.Generator().manual_seed(1)
+    loss = torch.randn(8, 9, generator=g, dtype=torch.float64, requires_grad=True)
+    mask = random_mask(8, 9, g)
+    denom = ops.Denominators.of(mask, norm_constant=8 * 9)
+    full = ops.aggregate(loss, mask, mode, denom)
+    (full_grad,) = torch.autograd.grad(full, loss)
+    parts = sum(ops.aggregate(loss[i:i + 2], mask[i:i + 2], mode, denom) for i in range(0, 8, 2))
+    (part_grad,) = torch.autograd.grad(parts, loss)
+    assert torch.allclose(full, parts) and torch.allclose(full_grad, part_grad)
+
+
+def test_empty_rows_contribute_nothing_and_do_not_divide_by_zero():
+    loss = torch.ones(3, 4, dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]], dtype=torch.float64)
+    for mode in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum"):
+        assert torch.isfinite(ops.aggregate(loss, mask, mode))
+    assert ops.aggregate(loss, mask, "seq-mean-token-mean").item() == pytest.approx(1.0)  # 2 sequences, not 3
+
+
+def test_bad_inputs_get_clear_errors():
+    loss = torch.ones(2, 3)
+    with pytest.raises(ValueError, match="shape"):
+        ops.aggregate(loss, torch.ones(2, 4), "token-mean")
+    with pytest.raises(ValueError, match="all zero"):
+        ops.aggregate(loss, torch.zeros(2, 3), "token-mean")
+    with pytest.raises(ValueError, match="unknown aggregation"):
+        ops.aggregate(loss, torch.ones(2, 3), "mean")
+    with pytest.raises(ValueError, match="norm_constant"):
+        ops.aggregate(loss, torch.ones(2, 3), "seq-mean-token-sum-norm")
+
+
+def test_masked_whiten_has_zero_mean_unit_variance():
+    g = torch.Generator().manual_seed(2)
+    x, mask = torch.randn(5, 6, generator=g, dtype=torch.float64), random_mask(5, 6, g, min_len=2)
+    w = ops.masked_whiten(x, mask, eps=0.0)
+    assert ops.masked_mean(w, mask).abs() < 1e-12
+    assert ops.masked_var(w, mask).item() == pytest.approx(1.0)
+
+
+@pytest.mark.covers("entropy-bonus")
+def test_logprobs_and_entropy_match_reference_and_chunking():
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(3, 5, 11, generator=g, dtype=torch.float64)
+    tokens = torch.randint(0, 11, (3, 5), generator=g)
+    ref = torch.log_softmax(logits / 0.7, -1).gather(-1, tokens[..., None]).squeeze(-1)
+    for chunk in (1, 4, 128):
+        assert torch.allclose(ops.logprobs_from_logits(logits, tokens, 0.7, chunk).double(), ref, atol=1e-6)
+    p = torch.softmax(logits, -1)
+    assert torch.allclose(ops.entropy_from_logits(logits, chunk=2).double(), -(p * p.log()).sum(-1), atol=1e-5)
+    uniform = torch.zeros(2, 3, 50)
+    assert torch.allclose(ops.entropy_from_logits(uniform), torch.full((2, 3), torch.log(torch.tensor(50.0))))

@@ -1,0 +1,88 @@
+"""Group baselines for outcome rewards: GRPO's z-score and RLOO's leave-one-out mean.
+
+Each prompt is sampled G times (`batch.group` names the prompt); the baseline is computed inside the
+group and the per-sequence advantage is broadcast over the response mask.
+"""
+from __future__ import annotations
+
+import torch
+
+from workbench import registry
+from workbench.advantages.base import broadcast, sequence_rewards
+from workbench.batch import RolloutBatch
+
+
+def group_index(group: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dense ids 0..K-1 per row and the size of each group: ([B], [K])."""
+    _, dense = torch.unique(group, return_inverse=True)
+    return dense, torch.bincount(dense)
+
+
+def group_stats(x: torch.Tensor, group: torch.Tensor, unbiased: bool = True):
+    """Per-row mean and std of x over its group: ([B], [B], group sizes [B])."""
+    dense, counts = group_index(group)
+    k = counts.shape[0]
+    sums = torch.zeros(k, dtype=x.dtype).index_add_(0, dense, x)
+    mean = (sums / counts)[dense]
+    sq = torch.zeros(k, dtype=x.dtype).index_add_(0, dense, (x - mean) ** 2)
+    denom = (counts - 1).clamp(min=1) if unbiased else counts
+    std = (sq / denom).sqrt()[dense]
+    return mean, std, counts[dense]
+
+
+def check_group_sizes(sizes: torch.Tensor, method: str, allow_singletons: bool) -> torch.Tensor:
+    """Rows whose group has one sample: an error unless `allow_singletons` (then they get A = 0)."""
+    single = sizes < 2
+    if bool(single.any()) and not allow_singletons:
+        rows = torch.nonzero(single).flatten().tolist()[:10]
+        raise ValueError(
+            f"{method}: a group of one (rows {rows}) has no baseline; sample G >= 2 responses per "
+            "prompt or pass allow_singletons=True to give such rows A = 0")
+    return single
+
+
+@registry.advantage(
+    "grpo", title="DeepSeekMath: Pushing the Limits of Mathematical Reasoning in Open Language Models",
+    summary="Group z-score of outcome rewards (std on/off, Bessel on/off, eps placement).",
+    equation=r"A_i = \frac{R_i - \mathrm{mean}_g R}{\mathrm{std}_g R + \epsilon}")
+def grpo(batch: RolloutBatch, *, scale="group", unbiased=True, eps=1e-6, eps_mode="add",
+         allow_singletons=False):
+    """GRPO advantage. Reads `rewards` (+ summed `token_rewards`), `group`, `mask`.
+
+    scale: "group" divides by the group std (GRPO), "batch" by the batch std with the group mean
+    (LitePPO, TRL `scale_rewards="batch"`), "none" keeps R - mean_g R (Dr.GRPO).
+    unbiased: Bessel-corrected std (TRL, verl, OpenRLHF) or population std (nano-aha-moment, GRPO-Zero).
+    eps_mode: "add" is std + eps (TRL 1e-4, verl 1e-6, OpenRLHF 1e-9); "floor_add" is
+    sqrt(max(var, eps)) + eps (verl `grpo_vectorized`).
+    """
+    rewards = sequence_rewards(batch)
+    if scale not in ("group", "batch", "none"):
+        raise ValueError(f"scale must be 'group', 'batch' or 'none', got {scale!r}")
+    mean, std, sizes = group_stats(rewards, batch.group, unbiased)
+    single = check_group_sizes(sizes, "grpo", allow_singletons)
+    centered = rewards - mean
+    if scale == "batch":
+        std = rewards.std(unbiased=unbiased).expand_as(rewards) if rewards.numel() > 1 else torch.ones_like(rewards)
+    if scale != "none":
+        if eps_mode == "add":
+            centered = centered / (std + eps)
+        elif eps_mode == "floor_add":
+            centered = centered / (std.pow(2).clamp(min=eps).sqrt() + eps)
+        else:
+            raise ValueError(f"eps_mode must be 'add' or 'floor_add', got {eps_mode!r}")
+    return broadcast(centered.masked_fill(single, 0.0), batch.mask)
+
+
+@registry.advantage(
+    "rloo",
+    title="Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human Feedback in LLMs",
+    summary="Leave-one-out mean of the other G-1 rewards as the baseline.",
+    equation=r"A_i = R_i - \frac{1}{G-1}\sum_{j\ne i} R_j = \frac{G}{G-1}(R_i - \mathrm{mean}_g R)")
+def rloo(batch: RolloutBatch, *, allow_singletons=False):
+    """RLOO advantage. Reads `rewards` (+ summed `token_rewards`), `group`, `mask`."""
+    rewards = sequence_rewards(batch)
+    mean, _, sizes = group_stats(rewards, batch.group)
+    single = check_group_sizes(sizes, "rloo", allow_singletons)
+    g = sizes.double()
+    loo = (g * mean - rewards) / (g - 1).clamp(min=1)
+    return broadcast((rewards - loo).masked_fill(single, 0.0), batch.mask)

@@ -1,0 +1,447 @@
+"""Build the workbench book: executed notebooks + a catalog page generated from the registry.
+
+    python -m workbench.book build [--executed DIR] [--out DIR]
+
+Steps, each printed as it runs:
+
+1. every ``notebooks/*.py`` (percent-format Jupytext, the source of truth) is converted and executed
+   headless with papermill at ``preset="smoke"`` into ``book/notebooks/<stem>.ipynb``; with
+   ``--executed DIR`` the already-executed ``DIR/<stem>.ipynb`` are copied instead;
+2. ``book/catalog.md`` is generated from the registry and from the ``@pytest.mark.covers`` marks in
+   ``tests/*.py``; ``book/_toc.yml`` lists intro, every notebook (sorted by name) and the catalog;
+3. MathJax 3 is installed from npm into ``book/node_modules`` (once) and copied next to the book's
+   static files, so that math renders offline;
+4. ``jupyter-book build`` (1.x) runs with every Sphinx warning an error; the HTML lands in
+   ``<out>/_build/html`` (``out`` defaults to ``book/``).
+
+Generated files (``book/notebooks/``, ``book/catalog.md``, ``book/_toc.yml``, ``book/_vendor/``) are
+git-ignored: ``book/_config.yml``, ``book/intro.md`` and ``book/package.json`` are the sources.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Iterable
+
+from workbench.paths import ROOT
+
+BOOK_DIR = ROOT / "book"
+NOTEBOOKS_DIR = ROOT / "notebooks"
+TESTS_DIR = ROOT / "tests"
+PRESET = "smoke"
+KERNEL = "python3"
+
+# Third-party JavaScript served by the book (MathJax, plotly.js) is copied into book/_vendor, which
+# _config.yml adds to Sphinx's html_static_path, so it lands in <html>/_static/. Not book/_static:
+# Jupyter Book 1.x adds a <script> tag to every page for each *.js under book/_static (all ~100
+# MathJax files would load on every page). `mathjax_path: mathjax/tex-chtml.js` is relative to
+# _static, i.e. <html>/_static/mathjax/tex-chtml.js.
+VENDOR = "_vendor"
+PLOTLY_JS = "plotly.min.js"          # -> <html>/_static/plotly.min.js
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+NPM_INSTALL = ("npm", "install", "--no-audit", "--no-fund", "--prefix")
+
+KIND_TITLES = {
+    "advantage": "Advantage estimators",
+    "objective": "Policy objectives",
+    "aggregation": "Loss aggregation",
+    "regularizer": "Regularizers and KL estimators",
+    "preference": "Preference losses",
+    "reward": "Rewards",
+    "rollout": "Rollout strategies",
+    "data": "Token masks and group filters",
+    "recipe": "Recipes",
+}
+CONFIDENCE_BADGE = {"exact": "success", "partial": "warning", "approximate": "warning"}
+
+
+class BookError(RuntimeError):
+    """A build step failed; the message says which and how to reproduce it."""
+
+
+def _log(msg: str) -> None:
+    print(f"[book] {msg}", flush=True)
+
+
+# ----------------------------------------------------------------------------------------- notebooks
+
+def notebook_sources(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
+    """The Jupytext sources, sorted by name (the book's chapter order)."""
+    return sorted(Path(notebooks_dir).glob("*.py"))
+
+
+def execute_notebook(source: Path, output: Path, *, preset: str = PRESET, kernel: str = KERNEL,
+                     cwd: Path | None = None) -> Path:
+    """Convert one percent-format notebook with jupytext and run it headless with papermill.
+
+    The kernel runs in ``cwd`` (default: the notebook's folder) with ``parameters={"preset": preset}``.
+    Raises BookError naming the notebook (the partially executed notebook is kept at ``output``).
+    """
+    import jupytext
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    source, output = Path(source), Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="workbench-nb-") as tmp:
+        ipynb = Path(tmp) / f"{source.stem}.ipynb"
+        nb = jupytext.read(source)
+        nb.metadata.setdefault("kernelspec", {"name": kernel, "display_name": "Python 3", "language": "python"})
+        jupytext.write(nb, ipynb)
+        try:
+            papermill.execute_notebook(
+                str(ipynb), str(output), parameters={"preset": preset}, kernel_name=kernel, language="python",
+                cwd=str(cwd or source.parent), progress_bar=sys.stderr.isatty(), log_output=False,
+                # silence ipykernel's start/stop log lines (cell errors still raise below)
+                extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
+            )
+        except PapermillExecutionError as e:
+            raise BookError(
+                f"notebook {source.name} failed in the cell run as In [{e.exec_count}] ({e.ename}: {e.evalue}); "
+                f"the partly executed notebook is {output}"
+            ) from e
+        except Exception as e:  # kernel died, missing kernel, bad notebook ...
+            raise BookError(f"notebook {source.name} could not be executed: {type(e).__name__}: {e}") from e
+    return output
+
+
+def execute_notebooks(notebooks_dir: Path = NOTEBOOKS_DIR, out_dir: Path | None = None, *,
+                      preset: str = PRESET, log: Callable[[str], None] = _log) -> list[Path]:
+    """Execute every ``notebooks_dir/*.py`` into ``out_dir/<stem>.ipynb`` (one at a time)."""
+    out_dir = Path(out_dir if out_dir is not None else BOOK_DIR / "notebooks")
+    done = []
+    sources = notebook_sources(notebooks_dir)
+    for i, source in enumerate(sources, 1):
+        log(f"executing {source.name} ({i}/{len(sources)}, preset={preset!r}, cwd={source.parent}) ...")
+        t0 = time.perf_counter()
+        done.append(execute_notebook(source, out_dir / f"{source.stem}.ipynb", preset=preset))
+        log(f"  {source.name} ran in {time.perf_counter() - t0:.1f}s")
+    return done
+
+
+def copy_executed(sources: Iterable[Path], executed_dir: Path, out_dir: Path,
+                  log: Callable[[str], None] = _log) -> list[Path]:
+    """Copy ``executed_dir/<stem>.ipynb`` for every source instead of executing it."""
+    done = []
+    for source in sources:
+        src = Path(executed_dir) / f"{Path(source).stem}.ipynb"
+        if not src.is_file():
+            raise BookError(f"--executed {executed_dir}: no executed notebook {src.name} for {source}")
+        log(f"using executed {src}")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        done.append(Path(shutil.copy2(src, out_dir / src.name)))
+    return done
+
+
+def plotly_to_html(ipynb: Path, plotly_src: str = f"../_static/{PLOTLY_JS}") -> int:
+    """Replace every plotly figure output (in the book's copy of a notebook) by static HTML.
+
+    Headless kernels render figures as ``application/vnd.plotly.v1+json`` only, which Sphinx cannot
+    show: myst-nb warns "skipping unknown output mime type" for that mime type even next to a
+    text/html rendering, so the JSON is dropped. The HTML loads plotly.js from the book
+    (``plotly_src``, relative to the page) once per page, and no MathJax 2 from a CDN (which plotly's
+    own "notebook" renderer would add). Returns the number of figures converted.
+    """
+    import nbformat
+    import plotly.io as pio
+
+    nb = nbformat.read(ipynb, as_version=4)
+    converted = 0
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if PLOTLY_MIME not in data:
+                continue
+            fig = dict(data.pop(PLOTLY_MIME))
+            config = fig.pop("config", None) or {}
+            data["text/html"] = pio.to_html(
+                fig, config=config, include_plotlyjs=plotly_src if converted == 0 else False,
+                include_mathjax=False, full_html=False, default_width="100%", default_height=525,
+                validate=False,
+            )
+            converted += 1
+    if converted:
+        nbformat.write(nb, ipynb)
+    return converted
+
+
+# ------------------------------------------------------------------------------------- covers marks
+
+def _covers_keys(node: ast.AST) -> list[str]:
+    """Keys of every ``pytest.mark.covers(...)`` / ``mark.covers(...)`` call inside ``node``
+    (a decorator, or the value of a ``pytestmark =`` assignment, possibly a list of marks)."""
+    keys = []
+    for sub in ast.walk(node):
+        if not (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)
+                and sub.func.attr == "covers"):
+            continue
+        owner = sub.func.value
+        if (isinstance(owner, ast.Attribute) and owner.attr == "mark") or (
+                isinstance(owner, ast.Name) and owner.id == "mark"):
+            keys += [a.value for a in sub.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    return keys
+
+
+def _pytestmark_keys(body: list[ast.stmt]) -> list[str]:
+    keys = []
+    for stmt in body:
+        if isinstance(stmt, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "pytestmark" for t in stmt.targets):
+            keys += _covers_keys(stmt.value)
+        elif (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+              and stmt.target.id == "pytestmark" and stmt.value is not None):
+            keys += _covers_keys(stmt.value)
+    return keys
+
+
+def _decorator_keys(node) -> list[str]:
+    return [k for d in node.decorator_list for k in _covers_keys(d)]
+
+
+def collect_covers(tests_dir: Path = TESTS_DIR) -> dict[str, list[str]]:
+    """Map catalog key -> ``["tests/test_x.py::test_y", ...]`` from ``@pytest.mark.covers`` marks.
+
+    Reads ``tests_dir/*.py`` with ``ast`` (nothing is imported). A mark applies to the test function
+    it decorates, to every test of a class it decorates (or of a class with ``pytestmark = ...``),
+    and to every test of a module with ``pytestmark = pytest.mark.covers(...)`` (or a list of marks).
+    """
+    tests_dir = Path(tests_dir)
+    found: dict[str, list[str]] = {}
+
+    def add(keys, test_id):
+        for key in keys:
+            ids = found.setdefault(key, [])
+            if test_id not in ids:
+                ids.append(test_id)
+
+    funcs = (ast.FunctionDef, ast.AsyncFunctionDef)
+    for path in sorted(tests_dir.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        prefix = f"{tests_dir.name}/{path.name}"
+        module_keys = _pytestmark_keys(tree.body)
+        for node in tree.body:
+            if isinstance(node, funcs) and node.name.startswith("test"):
+                add(module_keys + _decorator_keys(node), f"{prefix}::{node.name}")
+            elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+                class_keys = module_keys + _decorator_keys(node) + _pytestmark_keys(node.body)
+                for item in node.body:
+                    if isinstance(item, funcs) and item.name.startswith("test"):
+                        add(class_keys + _decorator_keys(item), f"{prefix}::{node.name}::{item.name}")
+    return found
+
+
+# ------------------------------------------------------------------------------------- catalog page
+
+def _code(value) -> str:
+    """Inline code safe inside a Markdown table cell."""
+    text = repr(value).replace("|", "\\|")
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
+
+
+def _card(entry, tests: list[str]) -> list[str]:
+    badge = CONFIDENCE_BADGE.get(entry.confidence, "secondary")
+    lines = [
+        f"(catalog-{entry.kind}-{entry.key})=",
+        f"### `{entry.key}`",
+        "",
+        "````{card}",
+        f"{{bdg-primary-line}}`{entry.kind}` {{bdg-{badge}}}`{entry.confidence or 'unknown'}` "
+        f"{{bdg-secondary-line}}`{entry.family or 'no family'}`",
+        "",
+        f"**{entry.title.strip()}**" if entry.title.strip() else "*(no paper title)*",
+        "",
+        " ".join(entry.summary.split()) or "*(no summary)*",
+        "",
+    ]
+    if entry.equation.strip():
+        lines += ["$$", entry.equation.strip(), "$$", ""]
+    # recipes carry their own key/title/summary among their fields: shown above already
+    defaults = {k: v for k, v in entry.defaults.items()
+                if not (k in ("key", "title", "summary") and v == getattr(entry, k))}
+    if defaults:
+        lines += ["| parameter | default |", "| --- | --- |"]
+        lines += [f"| `{name}` | {_code(value)} |" for name, value in defaults.items()]
+        lines.append("")
+    if tests:
+        lines += ["Checked by:", ""] + [f"- `{t}`" for t in tests]
+    else:
+        lines.append("Checked by: *no test marked `covers` this key yet.*")
+    lines += ["````", ""]
+    return lines
+
+
+def catalog_markdown(tests_dir: Path = TESTS_DIR) -> str:
+    """The catalog page (MyST Markdown): one card per registered component, grouped by kind and
+    family, then the catalog keys that have no implementation yet."""
+    from workbench import registry
+
+    entries = registry.entries()
+    covers = collect_covers(tests_dir)
+    missing = registry.missing_keys()
+    rows = registry.catalog()
+    lines = [
+        "# Catalog",
+        "",
+        f"{len(entries)} registered components and {len(missing)} catalog entries not yet implemented. "
+        "This page is generated by `python -m workbench.book build` from the registry "
+        "(`workbench.registry`), the paper catalog (`data/catalog.tsv`) and the "
+        "`@pytest.mark.covers(...)` marks in `tests/`. Defaults are read from the code.",
+        "",
+    ]
+    for kind in registry.KINDS:
+        of_kind = [e for e in entries if e.kind == kind]
+        if not of_kind:
+            continue
+        lines += [f"## {KIND_TITLES.get(kind, kind.title())}", ""]
+        families = sorted({e.family for e in of_kind}, key=lambda f: (f != "canonical", f))
+        for family in families:
+            if len(families) > 1:
+                lines += [f"**Family: {family or 'unassigned'}**", ""]
+            for entry in (e for e in of_kind if e.family == family):
+                lines += _card(entry, covers.get(entry.key, []))
+    lines += ["## Not yet implemented", ""]
+    if missing:
+        lines += [f"{len(missing)} catalog entries have no registered component yet.", "",
+                  "| key | kind | family | paper |", "| --- | --- | --- | --- |"]
+        for key in missing:
+            row = rows.get(key, {})
+            title = " ".join(row.get("title", "").split()).replace("|", "\\|")
+            lines.append(f"| `{key}` | {row.get('kind', '')} | {row.get('family', '')} | {title} |")
+    else:
+        lines.append("Every catalog entry is implemented.")
+    return "\n".join(lines) + "\n"
+
+
+def toc_yaml(notebook_stems: Iterable[str]) -> str:
+    """_toc.yml (jb-book format): intro, the notebooks in order, the catalog."""
+    stems = list(notebook_stems)
+    lines = ["# Generated by `python -m workbench.book build` from notebooks/*.py; do not edit.",
+             "format: jb-book", "root: intro", "parts:"]
+    if stems:
+        lines += ["  - caption: Notebooks", "    chapters:"] + [f"      - file: notebooks/{s}" for s in stems]
+    lines += ["  - caption: Reference", "    chapters:", "      - file: catalog"]
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------- MathJax
+
+def ensure_mathjax(book_dir: Path = BOOK_DIR, log: Callable[[str], None] = _log) -> Path:
+    """Install MathJax 3 from npm (book/package.json) if needed; copy its es5 build where Sphinx
+    serves it. Returns the copied entry script (book/_vendor/mathjax/tex-chtml.js)."""
+    book_dir = Path(book_dir)
+    package = book_dir / "node_modules" / "mathjax"
+    if not (package / "es5" / "tex-chtml.js").is_file():
+        cmd = [*NPM_INSTALL, str(book_dir)]
+        log(f"installing MathJax for offline math: {' '.join(cmd)}")
+        npm = shutil.which("npm")
+        if npm is None:
+            raise BookError(f"npm is not installed; the book serves MathJax from npm. Install Node.js/npm "
+                            f"and run: {' '.join(cmd)}")
+        proc = subprocess.run([npm, *cmd[1:]], capture_output=True, text=True)
+        if proc.returncode != 0 or not (package / "es5" / "tex-chtml.js").is_file():
+            raise BookError(f"npm could not install MathJax (exit {proc.returncode}); run it by hand: "
+                            f"{' '.join(cmd)}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    dest = book_dir / VENDOR / "mathjax"
+    stamp = dest / ".version"
+    version = (package / "package.json").read_text(encoding="utf-8")
+    if not stamp.is_file() or stamp.read_text(encoding="utf-8") != version:
+        log(f"copying {package / 'es5'} -> {dest}")
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(package / "es5", dest)
+        stamp.write_text(version, encoding="utf-8")
+    return dest / "tex-chtml.js"
+
+
+def ensure_plotly_js(book_dir: Path = BOOK_DIR) -> Path:
+    """Copy the plotly.js bundled with the plotly package to book/_vendor (for plotly_to_html)."""
+    from plotly.offline import get_plotlyjs
+
+    dest = Path(book_dir) / VENDOR / PLOTLY_JS
+    js = get_plotlyjs()
+    if not dest.is_file() or dest.read_text(encoding="utf-8") != js:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(js, encoding="utf-8")
+    return dest
+
+
+# --------------------------------------------------------------------------------------------- build
+
+def prepare(*, book_dir: Path = BOOK_DIR, notebooks_dir: Path = NOTEBOOKS_DIR, tests_dir: Path = TESTS_DIR,
+            executed: Path | None = None, log: Callable[[str], None] = _log) -> list[str]:
+    """Write the generated sources into ``book_dir``; returns the notebook stems."""
+    book_dir = Path(book_dir)
+    sources = notebook_sources(notebooks_dir)
+    nb_dir = book_dir / "notebooks"
+    shutil.rmtree(nb_dir, ignore_errors=True)  # generated: drop pages of deleted/renamed notebooks
+    nb_dir.mkdir(parents=True)
+    if not sources:
+        log(f"no notebooks in {notebooks_dir}")
+    elif executed is not None:
+        copy_executed(sources, Path(executed), nb_dir, log=log)
+    else:
+        execute_notebooks(notebooks_dir, nb_dir, log=log)
+    for ipynb in sorted(nb_dir.glob("*.ipynb")):
+        if n := plotly_to_html(ipynb):
+            log(f"{ipynb.name}: {n} plotly figure(s) rendered as static HTML")
+    log("writing catalog.md and _toc.yml")
+    (book_dir / "catalog.md").write_text(catalog_markdown(tests_dir), encoding="utf-8")
+    stems = [s.stem for s in sources]
+    (book_dir / "_toc.yml").write_text(toc_yaml(stems), encoding="utf-8")
+    ensure_mathjax(book_dir, log=log)
+    ensure_plotly_js(book_dir)
+    return stems
+
+
+def build(*, book_dir: Path = BOOK_DIR, notebooks_dir: Path = NOTEBOOKS_DIR, tests_dir: Path = TESTS_DIR,
+          executed: Path | None = None, out: Path | None = None,
+          log: Callable[[str], None] = _log) -> Path:
+    """Prepare the sources and run ``jupyter-book build``; any Sphinx warning fails the build.
+    Returns the HTML folder (``<out>/_build/html``)."""
+    book_dir = Path(book_dir).resolve()
+    out = Path(out).resolve() if out is not None else book_dir
+    t0 = time.perf_counter()
+    prepare(book_dir=book_dir, notebooks_dir=notebooks_dir, tests_dir=tests_dir, executed=executed, log=log)
+    # --all: a full rebuild each time, so warnings of unchanged pages are never skipped.
+    cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(book_dir),
+           "--path-output", str(out), "--warningiserror", "--keep-going", "--all"]
+    if not Path(cmd[0]).is_file():
+        cmd[0] = shutil.which("jupyter-book") or "jupyter-book"
+    log(f"running {' '.join(cmd)}")
+    t1 = time.perf_counter()
+    proc = subprocess.run(cmd)
+    html = out / "_build" / "html"
+    if proc.returncode != 0:
+        raise BookError(f"jupyter-book build failed (exit {proc.returncode}); Sphinx warnings are errors, "
+                        "see the messages above")
+    log(f"built {html / 'index.html'} in {time.perf_counter() - t0:.1f}s "
+        f"(jupyter-book {time.perf_counter() - t1:.1f}s)")
+    return html
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workbench.book", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="execute the notebooks and build the HTML book")
+    b.add_argument("--executed", type=Path, metavar="DIR", help="copy already-executed <stem>.ipynb from DIR instead of running")
+    b.add_argument("--out", type=Path, metavar="DIR", help="output root: HTML goes to DIR/_build/html (default: book/)")
+    b.add_argument("--notebooks", type=Path, default=NOTEBOOKS_DIR, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    for var, value in (("OMP_NUM_THREADS", "1"), ("HF_HUB_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
+        os.environ.setdefault(var, value)  # inherited by the notebook kernels
+    try:
+        build(notebooks_dir=args.notebooks, executed=args.executed, out=args.out)
+    except BookError as e:
+        print(f"[book] error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Command line: `workbench run`, `workbench report`, `workbench list`."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def cmd_run(args) -> int:
+    from workbench.train import apply_sets, make_config, train
+
+    overrides = {"recipe": args.recipe, "task": args.task}
+    if args.seed is not None:
+        overrides["seed"] = args.seed
+    config = apply_sets(make_config(args.preset, **overrides), args.set or [])
+    out = Path(args.out or f"runs/{config.recipe}-{config.task.replace(':', '_')}-{config.preset}-s{config.seed}")
+    print(f"run folder: {out}")
+    summary = train(config, out, progress=not args.quiet)
+    print(f"greedy accuracy on {summary['eval_size']} held-out prompts: "
+          f"before {summary['accuracy_before']:.3f} -> after {summary['accuracy_after']:.3f}")
+    print(f"report: {summary['report']}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from workbench.viz.report import write_report
+
+    run_dir = Path(args.dir)
+    if not (run_dir / "config.json").exists():
+        print(f"error: {run_dir} is not a run folder (no config.json)", file=sys.stderr)
+        return 2
+    print(write_report(run_dir))
+    return 0
+
+
+def cmd_list(args) -> int:
+    from workbench import registry
+
+    if args.missing:
+        rows = registry.catalog()
+        for key in registry.missing_keys():
+            print(f"{key:32s} {rows[key]['family']:11s} {rows[key]['kind']:12s} {rows[key]['title']}")
+        return 0
+    entries = registry.entries(args.kind)
+    if args.json:
+        print(json.dumps([e.as_dict() for e in entries], indent=2))
+        return 0
+    for e in entries:
+        print(f"{e.kind:12s} {e.key:26s} {e.family:10s} {e.confidence:13s} {e.summary}")
+    print(f"\n{len(entries)} registered; {len(registry.missing_keys())} catalog keys not yet implemented "
+          "(workbench list --missing)")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    from workbench.train.config import PRESETS
+
+    p = argparse.ArgumentParser(prog="workbench", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="train RECIPE on a task; writes a run folder (resumes if it exists)")
+    run.add_argument("recipe", help="recipe key, e.g. grpo, dr_grpo, dapo_lite, rloo, ppo")
+    run.add_argument("--task", default="countdown", help="task name (addition, countdown, reasoning_gym:<name>)")
+    run.add_argument("--preset", default="smoke", choices=sorted(PRESETS))
+    run.add_argument("--out", help="run folder (default runs/RECIPE-TASK-PRESET-sSEED)")
+    run.add_argument("--seed", type=int)
+    run.add_argument("--set", action="append", metavar="KEY=VALUE",
+                     help="override a config field, e.g. --set steps=20 --set recipe_overrides.kl_coef=0")
+    run.add_argument("--quiet", action="store_true", help="no progress bars")
+    run.set_defaults(fn=cmd_run)
+
+    report = sub.add_parser("report", help="(re)write DIR/report.html from a run folder")
+    report.add_argument("dir")
+    report.set_defaults(fn=cmd_report)
+
+    lst = sub.add_parser("list", help="registered components")
+    lst.add_argument("--json", action="store_true", help="machine-readable list of objects")
+    lst.add_argument("--kind", help="only this kind (advantage, objective, aggregation, regularizer, recipe, ...)")
+    lst.add_argument("--missing", action="store_true", help="catalog keys not yet registered")
+    lst.set_defaults(fn=cmd_list)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    args = parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except (ValueError, KeyError, FileNotFoundError) as e:
+        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

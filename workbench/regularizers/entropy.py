@@ -1,0 +1,15 @@
+"""Entropy bonus: L -= c_H * agg(H_t), with H_t the full-vocabulary entropy at each response token."""
+from __future__ import annotations
+
+from workbench import ops, registry
+
+
+@registry.regularizer(
+    "entropy-bonus", title="Asynchronous Methods for Deep Reinforcement Learning",
+    summary="Subtract c_H times the aggregated token entropy from the loss (keeps exploration alive).",
+    equation=r"L \mathrel{-}= c_H\,\mathrm{agg}(H_t),\quad H_t = -\sum_v \pi(v)\log\pi(v)")
+def entropy_bonus(entropy, mask, *, coef=0.0, agg="token-mean", denom=None):
+    """Loss term (to add) -coef * agg(entropy). verl aggregates with the PG mode; TRL uses token mean."""
+    if coef == 0:
+        return entropy.new_zeros(())
+    return -coef * ops.aggregate(entropy, mask, agg, denom)

@@ -1,0 +1,33 @@
+"""Built-in tasks and the name -> task lookup.
+
+    get_task("addition", digits=3)
+    get_task("countdown")
+    get_task("reasoning_gym:leg_counting", size=200)   # needs `pip install reasoning-gym`
+"""
+from __future__ import annotations
+
+from workbench.tasks.addition import AdditionTask
+from workbench.tasks.base import Example, Task
+from workbench.tasks.countdown import CountdownTask
+
+TASKS: dict[str, type[Task]] = {"addition": AdditionTask, "countdown": CountdownTask}
+REASONING_GYM_PREFIX = "reasoning_gym:"
+
+__all__ = ["TASKS", "Example", "Task", "AdditionTask", "CountdownTask", "get_task", "task_names"]
+
+
+def task_names() -> list[str]:
+    """Registered task names; any reasoning-gym dataset is also reachable as `reasoning_gym:<name>`."""
+    return sorted(TASKS)
+
+
+def get_task(spec: str, **kwargs) -> Task:
+    """Build a task from its name; `kwargs` go to the task's constructor."""
+    if spec.startswith(REASONING_GYM_PREFIX):
+        from workbench.tasks.reasoning_gym import ReasoningGymTask  # optional dependency
+
+        return ReasoningGymTask(spec[len(REASONING_GYM_PREFIX):], **kwargs)
+    if spec not in TASKS:
+        valid = ", ".join(task_names() + [REASONING_GYM_PREFIX + "<dataset>"])
+        raise ValueError(f"unknown task {spec!r}; valid names: {valid}")
+    return TASKS[spec](**kwargs)

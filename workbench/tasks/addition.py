@@ -1,0 +1,44 @@
+"""Integer addition: prompt "12+34=", target "46"."""
+from __future__ import annotations
+
+import random
+
+from workbench.tasks.base import Example, Task
+
+
+class AdditionTask(Task):
+    """Add two integers drawn uniformly from [0, 10**digits).
+
+    Format: prompt ``f"{a}+{b}="``, answer and target ``str(a + b)``. The verifier strips
+    surrounding whitespace and requires an exact string match (so "046" is wrong).
+    """
+
+    name = "addition"
+    DEFAULT_DIGITS = 2
+
+    def __init__(self, digits: int = DEFAULT_DIGITS):
+        if digits < 1:
+            raise ValueError(f"digits must be >= 1, got {digits}")
+        self.digits = digits
+        # The shipped file was drawn with the default parameters; any other setting gets its own
+        # held-out set generated in memory so `sample` still has something to avoid.
+        self.eval_file = "addition.jsonl" if digits == self.DEFAULT_DIGITS else None
+
+    def make_example(self, rng: random.Random) -> Example:
+        high = 10**self.digits
+        a, b = rng.randrange(high), rng.randrange(high)
+        total = str(a + b)
+        return Example(prompt=f"{a}+{b}=", answer=total, target=total)
+
+    def score(self, completion: str, example: Example) -> float:
+        return 1.0 if completion.strip() == example.answer else 0.0
+
+    def eval_set(self, n: int | None = None) -> list[Example]:
+        if self.eval_file:
+            return super().eval_set(n)
+        from workbench.tasks.make_eval import generated_eval_set  # lazy: `python -m` must find it unimported
+
+        return generated_eval_set(self, n)
+
+    def __repr__(self) -> str:
+        return f"AdditionTask(digits={self.digits})"

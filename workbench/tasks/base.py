@@ -1,0 +1,65 @@
+"""The task protocol: procedural prompts with exact verifiers."""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Example:
+    prompt: str   # text fed to the model, e.g. "12+34="
+    answer: str   # what the verifier checks against, e.g. "46"
+    target: str   # one correct completion (no EOS) used for SFT, e.g. "46"
+
+
+class Task:
+    """A family of prompts with an exact verifier.
+
+    Subclasses implement `make_example(rng)` and `score(completion, example)`; `sample` draws
+    training examples that never collide with the fixed held-out evaluation set.
+    """
+
+    name: str = ""
+    eval_file: str | None = None  # file under data/eval/ holding the fixed held-out set
+
+    def make_example(self, rng: random.Random) -> Example:
+        raise NotImplementedError
+
+    def score(self, completion: str, example: Example) -> float:
+        """Exact verifier: 1.0 if `completion` solves `example`, else 0.0."""
+        raise NotImplementedError
+
+    def rewards(self, completions: list[str], examples: list[Example]) -> list[float]:
+        if len(completions) != len(examples):
+            raise ValueError(f"{len(completions)} completions for {len(examples)} examples")
+        return [float(self.score(c, e)) for c, e in zip(completions, examples)]
+
+    def eval_set(self, n: int | None = None) -> list[Example]:
+        from workbench.paths import data_file
+
+        rows = load_jsonl(data_file("eval", self.eval_file)) if self.eval_file else []
+        return rows[:n] if n else rows
+
+    def sample(self, n: int, rng: random.Random) -> list[Example]:
+        held_out = {e.prompt for e in self.eval_set()}
+        out: list[Example] = []
+        for _ in range(1000 * n):
+            if len(out) == n:
+                return out
+            ex = self.make_example(rng)
+            if ex.prompt not in held_out:
+                out.append(ex)
+        raise RuntimeError(f"task {self.name!r}: could not draw {n} examples outside the held-out set")
+
+
+def load_jsonl(path: str | Path) -> list[Example]:
+    with open(path) as f:
+        return [Example(**json.loads(line)) for line in f if line.strip()]
+
+
+def save_jsonl(examples: list[Example], path: str | Path) -> None:
+    with open(path, "w") as f:
+        for e in examples:
+            f.write(json.dumps(asdict(e)) + "\n")

@@ -1,0 +1,5 @@
+"""Training loops (RL, SFT), run configuration, checkpoints and the metrics log."""
+from workbench.train.config import PRESETS, RunConfig, apply_sets, make_config
+from workbench.train.rl import Trainer, train
+
+__all__ = ["PRESETS", "RunConfig", "Trainer", "apply_sets", "make_config", "train"]

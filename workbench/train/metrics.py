@@ -1,0 +1,86 @@
+"""The metrics log (one JSON row per step, appended and flushed as training goes) and its glossary."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+GLOSSARY: dict[str, str] = {
+    "step": "RL step index (one rollout batch per step), starting at 0.",
+    "reward/mean": "Mean outcome reward of the sampled responses; rises as the policy improves.",
+    "reward/std": "Std of rewards over the batch; near 0 means no learning signal is left in the groups.",
+    "accuracy": "Fraction of sampled responses the verifier accepts (at the sampling temperature).",
+    "frac_zero_std_groups": "Share of groups whose rewards are all equal: their group advantage is 0.",
+    "advantage/mean": "Mean advantage over valid tokens (about 0 for centred estimators).",
+    "advantage/abs_mean": "Mean |advantage| over valid tokens: the size of the learning signal.",
+    "entropy": "Mean full-vocabulary token entropy of the policy on its own samples (nats); a collapse to 0 "
+               "means no exploration.",
+    "kl": "Mean per-token KL(pi || ref) estimate (recipe's estimator) to the frozen reference; grows slowly "
+          "when healthy.",
+    "kl/k1_old": "mean(old_logp - logp): how far the update moved from the sampling policy (cleanrl old_approx_kl).",
+    "kl/k3_old": "mean((r - 1) - log r), a non-negative estimate of the same drift (cleanrl approx_kl).",
+    "clip/region": "Fraction of tokens where PPO's clipped branch is active (clip/low + clip/high); 0 on the "
+                   "first minibatch after a rollout since r = 1 there.",
+    "clip/high": "Fraction of tokens with A > 0 and r > 1 + eps_high (update stopped from pushing further up).",
+    "clip/low": "Fraction of tokens with A < 0 and r < 1 - eps_low.",
+    "clip/out_of_band": "Fraction of tokens with r outside [1 - eps_low, 1 + eps_high], whatever the sign of A.",
+    "clip/dual": "Fraction of tokens where the dual-clip cap -c A is active.",
+    "ratio/mean": "Mean importance ratio pi/pi_old over valid tokens (1 when on-policy).",
+    "ratio/max": "Largest token ratio in the batch: spikes flag unstable updates.",
+    "loss/policy": "Policy objective value (aggregated), averaged over minibatches.",
+    "loss/total": "Total loss optimized: policy + KL + entropy + value terms.",
+    "value/loss": "Clipped value loss of the critic (PPO only).",
+    "value/clipfrac": "Fraction of tokens where the clipped value branch is larger (PPO only).",
+    "value/mean": "Mean predicted value V(s_t) (PPO only).",
+    "value/explained_var": "1 - Var(R - V)/Var(R): how much of the return variance the critic explains.",
+    "grad_norm": "Global gradient norm before clipping, averaged over optimizer steps.",
+    "response_length/mean": "Mean number of policy tokens per response (including EOS).",
+    "response_length/max": "Longest response in the batch.",
+    "truncated_frac": "Share of responses that hit max_new_tokens without EOS.",
+    "eval/accuracy": "Greedy accuracy on the held-out set (only on evaluation steps).",
+    "time/step": "Wall-clock seconds for the whole step.",
+    "time/rollout": "Seconds spent generating (rollout) in the step.",
+    "time/train": "Seconds spent in forward/backward/optimizer in the step.",
+    "tokens_per_s/rollout": "Response tokens generated per second of rollout time.",
+    "tokens_per_s/train": "Response tokens trained on per second of training time (all epochs).",
+}
+
+
+def clean(value):
+    """JSON-safe float: NaN/inf become None so rows stay valid JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class MetricsLog:
+    """Append-only `metrics.jsonl`; each row is flushed so a crash loses nothing already logged."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def append(self, row: dict) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps({k: clean(v) for k, v in row.items()}) + "\n")
+            f.flush()
+
+    def truncate(self, before_step: int) -> None:
+        """Keep only rows with step < before_step (steps after the last checkpoint are recomputed)."""
+        rows = [r for r in read_rows(self.path) if r["step"] < before_step]
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        tmp.replace(self.path)
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    """Rows of a metrics.jsonl, tolerating a torn last line from an interrupted write."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return rows

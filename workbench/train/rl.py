@@ -1,0 +1,295 @@
+"""The RL loop: rollout -> reward -> advantage -> objective over ppo_epochs x minibatches.
+
+The loop never branches on algorithm names: it looks up the recipe's components in the registry.
+Every step is seeded from (seed, step), so a resumed run reproduces the steps it had not logged.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import random
+import time
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from workbench import ops, registry
+from workbench.advantages.gae import gae_returns
+from workbench.advantages.group import group_stats
+from workbench.batch import RolloutBatch
+from workbench.models import add_lora, load_model
+from workbench.recipes import Recipe, get_recipe
+from workbench.regularizers.entropy import entropy_bonus
+from workbench.regularizers.kl_penalty import kl_in_loss, kl_in_reward
+from workbench.rollout import HFEngine, policy_forward, sample_groups
+from workbench.tasks import get_task
+from workbench.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from workbench.train.config import RunConfig
+from workbench.train.evaluate import greedy_accuracy
+from workbench.train.metrics import MetricsLog, read_rows
+from workbench.train.sft import warm_start
+
+
+def resolve_recipe(config: RunConfig) -> Recipe:
+    """The recipe with the config's overrides (kl_coef, entropy_coef, recipe_overrides) applied."""
+    recipe = get_recipe(config.recipe)
+    changes = dict(config.recipe_overrides)
+    if config.kl_coef is not None:
+        changes["kl_coef"] = config.kl_coef
+    if config.entropy_coef is not None:
+        changes["entropy_coef"] = config.entropy_coef
+    names = {f.name for f in dataclasses.fields(Recipe)}
+    unknown = sorted(set(changes) - names)
+    if unknown:
+        raise ValueError(f"unknown recipe fields {unknown} in overrides; valid: {sorted(names)}")
+    return dataclasses.replace(recipe, **changes)
+
+
+def seed_step(seed: int, step: int) -> random.Random:
+    """Seed torch for this step and return the step's prompt RNG (independent of earlier steps)."""
+    torch.manual_seed(seed * 1_000_003 + step)
+    return random.Random(f"{seed}-{step}")
+
+
+class ValueHead(torch.nn.Module):
+    """V(s_t) from the policy's last hidden state (shared trunk)."""
+
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.proj = torch.nn.Linear(hidden, 1)
+        torch.nn.init.zeros_(self.proj.weight)
+        torch.nn.init.zeros_(self.proj.bias)
+
+    def forward(self, hidden):
+        return self.proj(hidden.float()).squeeze(-1)
+
+
+class Trainer:
+    """One run folder: config.json, metrics.jsonl, summary.json, checkpoints/, report.html."""
+
+    def __init__(self, config: RunConfig, out: str | Path, progress: bool = True, callback=None):
+        self.config, self.out, self.progress, self.callback = config, Path(out), progress, callback
+        self.recipe = resolve_recipe(config)
+        self.advantage = registry.get("advantage", self.recipe.advantage)
+        self.objective = registry.get("objective", self.recipe.objective)
+        self.token_masks = [registry.get("data", key) for key in self.recipe.token_masks]
+        if self.recipe.agg not in ops.AGG_MODES:
+            raise ValueError(f"recipe {self.recipe.key!r}: unknown aggregation {self.recipe.agg!r}")
+        self.task = get_task(config.task, **config.task_kw)
+        self.log = MetricsLog(self.out / "metrics.jsonl")
+
+    # ------------------------------------------------------------------ set-up
+
+    def prepare_folder(self) -> None:
+        """Create the run folder, or check that an existing one holds this same config (then resume)."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        path = self.out / "config.json"
+        if path.exists():
+            saved = json.loads(path.read_text())
+            mine = json.loads(self.config.to_json())
+            if saved != mine:
+                diff = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k))
+                raise ValueError(f"{self.out} holds a run with a different config (differs in {diff}); "
+                                 "choose another --out, or delete the folder to start over")
+        else:
+            path.write_text(self.config.to_json())
+
+    def build_models(self) -> None:
+        c = self.config
+        torch.set_num_threads(c.threads)
+        folder = warm_start(c, self.task, progress=self.progress)
+        self.model, self.tokenizer = load_model(str(folder) if folder else c.model, dtype=c.dtype,
+                                                device=c.device, seed=c.seed)
+        self.ref = None
+        if self.recipe.kl_placement != "none" or c.track_kl:
+            self.ref = copy.deepcopy(self.model).eval().requires_grad_(False)
+        if c.lora_r > 0:
+            self.model = add_lora(self.model, r=c.lora_r, alpha=2 * c.lora_r)
+        self.value_head = ValueHead(self.model.config.hidden_size).to(c.device) if self.recipe.critic else None
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        if self.value_head is not None:
+            params += list(self.value_head.parameters())
+        self.params = params
+        self.optimizer = torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
+        self.engine = HFEngine(self.model, self.tokenizer)
+
+    def state(self, step: int, accuracy_before: float) -> dict:
+        return {"step": step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "value_head": self.value_head.state_dict() if self.value_head else None,
+                "accuracy_before": accuracy_before}
+
+    def restore(self) -> tuple[int, float | None]:
+        ckpt = latest_checkpoint(self.out)
+        if ckpt is None:
+            if read_rows(self.out / "metrics.jsonl"):
+                self.log.truncate(0)  # logged steps without a checkpoint are recomputed from scratch
+            return 0, None
+        state = load_checkpoint(ckpt)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.value_head is not None:
+            self.value_head.load_state_dict(state["value_head"])
+        self.log.truncate(state["step"])
+        return state["step"], state["accuracy_before"]
+
+    # ------------------------------------------------------------------ one step
+
+    @torch.no_grad()
+    def rollout(self, step: int) -> RolloutBatch:
+        c, recipe = self.config, self.recipe
+        rng = seed_step(c.seed, step)
+        examples = self.task.sample(c.prompts_per_step, rng)
+        batch = sample_groups(self.engine, self.task, examples, group_size=c.group_size,
+                              max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p)
+        old_logp, entropy, hidden = policy_forward(
+            self.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.mask, c.temperature,
+            with_entropy=True, with_hidden=self.value_head is not None)
+        batch.old_logp, batch.entropy = old_logp * batch.mask, entropy * batch.mask
+        if self.ref is not None:
+            ref_logp, _, _ = policy_forward(self.ref, batch.prompt_ids, batch.prompt_mask, batch.response_ids,
+                                            batch.mask, c.temperature)
+            batch.ref_logp = ref_logp * batch.mask
+        if self.value_head is not None:
+            batch.values = batch.old_values = self.value_head(hidden) * batch.mask
+        for entry in self.token_masks:
+            batch.mask = entry.fn(batch)
+        if recipe.kl_placement == "reward" and recipe.kl_coef:
+            batch.token_rewards = kl_in_reward(batch.old_logp, batch.ref_logp, batch.mask,
+                                               beta=recipe.kl_coef, estimator=recipe.kl_estimator)
+        batch.advantages = self.advantage.fn(batch, **recipe.advantage_kw).float()
+        if self.value_head is not None:
+            batch.returns = gae_returns(batch, **recipe.advantage_kw).float()
+        return batch
+
+    def minibatch_loss(self, mb: RolloutBatch, denom: ops.Denominators):
+        c, recipe = self.config, self.recipe
+        logp, entropy, hidden = policy_forward(
+            self.model, mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.mask, c.temperature,
+            with_entropy=recipe.entropy_coef != 0, with_hidden=self.value_head is not None)
+        loss, metrics = self.objective.fn(logp, mb.old_logp, mb.advantages, mb.mask, agg=recipe.agg,
+                                          denom=denom, **recipe.objective_kw)
+        metrics["loss/policy"] = loss.item()
+        total = loss
+        if recipe.kl_placement == "loss":
+            kl_loss, _ = kl_in_loss(logp, mb.ref_logp, mb.mask, beta=recipe.kl_coef,
+                                    estimator=recipe.kl_estimator, agg=recipe.agg, denom=denom)
+            total = total + kl_loss
+        if recipe.entropy_coef:
+            total = total + entropy_bonus(entropy, mb.mask, coef=recipe.entropy_coef, agg=recipe.agg, denom=denom)
+        if self.value_head is not None:
+            v_loss, v_metrics = registry.get("objective", "value-loss").fn(
+                self.value_head(hidden), mb.old_values, mb.returns, mb.mask, agg=recipe.agg, denom=denom)
+            total = total + recipe.vf_coef * v_loss
+            metrics.update(v_metrics)
+        metrics["loss/total"] = total.item()
+        return total, metrics
+
+    def train_on(self, batch: RolloutBatch, step: int) -> dict:
+        """ppo_epochs passes, each split into `minibatches` optimizer steps; returns mean metrics."""
+        c = self.config
+        if batch.mask.sum() == 0:
+            return {}  # every response masked (e.g. all truncated): nothing to learn from this step
+        gen = torch.Generator().manual_seed(c.seed * 7919 + step)
+        sums: dict[str, float] = {}
+        n = 0
+        self.model.train()
+        for _ in range(c.ppo_epochs):
+            order = torch.randperm(batch.size, generator=gen)
+            for idx in order.chunk(c.minibatches):
+                mb = batch.select(idx)
+                if mb.mask.sum() == 0:
+                    continue
+                denom = ops.Denominators.of(mb.mask, norm_constant=mb.size * c.max_new_tokens)
+                loss, metrics = self.minibatch_loss(mb, denom)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                metrics["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.params, c.grad_clip))
+                self.optimizer.step()
+                for k, v in metrics.items():
+                    sums[k] = sums.get(k, 0.0) + v
+                n += 1
+        return {k: v / max(n, 1) for k, v in sums.items()}
+
+    def rollout_metrics(self, batch: RolloutBatch) -> dict:
+        lengths = batch.lengths
+        valid = batch.mask if batch.mask.sum() > 0 else torch.ones_like(batch.mask)
+        _, std, _ = group_stats(batch.rewards.double(), batch.group)
+        row = {
+            "reward/mean": float(batch.rewards.mean()),
+            "reward/std": float(batch.rewards.std()) if batch.size > 1 else 0.0,
+            "accuracy": float((batch.rewards >= 1.0).float().mean()),
+            "frac_zero_std_groups": float((std == 0).double().mean()),
+            "advantage/mean": float(ops.masked_mean(batch.advantages, valid)),
+            "advantage/abs_mean": float(ops.masked_mean(batch.advantages.abs(), valid)),
+            "entropy": float(ops.masked_mean(batch.entropy, valid)),
+            "response_length/mean": float(lengths.mean()),
+            "response_length/max": float(lengths.max()),
+            "truncated_frac": float(batch.truncated.float().mean()),
+            "kl": None,
+        }
+        if batch.ref_logp is not None:
+            row["kl"] = float(ops.masked_mean(
+                registry.get("regularizer", self.recipe.kl_estimator.rstrip("+")).fn(batch.old_logp, batch.ref_logp),
+                valid))
+        return row
+
+    def step(self, step: int) -> dict:
+        t0 = time.perf_counter()
+        batch = self.rollout(step)
+        t1 = time.perf_counter()
+        train_metrics = self.train_on(batch, step)
+        t2 = time.perf_counter()
+        tokens = float(batch.mask.sum())
+        row = {"step": step, **self.rollout_metrics(batch), **train_metrics,
+               "clip/region": train_metrics.get("clip/region"),
+               "time/rollout": t1 - t0, "time/train": t2 - t1, "time/step": t2 - t0,
+               "tokens_per_s/rollout": float(batch.lengths.sum()) / max(t1 - t0, 1e-9),
+               "tokens_per_s/train": tokens * self.config.ppo_epochs / max(t2 - t1, 1e-9)}
+        if self.config.eval_every and (step + 1) % self.config.eval_every == 0:
+            row["eval/accuracy"], _ = self.evaluate()
+        return row
+
+    def evaluate(self):
+        examples = self.task.eval_set(self.config.eval_size)
+        return greedy_accuracy(self.engine, self.task, examples, max_new_tokens=self.config.max_new_tokens)
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> dict:
+        c = self.config
+        self.prepare_folder()
+        self.build_models()
+        start, accuracy_before = self.restore()
+        if accuracy_before is None:
+            accuracy_before, _ = self.evaluate()
+        t_start = time.perf_counter()
+        bar = tqdm(range(start, c.steps), initial=start, total=c.steps, desc=f"{c.recipe} on {c.task}",
+                   disable=not self.progress)
+        for step in bar:
+            row = self.step(step)
+            self.log.append(row)
+            bar.set_postfix(reward=f"{row['reward/mean']:.2f}", H=f"{row['entropy']:.2f}")
+            if self.callback is not None:
+                self.callback(row)
+            if (step + 1) % c.checkpoint_every == 0 or step + 1 == c.steps:
+                save_checkpoint(self.out, step + 1, self.state(step + 1, accuracy_before), c.keep_checkpoints)
+        accuracy_after, records = self.evaluate()
+        summary = {"recipe": c.recipe, "task": c.task, "model": c.model, "preset": c.preset, "seed": c.seed,
+                   "steps": c.steps, "accuracy_before": accuracy_before, "accuracy_after": accuracy_after,
+                   "eval_size": len(records), "train_seconds_this_session": time.perf_counter() - t_start}
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
+        with open(self.out / "eval_after.jsonl", "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in records)
+        return summary
+
+
+def train(config: RunConfig, out: str | Path, progress: bool = True, callback=None, report: bool = True) -> dict:
+    """Run (or resume) an RL run into `out`; writes report.html at the end when `report`."""
+    summary = Trainer(config, out, progress=progress, callback=callback).run()
+    if report:
+        from workbench.viz.report import write_report
+
+        summary["report"] = str(write_report(out))
+    return summary

@@ -1,0 +1,166 @@
+"""Self-contained HTML reports of a run directory and of several runs compared.
+
+A run directory holds `config.json`, `metrics.jsonl` (one JSON row per step) and, once the run has
+finished, `summary.json`. Reports inline plotly.js once, so they open offline and can be mailed.
+"""
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import plotly.graph_objects as go
+
+from workbench.viz.figures import accuracy_bar, as_runs, is_number, present_keys, training_curves
+
+STYLE = """
+body { font-family: system-ui, -apple-system, sans-serif; margin: 2rem auto; max-width: 1200px; color: #222; }
+h1 { margin-bottom: 0.2rem; } .sub { color: #666; margin-top: 0; }
+table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.9rem; }
+td, th { border: 1px solid #ddd; padding: 0.25rem 0.6rem; text-align: left; vertical-align: top; }
+th { background: #f5f5f5; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.accuracy { font-size: 1.3rem; margin: 1rem 0; }
+"""
+
+
+def read_json(path: Path) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """Rows of a metrics.jsonl. A torn last line (the run was killed mid-write) is dropped; a bad line
+    anywhere else means the file is corrupt and raises."""
+    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = []
+    for i, line in enumerate(lines):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            if i == len(lines) - 1:
+                break
+            raise ValueError(f"{path}: line {i + 1} is not JSON ({err})") from None
+    return rows
+
+
+def flatten(config: Mapping, prefix: str = "") -> dict[str, object]:
+    """Nested dicts -> dotted keys, so a recipe's `advantage_kw.scale` gets its own table row."""
+    out = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def label(value) -> str:
+    """A short name for a config entry that may be a key, or a dict carrying one (e.g. Recipe.as_dict())."""
+    if isinstance(value, Mapping):
+        for field in ("key", "name"):
+            if field in value:
+                return str(value[field])
+        return json.dumps(value, sort_keys=True)
+    return "" if value is None else str(value)
+
+
+def format_value(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (str, int, bool)) or value is None:
+        return str(value)
+    return json.dumps(value)
+
+
+def table(rows: Mapping[str, object], header: tuple[str, str] = ("key", "value")) -> str:
+    body = "".join(
+        f"<tr><td>{html.escape(str(k))}</td><td{' class=num' if is_number(v) else ''}>"
+        f"{html.escape(format_value(v))}</td></tr>" for k, v in rows.items())
+    return f"<table><tr><th>{header[0]}</th><th>{header[1]}</th></tr>{body}</table>"
+
+
+def figures_html(figures: Sequence[go.Figure]) -> str:
+    """The figures as <div>s; plotly.js is inlined with the first one only."""
+    return "\n".join(fig.to_html(full_html=False, include_plotlyjs=(i == 0), config={"responsive": True})
+                     for i, fig in enumerate(figures))
+
+
+def page(title: str, body: str) -> str:
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style></head>\n<body>\n{body}\n</body></html>\n")
+
+
+def accuracy_line(summary: Mapping) -> str:
+    if "accuracy_before" in summary and "accuracy_after" in summary:
+        before, after = float(summary["accuracy_before"]), float(summary["accuracy_after"])
+        return (f"<p class=accuracy>greedy accuracy <b>{before:.1%}</b> &rarr; <b>{after:.1%}</b> "
+                f"({after - before:+.1%})</p>")
+    return "<p class=accuracy>no before/after accuracy: the run has no summary.json yet (still running or " \
+           "stopped early)</p>"
+
+
+def write_report(run_dir) -> Path:
+    """Write `run_dir/report.html` from config.json, metrics.jsonl and summary.json (optional); return its path."""
+    run_dir = Path(run_dir)
+    config_path = run_dir / "config.json"
+    if not config_path.exists():
+        raise FileNotFoundError(f"{config_path} not found: is {run_dir} a run directory?")
+    config = read_json(config_path)
+    metrics_path = run_dir / "metrics.jsonl"
+    rows = read_metrics(metrics_path) if metrics_path.exists() else []
+    summary = read_json(run_dir / "summary.json") if (run_dir / "summary.json").exists() else {}
+
+    recipe, task = label(config.get("recipe")), label(config.get("task"))
+    title = f"{recipe or 'run'} on {task}" if task else (recipe or run_dir.name)
+    figures = []
+    if rows:
+        figures.append(training_curves(rows, title="training curves"))
+    if "accuracy_before" in summary and "accuracy_after" in summary:
+        figures.append(accuracy_bar(summary))
+    scalars = {k: v for k, v in flatten(summary).items() if is_number(v) or isinstance(v, (str, bool))}
+    body = [
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p class=sub>{html.escape(str(run_dir))} &middot; {len(rows)} logged steps</p>",
+        accuracy_line(summary),
+        "<h2>last logged values</h2>" + final_values({"this run": rows}, present_keys({"run": rows})) if rows else "",
+        figures_html(figures) if figures else "<p>no metrics logged yet.</p>",
+        "<h2>summary</h2>" + table(scalars) if scalars else "",
+        "<h2>config</h2>" + table(flatten(config)),
+    ]
+    out = run_dir / "report.html"
+    out.write_text(page(title, "\n".join(body)), encoding="utf-8")
+    return out
+
+
+def final_values(runs: Mapping[str, list[dict]], keys: Sequence[str]) -> str:
+    """A table run x metric of each run's last logged value."""
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in keys)
+    body = ""
+    for name, rows in runs.items():
+        cells = ""
+        for key in keys:
+            last = next((row[key] for row in reversed(rows) if is_number(row.get(key))), None)
+            cells += f"<td class=num>{'' if last is None else f'{last:.4g}'}</td>"
+        body += f"<tr><td>{html.escape(name)}</td><td class=num>{len(rows)}</td>{cells}</tr>"
+    return f"<table><tr><th>run</th><th>rows</th>{head}</tr>{body}</table>"
+
+
+def write_comparison(runs: Mapping[str, list[dict]], path, title: str = "run comparison") -> Path:
+    """Write one HTML page with the runs' curves overlaid and their final values; return its path.
+
+    runs: run name -> metric rows (as read by `read_metrics`).
+    """
+    runs = as_runs(runs)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    keys = present_keys(runs)
+    body = [
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p class=sub>{len(runs)} runs: {html.escape(', '.join(runs))}</p>",
+        "<h2>final values</h2>" + final_values(runs, keys),
+        figures_html([training_curves(runs, keys=keys)]) if keys else "<p>no metrics to plot.</p>",
+    ]
+    path.write_text(page(title, "\n".join(body)), encoding="utf-8")
+    return path

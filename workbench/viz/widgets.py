@@ -1,0 +1,86 @@
+"""ipywidgets explorers around the figures. ipywidgets is imported inside each function, so
+`import workbench.viz` works in a plain Python process; the explorers themselves need a kernel to be seen.
+
+Each explorer returns its VBox with `.figure` (the `go.FigureWidget`), `.controls` (name -> widget) and
+`.update` (the redraw callback) attached, so tests and notebooks can drive it without a browser.
+"""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from workbench.viz.figures import advantage_bars, surrogate_curves
+
+
+def refresh(widget: go.FigureWidget, fig: go.Figure) -> None:
+    """Copy `fig`'s traces and layout into `widget` in place (same trace count and types), as one message."""
+    with widget.batch_update():
+        for old, new in zip(widget.data, fig.data):
+            old.update(new.to_plotly_json(), overwrite=True)
+        # Shapes and annotations are replaced, not merged: a band or dual-clip line may have gone away.
+        widget.layout.shapes = fig.layout.shapes
+        widget.layout.annotations = fig.layout.annotations
+        widget.layout.title = fig.layout.title
+
+
+def advantage_explorer(rewards=(1, 0, 0, 1, 0, 0, 0, 1)):
+    """One group of rewards, one slider each, and the GRPO / RLOO advantages they produce.
+
+    Checkboxes: "divide by std" (GRPO scale="group", off = Dr.GRPO's scale="none") and "Bessel"
+    (unbiased std). Returns an ipywidgets.VBox.
+    """
+    import ipywidgets as W
+
+    sliders = [W.FloatSlider(value=float(r), min=-1.0, max=2.0, step=0.05, description=f"R{i}",
+                             continuous_update=False, layout=W.Layout(width="300px"))
+               for i, r in enumerate(rewards)]
+    divide = W.Checkbox(value=True, description="divide by std")
+    bessel = W.Checkbox(value=True, description="Bessel")
+    figure = go.FigureWidget(advantage_bars([s.value for s in sliders]))
+
+    def update(change=None):
+        kw = {"scale": "group" if divide.value else "none", "unbiased": bessel.value}
+        refresh(figure, advantage_bars([s.value for s in sliders], **kw))
+        bessel.disabled = not divide.value  # the std is not used when scale="none"
+
+    for control in (*sliders, divide, bessel):
+        control.observe(update, names="value")
+    update()
+    controls = W.HBox([W.VBox(sliders[0::2]), W.VBox(sliders[1::2]), W.VBox([divide, bessel])])
+    box = W.VBox([controls, figure])
+    box.figure, box.update = figure, update
+    box.controls = {**{s.description: s for s in sliders}, "divide": divide, "bessel": bessel}
+    return box
+
+
+SIGNS = {"both": (1, -1), "A > 0": (1,), "A < 0": (-1,)}
+
+
+def clipping_explorer(objective: str = "ppo-clip", advantage: float = 1.0):
+    """PPO clipping: sliders for eps_low, eps_high and the dual-clip cap c ("off" = no cap), and a toggle
+    for the advantage sign, redrawing `surrogate_curves`. Returns an ipywidgets.VBox.
+    """
+    import ipywidgets as W
+
+    eps_low = W.FloatSlider(value=0.2, min=0.0, max=0.5, step=0.01, description="ε_low", continuous_update=False)
+    eps_high = W.FloatSlider(value=0.2, min=0.0, max=0.5, step=0.01, description="ε_high",
+                             continuous_update=False)
+    # c must be > 1 (ppo_clip raises otherwise), so the slider offers "off" and valid caps only.
+    dual_c = W.SelectionSlider(options=[("off", 0.0), ("1.5", 1.5), ("2", 2.0), ("2.5", 2.5), ("3", 3.0),
+                                        ("4", 4.0)], value=0.0, description="dual-clip c", continuous_update=False)
+    sign = W.ToggleButtons(options=list(SIGNS), value="both", description="advantage")
+
+    def current() -> go.Figure:
+        return surrogate_curves(objective, advantage, signs=SIGNS[sign.value], eps_low=eps_low.value,
+                                eps_high=eps_high.value, dual_clip_c=dual_c.value or None)
+
+    figure = go.FigureWidget(current())
+
+    def update(change=None):
+        refresh(figure, current())
+
+    for control in (eps_low, eps_high, dual_c, sign):
+        control.observe(update, names="value")
+    box = W.VBox([W.HBox([W.VBox([eps_low, eps_high]), W.VBox([dual_c, sign])]), figure])
+    box.figure, box.update = figure, update
+    box.controls = {"eps_low": eps_low, "eps_high": eps_high, "dual_clip_c": dual_c, "sign": sign}
+    return box

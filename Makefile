@@ -24,7 +24,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 install: $(VENV)/.installed
 
 demo: install
-	$(BIN)/workbench run grpo --task addition --preset smoke --out runs/demo
+	$(BIN)/workbench run grpo --task countdown --preset smoke --out runs/demo
 
 test: install
 	$(BIN)/python -m pytest -q

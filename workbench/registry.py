@@ -14,7 +14,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from workbench.paths import data_file
+from workbench.paths import data_file  # noqa: F401  (re-exported for tests and tools)
 
 KINDS = (
     "advantage",    # batch -> A[B, T]

@@ -9,18 +9,18 @@ from dataclasses import dataclass, field, fields
 @dataclass
 class RunConfig:
     recipe: str = "grpo"              # registered recipe key (see `workbench list --kind recipe`)
-    task: str = "addition"            # task name, or "reasoning_gym:<dataset>"
+    task: str = "countdown"           # task name, or "reasoning_gym:<dataset>"
     task_kw: dict = field(default_factory=dict)  # task constructor arguments, e.g. {"digits": 3}
     model: str = "tiny"               # "tiny" (built in code) or a local folder / hub id
     preset: str = "smoke"             # the preset these values started from
     seed: int = 0                     # seeds prompts, sampling, init and minibatch order
-    steps: int = 60                   # RL steps (one rollout batch each)
+    steps: int = 200                  # RL steps (one rollout batch each)
     prompts_per_step: int = 16        # distinct prompts per step
     group_size: int = 8               # G: samples per prompt
-    max_new_tokens: int = 8           # response budget L_max (truncated beyond)
+    max_new_tokens: int = 10          # response budget L_max (truncated beyond)
     temperature: float = 1.0          # sampling temperature (log-probs use the same)
     top_p: float = 1.0                # nucleus sampling
-    lr: float = 2e-4                  # AdamW learning rate for RL
+    lr: float = 1e-4                  # AdamW learning rate for RL
     weight_decay: float = 0.0         # AdamW weight decay
     ppo_epochs: int = 1               # passes over each rollout batch
     minibatches: int = 2              # optimizer steps per epoch (the batch is split this many ways)

@@ -257,10 +257,16 @@ class Trainer:
 
     # ------------------------------------------------------------------ the run
 
+    def setup(self) -> "Trainer":
+        """Create/check the run folder and build the models (once)."""
+        if not hasattr(self, "model"):
+            self.prepare_folder()
+            self.build_models()
+        return self
+
     def run(self) -> dict:
         c = self.config
-        self.prepare_folder()
-        self.build_models()
+        self.setup()
         start, accuracy_before = self.restore()
         if accuracy_before is None:
             accuracy_before, _ = self.evaluate()
@@ -285,9 +291,11 @@ class Trainer:
         return summary
 
 
-def train(config: RunConfig, out: str | Path, progress: bool = True, callback=None, report: bool = True) -> dict:
+def train(config: RunConfig, out: str | Path, progress: bool = True, callback=None, report: bool = True,
+          trainer: Trainer | None = None) -> dict:
     """Run (or resume) an RL run into `out`; writes report.html at the end when `report`."""
-    summary = Trainer(config, out, progress=progress, callback=callback).run()
+    trainer = trainer or Trainer(config, out, progress=progress, callback=callback)
+    summary = trainer.run()
     if report:
         from workbench.viz.report import write_report
 

@@ -1,0 +1,62 @@
+import json
+
+import pytest
+
+from workbench import cli, registry
+from workbench.recipes import RECIPES
+
+
+def test_every_registered_component_is_a_catalog_key():
+    catalog = registry.catalog()
+    for entry in registry.entries():
+        if entry.kind == "recipe":
+            continue
+        assert entry.key in catalog, f"{entry.kind} {entry.key!r} is not in data/catalog.tsv"
+
+
+def test_every_recipe_is_built_from_registered_catalog_components():
+    catalog = registry.catalog()
+    for recipe in RECIPES.values():
+        for kind, key in recipe.components():
+            assert registry.get(kind, key) and key in catalog, (recipe.key, kind, key)
+
+
+def test_project_catalog_is_the_shared_one():
+    from pathlib import Path
+
+    shared = Path(__file__).resolve().parents[2] / "shared" / "catalog.tsv"
+    if not shared.exists():
+        pytest.skip(f"no shared catalog at {shared}")
+    assert registry.data_file("catalog.tsv").read_text() == shared.read_text()
+
+
+def test_unknown_keys_and_duplicates_get_clear_errors():
+    with pytest.raises(KeyError, match="registered advantages: gae, grpo"):
+        registry.get("advantage", "nope")
+    with pytest.raises(ValueError, match="unknown registry kind"):
+        registry.get("optimizer", "adam")
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.advantage("grpo", title="t", summary="s")(lambda batch: None)
+
+
+def test_list_json_has_the_promised_fields(capsys):
+    assert cli.main(["list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["key"] for r in rows} >= {"grpo", "rloo", "ppo-clip", "k3", "token-mean", "ppo"}
+    for row in rows:
+        assert {"key", "kind", "family", "title", "confidence"} <= set(row)
+        assert row["family"] and row["confidence"] in ("exact", "partial", "abstract-only")
+
+
+def test_list_missing_prints_unregistered_catalog_keys(capsys):
+    assert cli.main(["list", "--missing"]) == 0
+    printed = {line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()}
+    assert printed == set(registry.missing_keys())
+    assert "gspo" in printed and "grpo" not in printed
+
+
+def test_cli_reports_bad_input_without_a_traceback(capsys, tmp_path):
+    assert cli.main(["run", "grpo", "--set", "stepz=3", "--out", str(tmp_path / "r")]) == 2
+    assert "unknown config key 'stepz'" in capsys.readouterr().err
+    assert cli.main(["report", str(tmp_path)]) == 2
+    assert "not a run folder" in capsys.readouterr().err

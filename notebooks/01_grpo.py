@@ -77,7 +77,7 @@ if model:
 if steps or preset == "smoke":
     overrides["steps"] = steps or 40
 config = make_config(preset, **overrides)
-out = Path("runs") / f"01_grpo-{preset}-{recipe}-{task.replace(':', '_')}-s{seed}"
+out = Path("runs") / f"01_grpo-{recipe}-{task.replace(':', '_')}-{config.short_hash()}"  # one folder per config
 trainer = Trainer(config, out, progress=True).setup()  # SFT warm-start (cached after the first time)
 print({k: getattr(config, k) for k in ("recipe", "task", "model", "steps", "prompts_per_step", "group_size", "lr")})
 

@@ -12,7 +12,7 @@ from workbench.viz import (
     accuracy_bar, advantage_bars, advantage_explorer, clipping_explorer, entropy_heatmap, surrogate_curves,
     training_curves, write_comparison, write_report,
 )
-from workbench.viz.figures import outcome_batch
+from workbench.batch import RolloutBatch
 from workbench.viz.report import read_metrics
 
 # Band edges (0.8, 1.2, 1.28) and the dual-clip cap are not on this grid: at a tie the max() splits
@@ -69,7 +69,7 @@ def test_advantage_bars_match_grpo_and_rloo(kw):
     rewards, group = [1.0, 0.0, 0.5, 1.0, 0.0, 0.0, 1.0], [0, 0, 0, 1, 1, 1, 1]
     fig = advantage_bars(rewards, group, **kw)
     bars = {t.name: np.asarray(t.y, dtype=float) for t in fig.data}
-    batch = outcome_batch(rewards, group)
+    batch = RolloutBatch.from_rewards(rewards, group)
     np.testing.assert_allclose(bars["reward R"], rewards)
     np.testing.assert_allclose(bars["GRPO A"], grpo(batch, **kw)[:, 0].numpy(), atol=1e-12)
     np.testing.assert_allclose(bars["RLOO A"], rloo(batch)[:, 0].numpy(), atol=1e-12)
@@ -173,7 +173,7 @@ def test_advantage_explorer_update_changes_figure():
     box.controls["R1"].value = 1.0  # observe() triggers update
     after = grpo_bars()
     assert not np.allclose(before, after)
-    np.testing.assert_allclose(after, grpo(outcome_batch([1, 1, 0, 1]))[:, 0].numpy(), atol=1e-12)
+    np.testing.assert_allclose(after, grpo(RolloutBatch.from_rewards([1, 1, 0, 1]))[:, 0].numpy(), atol=1e-12)
     box.controls["divide"].value = False
     np.testing.assert_allclose(grpo_bars(), [0.25, 0.25, -0.75, 0.25], atol=1e-12)
     assert box.controls["bessel"].disabled

@@ -47,6 +47,18 @@ class RolloutBatch:
             if isinstance(value, torch.Tensor) and value.dim() >= 1 and value.shape[0] != B:
                 raise ValueError(f"{f.name} has {value.shape[0]} rows but the batch has {B}")
 
+    @staticmethod
+    def from_rewards(rewards, group=None, lengths=None) -> "RolloutBatch":
+        """Outcome rewards [B] (one group unless `group` [B] is given) over responses of `lengths` tokens
+        (default 1): the smallest batch an advantage estimator can read, for plots, exercises and tests."""
+        rewards = torch.as_tensor(rewards, dtype=torch.float64).flatten()
+        n = rewards.shape[0]
+        group = torch.zeros(n, dtype=torch.long) if group is None else torch.as_tensor(group).long().flatten()
+        lengths = torch.ones(n, dtype=torch.long) if lengths is None else torch.as_tensor(lengths).long()
+        mask = (torch.arange(int(lengths.max()))[None, :] < lengths[:, None]).double()
+        return RolloutBatch(response_ids=torch.zeros(mask.shape, dtype=torch.long), mask=mask, group=group,
+                            rewards=rewards)
+
     @property
     def size(self) -> int:
         return self.response_ids.shape[0]

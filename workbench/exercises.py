@@ -11,10 +11,7 @@ from workbench.objectives.ppo import ppo_clip
 def check_grpo_by_hand(answer, rewards=(1.0, 0.0, 0.0, 0.0)) -> str:
     """Exercise: GRPO advantages of one group (Bessel std, eps = 0)."""
     r = torch.tensor(rewards, dtype=torch.float64)
-    batch = RolloutBatch(response_ids=torch.zeros(len(r), 1, dtype=torch.long),
-                         mask=torch.ones(len(r), 1, dtype=torch.float64), group=torch.zeros(len(r), dtype=torch.long),
-                         rewards=r)
-    expected = grpo(batch, eps=0.0)[:, 0]
+    expected = grpo(RolloutBatch.from_rewards(r), eps=0.0)[:, 0]
     given = torch.tensor(answer, dtype=torch.float64)
     if given.shape != expected.shape or not torch.allclose(given, expected, atol=1e-3):
         raise AssertionError(f"not quite: subtract the group mean {r.mean():.3f}, divide by the Bessel std "

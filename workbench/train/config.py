@@ -44,6 +44,12 @@ class RunConfig:
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
+    def short_hash(self) -> str:
+        """8 hex digits identifying this exact configuration (for run-folder names)."""
+        import hashlib
+
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:8]
+
     @staticmethod
     def from_dict(d: dict) -> "RunConfig":
         names = {f.name for f in fields(RunConfig)}

@@ -202,18 +202,9 @@ def surrogate_curves(objective: str = "ppo-clip", advantage: float = 1.0, ratios
 # Group advantages
 
 
-def outcome_batch(rewards, group=None) -> RolloutBatch:
-    """A RolloutBatch of one-token responses carrying `rewards` [B] (and `group` [B], default one group)."""
-    rewards = torch.as_tensor(rewards, dtype=torch.float64).flatten()
-    n = rewards.shape[0]
-    group = torch.zeros(n, dtype=torch.long) if group is None else torch.as_tensor(group, dtype=torch.long).flatten()
-    return RolloutBatch(response_ids=torch.zeros(n, 1, dtype=torch.long), mask=torch.ones(n, 1, dtype=torch.float64),
-                        group=group, rewards=rewards)
-
-
 def group_advantages(rewards, group=None, **grpo_kw) -> dict[str, np.ndarray]:
     """{"grpo": [B], "rloo": [B]} per-sample advantages from the registered estimators (may raise ValueError)."""
-    batch = outcome_batch(rewards, group)
+    batch = RolloutBatch.from_rewards(rewards, group)
     grpo = registry.get("advantage", "grpo").fn
     rloo = registry.get("advantage", "rloo").fn
     rloo_kw = {k: v for k, v in grpo_kw.items() if k == "allow_singletons"}

@@ -96,7 +96,7 @@ def accuracy_line(summary: Mapping) -> str:
     if "accuracy_before" in summary and "accuracy_after" in summary:
         before, after = float(summary["accuracy_before"]), float(summary["accuracy_after"])
         return (f"<p class=accuracy>greedy accuracy <b>{before:.1%}</b> &rarr; <b>{after:.1%}</b> "
-                f"({after - before:+.1%})</p>")
+                f"({100 * (after - before):+.1f} points)</p>")
     return "<p class=accuracy>no before/after accuracy: the run has no summary.json yet (still running or " \
            "stopped early)</p>"
 

@@ -1,0 +1,160 @@
+"""Sequence-level ratios: GSPO (length-normalized sequence ratio), GMPO (`geo_mean`) and LUSPO.
+
+    log s_i = sum_t m (logp - old) / max(|y_i|, 1)                 GSPO sequence ratio (geometric mean)
+    token form: log s_it = sg(log s_i) + logp_t - sg(logp_t)        same value, gradient s_i A ∇logp_t
+    l_i = -min(s_i A_i, clip(s_i, 1 - eps_low, 1 + eps_high) A_i)
+    gspo:  L = (1/B) sum_i l_i                                      (aggregation fixed: seq-mean-token-mean)
+    luspo: L = (1/B) sum_i |y_i| l_i                                (TRL loss_type="luspo")
+    geo_mean: rho_t = sgn(A) min(sgn(A) logr_t, sgn(A) clamp(logr_t, -eps_low, eps_high)),
+              S_i = exp(sum_t m rho_t / |y_i|),  L = (1/B) sum_i -S_i mean_t(A_it)
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from workbench import ops, registry
+from workbench.objectives.ppo import check_inputs, clip_metrics
+
+
+def _require_agg(key: str, agg: str, required: str, why: str) -> None:
+    if agg != required:
+        raise ValueError(f"{key} aggregates with {required!r} only, got agg={agg!r}: {why}")
+
+
+def sequence_log_ratio(logp, old_logp, mask, logr_clamp=None) -> torch.Tensor:
+    """log s_i = sum_t m (logp - old) / max(|y_i|, 1), shape [B]; optionally clamped to +-logr_clamp."""
+    log_s = ops.masked_sum(logp - old_logp, mask, -1) / mask.sum(-1).clamp(min=1)
+    return log_s if logr_clamp is None else log_s.clamp(-logr_clamp, logr_clamp)
+
+
+def gspo_per_token(logp, old_logp, advantages, mask, *, eps_low, eps_high, logr_clamp=None):
+    """GSPO-token per-token loss [B, T] and the sequence ratio s_i [B] (detached).
+
+    log s_it = sg(log s_i) + logp_t - sg(logp_t): every valid token carries the value s_i, and the
+    gradient of -s_it A_it is -s_i A_it ∇logp_t (zero on the whole sequence when it is clipped).
+    logr_clamp clamps log s_it to +-logr_clamp (verl clamps the token form at max 10); a clamped
+    sequence gets no gradient.
+    """
+    log_s = sequence_log_ratio(logp.detach(), old_logp.detach(), mask)
+    log_s_tok = log_s[:, None] + logp - logp.detach()
+    if logr_clamp is not None:
+        log_s_tok = log_s_tok.clamp(-logr_clamp, logr_clamp)
+    s_tok = torch.exp(log_s_tok)
+    unclipped = -advantages * s_tok
+    clipped = -advantages * s_tok.clamp(1 - eps_low, 1 + eps_high)
+    s_seq = torch.exp(log_s if logr_clamp is None else log_s.clamp(-logr_clamp, logr_clamp))
+    return torch.maximum(unclipped, clipped), s_seq
+
+
+def sequence_metrics(s_seq, advantages, mask, eps_low, eps_high) -> dict[str, float]:
+    """Clip fractions over sequences (TRL's sequence-level convention): one count per non-empty sequence,
+    with the sequence ratio s_i and the sequence-mean advantage."""
+    seq_mask = (mask.sum(-1) > 0).to(mask.dtype)[:, None]
+    a_seq = ops.masked_mean(advantages.detach(), mask, -1)[:, None]
+    return clip_metrics(s_seq.detach()[:, None], a_seq, seq_mask, eps_low, eps_high)
+
+
+@registry.objective(
+    "gspo", title="Group Sequence Policy Optimization",
+    summary="PPO-clip on the length-normalized sequence ratio s_i (token form); aggregation fixed to "
+            "seq-mean-token-mean.",
+    equation=r"\ell_i = -\min\big(s_iA_i,\ \mathrm{clip}(s_i, 1-\epsilon_{low}, 1+\epsilon_{high})A_i\big),\ "
+             r"s_i = \exp\Big(\tfrac{1}{|y_i|}\sum_t m_{i,t}(\log\pi_\theta - \log\pi_{old})\Big)")
+def gspo(logp, old_logp, advantages, mask, *, agg="seq-mean-token-mean", denom=None, eps_low=3e-4,
+         eps_high=4e-4, logr_clamp=None):
+    r"""GSPO, computed in the token form (verl `gspo`, TRL `gspo_token`).
+
+        log s_i  = sum_t m (logp - old) / max(|y_i|, 1)
+        log s_it = sg(log s_i) + logp_t - sg(logp_t)
+        l_it     = -min(s_it A_it, clip(s_it, 1 - eps_low, 1 + eps_high) A_it)
+        L        = (1/B) sum_i (1/|y_i|) sum_t m l_it  = (1/B) sum_i l_i
+
+    Per token the gradient is s_i A_i ∇logp_t, so under seq-mean-token-mean the gradient equals that of
+    the sequence form -min(s_i A_i, clip(s_i) A_i) with s_i differentiated directly (TRL
+    `importance_sampling_level="sequence"`, OpenRLHF `gspo`). Any other aggregation weights a sequence by
+    its length (trl#3823), so `agg` must be "seq-mean-token-mean" (a ValueError otherwise); `denom`
+    passes through (its `num_seqs` is the global sequence count).
+    Defaults eps_low = 3e-4, eps_high = 4e-4 (TRL example script); logr_clamp=None (TRL), verl clamps the
+    token-form log-ratio (max 10). With per-token advantages the token form uses A_it.
+    Metrics: clip fractions over sequences on s_i with the sequence-mean advantage.
+    """
+    check_inputs(logp, old_logp, advantages, mask)
+    _require_agg("gspo", agg, "seq-mean-token-mean",
+                 "token-mean (or token-sum) aggregation of a sequence ratio broadcast over tokens weights "
+                 "every sequence by its length (trl#3823)")
+    per_token, s_seq = gspo_per_token(logp, old_logp, advantages, mask, eps_low=eps_low, eps_high=eps_high,
+                                      logr_clamp=logr_clamp)
+    loss = ops.aggregate(per_token, mask, agg, denom)
+    return loss, sequence_metrics(s_seq, advantages, mask, eps_low, eps_high)
+
+
+@registry.objective(
+    "luspo",
+    title="Length-Unbiased Sequence Policy Optimization: Revealing and Controlling Response Length "
+          "Variation in RLVR",
+    summary="GSPO's per-sequence loss scaled by the response length |y_i|, averaged over sequences.",
+    equation=r"L = \frac{1}{B}\sum_i |y_i|\,\ell_i^{\mathrm{GSPO}}")
+def luspo(logp, old_logp, advantages, mask, *, agg="seq-mean-token-sum", denom=None, eps_low=3e-4,
+          eps_high=4e-4, logr_clamp=None):
+    r"""LUSPO in TRL's form (`loss_type="luspo"` with sequence-level IS): L = mean_i(|y_i| l_i).
+
+    l_i is GSPO's per-sequence loss. In the token form every valid token carries l_i, so
+    |y_i| l_i = sum_t m l_it and L is exactly the `seq-mean-token-sum` aggregation of GSPO's token-form
+    loss; `agg` must therefore be "seq-mean-token-sum" (a ValueError otherwise), `denom` passes through.
+    The per-sequence gradient is |y_i| times GSPO's. B counts sequences with at least one valid token
+    (TRL's `.mean()` also counts empty rows); the paper's batch constant is secondary, TRL is the reference.
+    Defaults as `gspo`.
+    """
+    check_inputs(logp, old_logp, advantages, mask)
+    _require_agg("luspo", agg, "seq-mean-token-sum",
+                 "LUSPO's loss (1/B) sum_i |y_i| l_i is the seq-mean-token-sum of GSPO's token-form loss")
+    per_token, s_seq = gspo_per_token(logp, old_logp, advantages, mask, eps_low=eps_low, eps_high=eps_high,
+                                      logr_clamp=logr_clamp)
+    loss = ops.aggregate(per_token, mask, agg, denom)
+    return loss, sequence_metrics(s_seq, advantages, mask, eps_low, eps_high)
+
+
+@registry.objective(
+    "geo_mean", title="Geometric-Mean Policy Optimization",
+    summary="GMPO: geometric mean of token ratios clipped in log space toward the advantage; one loss per "
+            "sequence.",
+    equation=r"\tilde\rho_t = \mathrm{sgn}(A)\min\big(\mathrm{sgn}(A)\log r_t,\ \mathrm{sgn}(A)\,"
+             r"\mathrm{clip}(\log r_t, -\epsilon_{low}, \epsilon_{high})\big),\ "
+             r"\ell_i = -\bar A_i \exp\Big(\tfrac{1}{|y_i|}\sum_t m_{i,t}\tilde\rho_t\Big)")
+def geo_mean(logp, old_logp, advantages, mask, *, agg="seq-mean-token-mean", denom=None, eps_low=0.4,
+             eps_high=0.4, logr_clamp=None):
+    r"""GMPO (verl `geo_mean`).
+
+        logr_t = logp - old (clamped to +-logr_clamp if given; verl leaves its clamp commented out)
+        rho_t  = sgn(A) min(sgn(A) logr_t, sgn(A) clamp(logr_t, -eps_low, eps_high))
+        S_i    = exp(sum_t m rho_t / |y_i|),   A_bar_i = mean_t(m A_it)
+        l_i    = -S_i A_bar_i,                 L = (1/B) sum_i l_i
+
+    The clip is in log space and one-sided in the direction of the advantage: A>0 tokens with
+    logr > eps_high and A<0 tokens with logr < -eps_low get zero gradient. The loss is per sequence, so the
+    only aggregation is the mean over sequences: `agg` must be "seq-mean-token-mean" (the per-sequence
+    loss broadcast over its tokens, which returns exactly (1/B) sum_i l_i; B counts non-empty sequences
+    or `denom.num_seqs`; verl's `torch.mean` also counts empty rows).
+    Defaults eps_low = eps_high = 0.4: the log-space range (-0.4, 0.4) is `unverified` (paper recollection).
+    Metrics: token-level clip fractions in log space (r > e^eps_high, r < e^-eps_low) and the mean S_i.
+    """
+    check_inputs(logp, old_logp, advantages, mask)
+    _require_agg("geo_mean", agg, "seq-mean-token-mean",
+                 "GMPO has one loss per sequence, -S_i A_bar_i, averaged over sequences")
+    if eps_low < 0 or eps_high < 0:
+        raise ValueError(f"eps_low and eps_high must be >= 0, got {eps_low}, {eps_high}")
+    logr = logp - old_logp
+    if logr_clamp is not None:
+        logr = logr.clamp(-logr_clamp, logr_clamp)
+    sgn = torch.sign(advantages)
+    rho = sgn * torch.minimum(sgn * logr, sgn * logr.clamp(-eps_low, eps_high))
+    S = torch.exp(ops.masked_sum(rho, mask, -1) / mask.sum(-1).clamp(min=1))
+    a_bar = ops.masked_mean(advantages, mask, -1)
+    per_seq = -S * a_bar
+    loss = ops.aggregate(per_seq[:, None].expand_as(logp), mask, agg, denom)
+    metrics = clip_metrics(torch.exp(logr.detach()), advantages, mask, -math.expm1(-eps_low), math.expm1(eps_high))
+    seq_mask = (mask.sum(-1) > 0).to(mask.dtype)
+    metrics["geo/seq_ratio_mean"] = float(ops.masked_mean(S.detach(), seq_mask))
+    return loss, metrics

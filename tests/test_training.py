@@ -102,6 +102,19 @@ class DigitFirst(Task):
         return [Example(prompt=f"{i}!", answer="", target="1") for i in range(10)]
 
 
+@pytest.mark.covers("entropy-bonus", "kl-penalty")
+@pytest.mark.parametrize("overrides", [{"entropy_coef": 0.01}, {"kl_coef": 0.0}, {"ppo_epochs": 2}])
+def test_loss_terms_and_epochs_switch_on_from_the_config(overrides, tmp_path):
+    config = make_config("smoke", recipe="grpo", **{**TINY, "steps": 2, **overrides})
+    trainer = Trainer(config, tmp_path, progress=False)
+    trainer.task = DigitFirst()
+    trainer.run()
+    rows = read_rows(tmp_path / "metrics.jsonl")
+    assert len(rows) == 2 and all(r["grad_norm"] > 0 for r in rows)
+    if "ppo_epochs" in overrides:  # later minibatches/epochs see r != 1
+        assert any(r["clip/out_of_band"] > 0 or r["kl/k3_old"] > 0 for r in rows)
+
+
 def test_rl_raises_the_reward_from_scratch(tmp_path):
     """Sanity of the whole loop: 25 GRPO steps on an untrained model lift the sampled reward."""
     config = make_config("smoke", recipe="grpo", steps=25, prompts_per_step=8, group_size=8, max_new_tokens=3,

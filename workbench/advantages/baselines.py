@@ -35,7 +35,8 @@ def degenerate_groups(rewards: torch.Tensor, group: torch.Tensor) -> torch.Tenso
     "reinforce_plus_plus_baseline",
     title="REINFORCE++: A Simple and Efficient Approach for Aligning Large Language Models",
     summary="Group-mean-centered outcome reward, then whitened over all valid tokens of the batch.",
-    equation=r"\tilde R_i = R_i - \mathrm{mean}_g R,\quad A = \mathrm{whiten}_{\text{batch tokens}}(\tilde R_i\, m_{i,t})")
+    equation=r"\tilde R_i = R_i - \mathrm{mean}_g R,\quad "
+             r"A = \mathrm{whiten}_{\text{batch tokens}}(\tilde R_i\, m_{i,t})")
 def reinforce_plus_plus_baseline(batch: RolloutBatch, *, unbiased=True, eps=1e-8, allow_singletons=False):
     """R~_i = R_i - mean_g R broadcast over m, then A = masked_whiten(R~) over every valid token.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from workbench.batch import RolloutBatch
+from workbench.tasks import Example, Task
 
 
 def make_batch(rewards, group, lengths=None, **fields) -> RolloutBatch:
@@ -17,3 +18,23 @@ def make_batch(rewards, group, lengths=None, **fields) -> RolloutBatch:
 def random_mask(B, T, generator, min_len=1):
     lengths = torch.randint(min_len, T + 1, (B,), generator=generator)
     return (torch.arange(T)[None, :] < lengths[:, None]).double()
+
+
+# A run small enough for a unit test (seconds on one thread).
+TINY = dict(task="addition", steps=4, prompts_per_step=4, group_size=4, max_new_tokens=6, sft_steps=0,
+            eval_size=16, checkpoint_every=2, minibatches=2, lr=1e-3)
+
+
+class DigitFirst(Task):
+    """Reward 1 when the answer starts with a digit: about 10% of random tokens, so groups carry signal."""
+
+    name = "digit_first"
+
+    def make_example(self, rng):
+        return Example(prompt=f"{rng.randrange(10)}?", answer="", target="1")
+
+    def score(self, completion, example):
+        return float(completion[:1].isdigit())
+
+    def eval_set(self, n=None):
+        return [Example(prompt=f"{i}!", answer="", target="1") for i in range(10)]

@@ -4,14 +4,11 @@ import json
 import pytest
 import torch
 
+from tests.helpers import TINY, DigitFirst
 from workbench.models import build_tiny, load_model, save_model
 from workbench.recipes import RECIPES
-from workbench.tasks import Example, Task
 from workbench.train import Trainer, apply_sets, make_config, train
 from workbench.train.metrics import GLOSSARY, read_rows
-
-TINY = dict(task="addition", steps=4, prompts_per_step=4, group_size=4, max_new_tokens=6, sft_steps=0,
-            eval_size=16, checkpoint_every=2, minibatches=2, lr=1e-3)
 
 
 def metric_rows(out):
@@ -78,28 +75,14 @@ def test_a_different_config_never_overwrites_an_existing_run(grpo_run):
 
 @pytest.mark.parametrize("recipe", sorted(set(RECIPES) - {"grpo"}))
 def test_every_recipe_trains_end_to_end(recipe, tmp_path):
-    summary = train(make_config("smoke", recipe=recipe, **{**TINY, "steps": 2}), tmp_path, progress=False,
-                    report=False)
+    trainer = Trainer(make_config("smoke", recipe=recipe, **{**TINY, "steps": 2}), tmp_path, progress=False)
+    trainer.task = DigitFirst()  # partly solvable from scratch, so every recipe gets a learning signal
+    summary = trainer.run()
     rows = read_rows(tmp_path / "metrics.jsonl")
-    assert len(rows) == 2 and all(r["grad_norm"] is not None and r["grad_norm"] >= 0 for r in rows)
+    assert len(rows) == 2 and all(r["grad_norm"] >= 0 for r in rows) and any(r["grad_norm"] > 0 for r in rows)
     if RECIPES[recipe].critic:
         assert "value/loss" in rows[0]
     assert "accuracy_after" in summary
-
-
-class DigitFirst(Task):
-    """Reward 1 when the answer starts with a digit: about 10% of random tokens, so groups carry signal."""
-
-    name = "digit_first"
-
-    def make_example(self, rng):
-        return Example(prompt=f"{rng.randrange(10)}?", answer="", target="1")
-
-    def score(self, completion, example):
-        return float(completion[:1].isdigit())
-
-    def eval_set(self, n=None):
-        return [Example(prompt=f"{i}!", answer="", target="1") for i in range(10)]
 
 
 @pytest.mark.covers("entropy-bonus", "kl-penalty")
@@ -110,7 +93,7 @@ def test_loss_terms_and_epochs_switch_on_from_the_config(overrides, tmp_path):
     trainer.task = DigitFirst()
     trainer.run()
     rows = read_rows(tmp_path / "metrics.jsonl")
-    assert len(rows) == 2 and all(r["grad_norm"] > 0 for r in rows)
+    assert len(rows) == 2 and all(r["grad_norm"] >= 0 for r in rows) and any(r["grad_norm"] > 0 for r in rows)
     if "ppo_epochs" in overrides:  # later minibatches/epochs see r != 1
         assert any(r["clip/out_of_band"] > 0 or r["kl/k3_old"] > 0 for r in rows)
 

@@ -16,7 +16,8 @@ class RolloutBatch:
     response_ids: torch.Tensor                   # [B, T] sampled tokens (pad after EOS)
     mask: torch.Tensor                           # [B, T] float, 1 where the policy produced the token
     group: torch.Tensor                          # [B] long, which prompt the sample answers
-    rewards: torch.Tensor | None = None          # [B] outcome reward
+    rewards: torch.Tensor | None = None          # [B] outcome reward (after any shaping)
+    scores: torch.Tensor | None = None           # [B] raw verifier scores, before reward shaping
     prompt_ids: torch.Tensor | None = None       # [B, P] left-padded prompt tokens
     prompt_mask: torch.Tensor | None = None      # [B, P] 1 on real prompt tokens
     logp: torch.Tensor | None = None             # [B, T] current policy log-probs

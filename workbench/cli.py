@@ -24,6 +24,22 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    from workbench.train.compare import compare
+
+    out = Path(args.out or f"runs/compare-{args.task.replace(':', '_')}-{args.preset}")
+    print(f"comparison folder: {out}")
+    result = compare(args.recipes, task=args.task, preset=args.preset, seeds=args.seeds, out=out,
+                     sets=args.set or [], target=args.target, progress=not args.quiet)
+    print(f"{'recipe':22s} {'acc before':>12s} {'acc after':>16s}   steps to sampled acc {result['target_accuracy']}")
+    for recipe, row in result["recipes"].items():
+        steps = ", ".join("never" if s is None else str(s) for s in row["steps_to_target"])
+        print(f"{recipe:22s} {row['accuracy_before']:12.3f} {row['accuracy_after']:9.3f} ± "
+              f"{row['accuracy_after_std']:.3f}   {steps}")
+    print(f"report: {result['report']}")
+    return 0
+
+
 def cmd_report(args) -> int:
     from workbench.viz.report import write_report
 
@@ -70,6 +86,17 @@ def parser() -> argparse.ArgumentParser:
                      help="override a config field, e.g. --set steps=20 --set recipe_overrides.kl_coef=0")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
     run.set_defaults(fn=cmd_run)
+
+    cmp = sub.add_parser("compare", help="run several recipes on the same task and seeds; one report")
+    cmp.add_argument("recipes", nargs="+", help="recipe keys, e.g. grpo dr_grpo dapo rloo")
+    cmp.add_argument("--task", default="countdown")
+    cmp.add_argument("--preset", default="smoke", choices=sorted(PRESETS))
+    cmp.add_argument("--seeds", type=int, default=2, help="seeds 0..N-1 for every recipe")
+    cmp.add_argument("--out", help="folder for the runs and compare.html (default runs/compare-TASK-PRESET)")
+    cmp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field for every run")
+    cmp.add_argument("--target", type=float, help="sampled accuracy for 'steps to target' (default: start + 0.05)")
+    cmp.add_argument("--quiet", action="store_true", help="no progress bars")
+    cmp.set_defaults(fn=cmd_compare)
 
     report = sub.add_parser("report", help="(re)write DIR/report.html from a run folder")
     report.add_argument("dir")

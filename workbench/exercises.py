@@ -37,3 +37,233 @@ def check_zero_gradient(answer: str, ratio: float = 1.3, eps: float = 0.2) -> st
         raise AssertionError(f"not quite: the clipped branch is active when A>0 and r>1+eps, or A<0 and "
                              f"r<1-eps (ratio {ratio}, eps {eps})")
     return "correct"
+
+
+# ----------------------------------------------------------------------------------------------------
+# Notebook 02: loss aggregation
+
+
+def token_weight(lengths=(10, 1000), mode: str = "seq-mean-token-mean", row: int = 0,
+                 l_max: int | None = None) -> float:
+    """dL/dℓ of one token of answer `row` when the answers of `lengths` form one batch (autograd through
+    `ops.aggregate`); seq-mean-token-sum-norm uses C = B * L_max (L_max default: the longest answer)."""
+    from workbench import ops
+
+    lengths = torch.as_tensor(list(lengths), dtype=torch.long)
+    mask = (torch.arange(int(lengths.max()))[None, :] < lengths[:, None]).double()
+    denom = None
+    if mode == "seq-mean-token-sum-norm":
+        denom = ops.Denominators(norm_constant=float(len(lengths) * (l_max or int(lengths.max()))))
+    per_token = torch.zeros(mask.shape, dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(ops.aggregate(per_token, mask, mode, denom), per_token)
+    return float(grad[row, 0])
+
+
+def check_token_weight(answer, lengths=(10, 1000), mode: str = "seq-mean-token-mean", row: int = 0) -> str:
+    """Exercise: the per-token gradient weight of a token of answer `row` (default: the 10-token answer)."""
+    expected = token_weight(lengths, mode, row)
+    if not abs(float(answer) - expected) <= 1e-6 + 1e-3 * abs(expected):
+        raise AssertionError(f"not quite: under {mode} with B = {len(lengths)} answers of lengths {list(lengths)}, "
+                             f"write L as a sum over tokens and read off the factor in front of ℓ of one token of "
+                             f"answer {row} (you gave {answer})")
+    return "correct"
+
+
+def length_bias_answer(mode: str = "seq-mean-token-mean", lengths=(20, 200)) -> str:
+    """Which of two wrong answers (A = -1) of `lengths` (short, long) has its tokens pushed down harder per
+    token: "short", "long" or "same"."""
+    short, long = (token_weight(lengths, mode, row) for row in (0, 1))
+    if abs(short - long) <= 1e-12 * max(abs(short), abs(long)):
+        return "same"
+    return "short" if short > long else "long"
+
+
+def check_length_bias(answer: str, mode: str = "seq-mean-token-mean", lengths=(20, 200)) -> str:
+    """Exercise: whose tokens are pushed down harder, the short or the long wrong answer?"""
+    expected = length_bias_answer(mode, lengths)
+    if answer != expected:
+        raise AssertionError(f"not quite: compare the per-token weights of a {lengths[0]}-token and a "
+                             f"{lengths[1]}-token answer under {mode} (answer 'short', 'long' or 'same')")
+    return "correct"
+
+
+# ----------------------------------------------------------------------------------------------------
+# Notebook 03: KL estimators
+
+
+def k1_sign(p: float = 0.1, p_ref: float = 0.4) -> str:
+    """Sign of the k1 estimate on a sampled token with π(y) = p and π_ref(y) = p_ref."""
+    from workbench import kl
+
+    value = float(kl.estimate(torch.tensor([p], dtype=torch.float64).log(),
+                              torch.tensor([p_ref], dtype=torch.float64).log(), "k1")[0])
+    return "zero" if value == 0 else "positive" if value > 0 else "negative"
+
+
+def check_k1_sign(answer: str, p: float = 0.1, p_ref: float = 0.4) -> str:
+    """Exercise: is k1 positive, negative or zero on this token?"""
+    if answer != k1_sign(p, p_ref):
+        raise AssertionError(f"not quite: k1 = log π(y) − log π_ref(y) with π(y) = {p}, π_ref(y) = {p_ref} "
+                             "(answer 'positive', 'negative' or 'zero')")
+    return "correct"
+
+
+def nonnegative_estimators(kinds=("k1", "k2", "k3", "abs")) -> set[str]:
+    """The estimators whose per-token value is >= 0 for every log-ratio on a grid over [-10, 10]."""
+    from workbench import kl
+
+    logr = torch.linspace(-10, 10, 2001, dtype=torch.float64)
+    return {kind for kind in kinds if bool((kl.estimate(logr, torch.zeros_like(logr), kind) >= 0).all())}
+
+
+def check_nonnegative_estimators(answer) -> str:
+    """Exercise: which of k1, k2, k3, abs are never negative, whatever the token?"""
+    given = {answer} if isinstance(answer, str) else set(answer)
+    if given != nonnegative_estimators():
+        raise AssertionError("not quite: write each estimator as a function of logr = log π − log π_ref and "
+                             f"check its sign for logr < 0 and logr > 0 (you gave {sorted(given)})")
+    return "correct"
+
+
+def reverse_kl_gradient_estimators(kinds=("k1", "k2", "k3"), vocab: int = 8, seed: int = 0) -> set[str]:
+    """The estimators whose expected on-policy gradient, used as a loss, equals ∇KL(π‖π_ref) on a random
+    categorical (exact sums over the vocabulary)."""
+    from workbench import kl
+
+    gen = torch.Generator().manual_seed(seed)
+    theta0 = torch.randn(vocab, generator=gen, dtype=torch.float64)
+    ref_logp = torch.log_softmax(torch.randn(vocab, generator=gen, dtype=torch.float64), -1)
+    weights = torch.softmax(theta0, -1)
+
+    def grad_of(fn):
+        theta = theta0.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(fn(torch.log_softmax(theta, -1)), theta)
+        return g
+
+    target = grad_of(lambda lp: (lp.exp() * (lp - ref_logp)).sum())
+    return {kind for kind in kinds
+            if torch.allclose(grad_of(lambda lp, kind=kind: (weights * kl.estimate(lp, ref_logp, kind)).sum()),
+                              target, atol=1e-10)}
+
+
+def check_reverse_kl_gradient(answer) -> str:
+    """Exercise: which of k1, k2, k3, used as a loss on samples of π, has the gradient of KL(π‖π_ref)?"""
+    given = {answer} if isinstance(answer, str) else set(answer)
+    if given != reverse_kl_gradient_estimators():
+        raise AssertionError("not quite: differentiate each estimator w.r.t. log π(y) and average over y ~ π "
+                             f"(you gave {sorted(given)})")
+    return "correct"
+
+
+# ----------------------------------------------------------------------------------------------------
+# Notebook 04: the clipping zoo
+
+
+def on_policy_clip_fraction(eps: float = 0.2, seed: int = 0) -> float:
+    """PPO-clip's clip/region on a random batch scored by the policy that sampled it (logp == old_logp)."""
+    gen = torch.Generator().manual_seed(seed)
+    logp = -torch.rand(32, 8, generator=gen, dtype=torch.float64) * 5
+    advantages = torch.randn(32, 8, generator=gen, dtype=torch.float64)
+    _, metrics = ppo_clip(logp.clone().requires_grad_(True), logp.detach(), advantages, torch.ones_like(logp),
+                          eps_low=eps, eps_high=eps)
+    return metrics["clip/region"]
+
+
+def check_on_policy_clip_fraction(answer, eps: float = 0.2) -> str:
+    """Exercise: the fraction of tokens PPO-clip clips with one minibatch and one epoch."""
+    expected = on_policy_clip_fraction(eps)
+    if not abs(float(answer) - expected) <= 1e-9:
+        raise AssertionError("not quite: with one optimizer step per rollout batch, old_logp is computed by the "
+                             "very policy being trained, so what is r on every token? (you gave "
+                             f"{answer})")
+    return "correct"
+
+
+ZOO_EXERCISE_KEYS = ("ppo-clip", "dual-clip", "cispo", "sapo", "gspo")
+
+
+def nonzero_weight_objectives(keys=ZOO_EXERCISE_KEYS, ratio: float = 1.5, advantage: float = 1.0) -> set[str]:
+    """The objectives (among `keys`, at their defaults) whose gradient weight at (ratio, advantage) is not 0."""
+    from workbench.viz.zoo import gradient_weight_surface
+
+    return {key for key in keys
+            if abs(float(gradient_weight_surface(key, [ratio], [advantage])[0, 0])) > 1e-12}
+
+
+def check_nonzero_weight_objectives(answer, ratio: float = 1.5, advantage: float = 1.0) -> str:
+    """Exercise: which of ppo-clip, dual-clip, cispo, sapo, gspo still push a token at (ratio, advantage)?"""
+    given = {answer} if isinstance(answer, str) else set(answer)
+    if given != nonzero_weight_objectives(ratio=ratio, advantage=advantage):
+        raise AssertionError(f"not quite: at r = {ratio}, A = {advantage:+g} find each objective's panel in the "
+                             f"zoo; grey means zero gradient (choose among {list(ZOO_EXERCISE_KEYS)}, you gave "
+                             f"{sorted(given)})")
+    return "correct"
+
+
+# ----------------------------------------------------------------------------------------------------
+# Notebook 05: advantage estimators
+
+
+def check_rloo_by_hand(answer, rewards=(1.0, 0.0, 0.0, 0.0)) -> str:
+    """Exercise: RLOO advantages of one group (each reward minus the mean of the OTHER rewards)."""
+    from workbench.advantages.group import rloo
+
+    expected = rloo(RolloutBatch.from_rewards(rewards))[:, 0]
+    given = torch.tensor(answer, dtype=torch.float64)
+    if given.shape != expected.shape or not torch.allclose(given, expected, atol=1e-3):
+        raise AssertionError(f"not quite: for each sample subtract the mean of the other {len(rewards) - 1} "
+                             f"rewards (you gave {answer})")
+    return "correct"
+
+
+def largest_advantage_success_rate(G: int = 8) -> float:
+    """The success rate p = k/G (0 < k < G) at which a correct answer gets the largest default GRPO advantage."""
+    rewards, group = [], []
+    for k in range(1, G):
+        rewards += [1.0] * k + [0.0] * (G - k)
+        group += [k] * G
+    adv = grpo(RolloutBatch.from_rewards(rewards, group))[:, 0].view(G - 1, G)
+    return (int(torch.argmax(adv[:, 0])) + 1) / G  # column 0 is a correct answer in every group
+
+
+def check_largest_advantage_rate(answer, G: int = 8) -> str:
+    """Exercise: at which group success rate does a correct answer get the largest GRPO advantage?"""
+    expected = largest_advantage_success_rate(G)
+    if not abs(float(answer) - expected) <= 1e-6:
+        raise AssertionError(f"not quite: with k of {G} answers correct, a correct answer gets (1 - p) / std "
+                             f"with std = sqrt(p (1 - p) G / (G - 1)); which k/G makes it largest? "
+                             f"(you gave {answer})")
+    return "correct"
+
+
+# ----------------------------------------------------------------------------------------------------
+# Notebook 06: metric glossary
+
+
+def k3_old(ratios=(0.5, 1.0, 2.0)) -> float:
+    """The logged kl/k3_old = mean((r - 1) - log r) over tokens with these ratios (library's clip_metrics)."""
+    from workbench.objectives.ppo import clip_metrics
+
+    r = torch.tensor([list(ratios)], dtype=torch.float64)
+    return clip_metrics(r, torch.ones_like(r), torch.ones_like(r), 0.2, 0.2)["kl/k3_old"]
+
+
+def check_k3_old(answer, ratios=(0.5, 1.0, 2.0)) -> str:
+    """Exercise: compute kl/k3_old by hand for three tokens."""
+    expected = k3_old(ratios)
+    if not abs(float(answer) - expected) <= 1e-3:
+        raise AssertionError(f"not quite: average (r - 1) - ln r over r in {list(ratios)} (you gave {answer})")
+    return "correct"
+
+
+def check_no_signal_metric(answer: str) -> str:
+    """Exercise: the logged metric that says how many groups carry no learning signal."""
+    from workbench.train.metrics import GLOSSARY
+
+    expected = "frac_zero_std_groups"
+    if answer not in GLOSSARY:
+        raise AssertionError(f"{answer!r} is not a logged metric; pick a key of GLOSSARY")
+    if answer != expected:
+        raise AssertionError(f"not quite: {answer!r} measures something else; look for the share of groups whose "
+                             "rewards are all equal (their advantages are 0)")
+    return "correct"

@@ -26,6 +26,11 @@ class Recipe:
     token_masks: tuple = ()         # registered data keys applied to the mask, e.g. ("overlong-filter",)
     advantage_kw: dict = field(default_factory=dict)
     objective_kw: dict = field(default_factory=dict)
+    objective_inputs: tuple = ()    # batch fields passed to the objective by name, e.g. ("mu_logp",) for tis
+    reward_shaping: tuple = ()      # ((registered reward key, kwargs), ...) applied to rewards with lengths
+    baseline_rollout: bool = False  # one greedy rollout per prompt fills batch.baseline_rewards (ReMax)
+    dynamic_sampling_rounds: int = 0  # > 0: drop all-equal groups and resample up to this many rounds (DAPO)
+    min_abs_advantage: float = 0.0  # drop rollouts whose |A| is below this (LOOP: 0.01)
 
     def components(self) -> list[tuple[str, str]]:
         """(kind, key) of every catalog component the recipe uses."""
@@ -36,6 +41,9 @@ class Recipe:
             out.append(("regularizer", "entropy-bonus"))
         if self.critic:
             out.append(("objective", "value-loss"))
+        if self.dynamic_sampling_rounds:
+            out.append(("data", "dynamic-sampling"))
+        out += [("reward", key) for key, _ in self.reward_shaping]
         return out + [("data", key) for key in self.token_masks]
 
     def as_dict(self) -> dict:
@@ -70,11 +78,74 @@ define(Recipe(
     advantage="grpo", advantage_kw={"scale": "none"}, agg="seq-mean-token-sum-norm"))
 
 define(Recipe(
+    key="dapo", title="DAPO: An Open-Source LLM Reinforcement Learning System at Scale",
+    summary="Clip-higher (0.2/0.28), dynamic sampling of informative groups, token-level loss, soft "
+            "overlong punishment, no KL.",
+    advantage="grpo", objective_kw={"eps_low": 0.2, "eps_high": 0.28}, agg="token-mean",
+    dynamic_sampling_rounds=3, reward_shaping=(("soft-overlong", {"buffer": 4}),)))
+
+define(Recipe(
     key="dapo_lite", title="DAPO: An Open-Source LLM Reinforcement Learning System at Scale",
     summary="DAPO without dynamic sampling: clip-higher (0.2/0.28), token-level loss, no KL, truncated "
             "responses masked.",
     advantage="grpo", objective_kw={"eps_low": 0.2, "eps_high": 0.28}, agg="token-mean",
     token_masks=("overlong-filter",)))
+
+define(Recipe(
+    key="lite-ppo", title="Part I: Tricks or Traps? A Deep Dive into RL for LLM Reasoning",
+    summary="Group-mean advantage with batch-level std, PPO clip 0.2, token-level loss, no critic.",
+    advantage="grpo", advantage_kw={"scale": "batch"}, agg="token-mean"))
+
+define(Recipe(
+    key="gspo", title="Group Sequence Policy Optimization",
+    summary="GRPO advantages with GSPO's length-normalized sequence ratio, clipped at 3e-4 / 4e-4.",
+    advantage="grpo", objective="gspo", agg="seq-mean-token-mean"))
+
+define(Recipe(
+    key="gmpo", title="Geometric-Mean Policy Optimization",
+    summary="GRPO advantages with the geometric mean of log-space-clipped token ratios (GMPO).",
+    advantage="grpo", objective="geo_mean", agg="seq-mean-token-mean"))
+
+define(Recipe(
+    key="cispo", title="MiniMax-M1: Scaling Test-Time Compute Efficiently with Lightning Attention",
+    summary="REINFORCE with a clipped, stop-gradient IS weight min(r, 5) (TRL convention), token-level loss.",
+    advantage="grpo", objective="cispo", agg="token-mean"))
+
+define(Recipe(
+    key="sapo", title="Soft Adaptive Policy Optimization",
+    summary="A smooth sigmoid gate on the ratio instead of a hard clip (tau 1.0 / 1.05).",
+    advantage="grpo", objective="sapo", agg="seq-mean-token-mean"))
+
+define(Recipe(
+    key="reinforce_plus_plus",
+    title="REINFORCE++: A Simple and Efficient Approach for Aligning Large Language Models",
+    summary="Token returns with k1 KL in the reward, whitened over the batch; PPO clip; no critic, no groups.",
+    advantage="reinforce_plus_plus", agg="token-mean", kl_placement="reward", kl_estimator="k1",
+    kl_coef=0.01))
+
+define(Recipe(
+    key="remax", title="ReMax: A Simple, Effective, and Efficient Reinforcement Learning Method for Aligning "
+                       "Large Language Models",
+    summary="The reward of one greedy rollout per prompt is the baseline.",
+    advantage="remax", agg="token-mean", baseline_rollout=True))
+
+define(Recipe(
+    key="opo", title="On-Policy RL with Optimal Reward Baseline",
+    summary="Length-weighted group-mean baseline (the variance-optimal baseline for sequence rewards).",
+    advantage="opo", agg="token-mean"))
+
+define(Recipe(
+    key="gpg", title="GPG: A Simple and Strong Reinforcement Learning Baseline for Model Reasoning",
+    summary="Plain policy gradient -A log pi (no ratio, no clip) with the group-mean baseline rescaled "
+            "for degenerate groups.",
+    advantage="gpg", objective="gpg", agg="token-mean"))
+
+define(Recipe(
+    key="loop", title="Reinforcement Learning for Long-Horizon Interactive LLM Agents",
+    summary="Leave-one-out advantage, rollouts with |A| < 0.01 dropped, PPO clip symmetric in log space "
+            "[1/1.1, 1.1], no KL.",
+    advantage="rloo", objective_kw={"eps_low": 1 - 1 / 1.1, "eps_high": 0.1}, agg="seq-mean-token-mean",
+    min_abs_advantage=0.01))
 
 define(Recipe(
     key="rloo",

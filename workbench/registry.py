@@ -146,3 +146,4 @@ def _load_all() -> None:
     import workbench.ops  # noqa: F401
     import workbench.recipes  # noqa: F401
     import workbench.regularizers  # noqa: F401
+    import workbench.rewards  # noqa: F401

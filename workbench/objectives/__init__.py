@@ -1,2 +1,3 @@
 """Policy objectives: `fn(logp, old_logp, advantages, mask, *, agg, denom, **hp) -> (loss, metrics)`."""
-from workbench.objectives import cispo, ppo, sequence, soft, tis, value  # noqa: F401  (registration)
+from workbench.objectives import (  # noqa: F401  (registration)
+    cispo, entropy_cov, minirl, mirror, ppo, reinforce, sequence, soft, tis, value)

@@ -23,6 +23,7 @@ from workbench.models import add_lora, load_model
 from workbench.recipes import Recipe, get_recipe
 from workbench.regularizers.entropy import entropy_bonus
 from workbench.regularizers.kl_penalty import kl_in_loss, kl_in_reward
+from workbench.regularizers.masks import fill_groups
 from workbench.rollout import HFEngine, policy_forward, sample_groups
 from workbench.tasks import get_task
 from workbench.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -45,12 +46,6 @@ def resolve_recipe(config: RunConfig) -> Recipe:
     if unknown:
         raise ValueError(f"unknown recipe fields {unknown} in overrides; valid: {sorted(names)}")
     return dataclasses.replace(recipe, **changes)
-
-
-def seed_step(seed: int, step: int) -> random.Random:
-    """Seed torch for this step and return the step's prompt RNG (independent of earlier steps)."""
-    torch.manual_seed(seed * 1_000_003 + step)
-    return random.Random(f"{seed}-{step}")
 
 
 class ValueHead(torch.nn.Module):
@@ -136,13 +131,41 @@ class Trainer:
 
     # ------------------------------------------------------------------ one step
 
-    @torch.no_grad()
-    def rollout(self, step: int) -> RolloutBatch:
+    def sample(self, step: int, round: int = 0) -> RolloutBatch:
+        """Draw prompts for (step, round), sample G responses each, score and shape the rewards."""
         c, recipe = self.config, self.recipe
-        rng = seed_step(c.seed, step)
-        examples = self.task.sample(c.prompts_per_step, rng)
+        examples = self.task.sample(c.prompts_per_step, random.Random(f"{c.seed}-{step}-{round}"))
         batch = sample_groups(self.engine, self.task, examples, group_size=c.group_size,
                               max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p)
+        batch.scores = batch.rewards.clone()
+        for key, kw in recipe.reward_shaping:
+            batch.rewards = registry.get("reward", key).fn(batch.rewards, batch.lengths, max_len=c.max_new_tokens,
+                                                           **kw)
+        if recipe.baseline_rollout:
+            greedy = self.engine.generate([e.prompt for e in examples], max_new_tokens=c.max_new_tokens,
+                                          greedy=True)
+            baseline = torch.tensor(self.task.rewards(greedy.texts, examples), dtype=batch.rewards.dtype)
+            batch.baseline_rewards = baseline.repeat_interleave(c.group_size)
+        return batch
+
+    def sample_informative(self, step: int) -> tuple[RolloutBatch, dict]:
+        """DAPO dynamic sampling: keep only groups with reward spread, resampling up to the recipe's rounds."""
+        batch, info = fill_groups(lambda round: self.sample(step, round), self.config.prompts_per_step,
+                                  max_rounds=self.recipe.dynamic_sampling_rounds,
+                                  pad_id=self.tokenizer.pad_token_id)
+        if batch.size == 0:  # no group with any spread: train on the first round (all A = 0, logged as such)
+            batch = self.sample(step, 0)
+        return batch, {"sampling/rounds": info["rounds"], "sampling/shortfall_groups": info["shortfall"]}
+
+    @torch.no_grad()
+    def rollout(self, step: int) -> RolloutBatch:
+        """The step's batch with old/ref log-probs, values, masks and advantages filled in.
+
+        Sampling metrics (dynamic-sampling rounds, filtered share) are left in `self.rollout_info`.
+        """
+        c, recipe = self.config, self.recipe
+        torch.manual_seed(c.seed * 1_000_003 + step)
+        batch, info = self.sample_informative(step) if recipe.dynamic_sampling_rounds else (self.sample(step), {})
         old_logp, entropy, hidden = policy_forward(
             self.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.mask, c.temperature,
             with_entropy=True, with_hidden=self.value_head is not None)
@@ -161,6 +184,11 @@ class Trainer:
         batch.advantages = self.advantage.fn(batch, **recipe.advantage_kw).float()
         if self.value_head is not None:
             batch.returns = gae_returns(batch, **recipe.advantage_kw).float()
+        if recipe.min_abs_advantage:
+            keep = batch.advantages.abs().amax(-1) >= recipe.min_abs_advantage
+            batch.mask = batch.mask * keep[:, None].to(batch.mask.dtype)
+            info["filtered_frac"] = float(1 - keep.float().mean())
+        self.rollout_info = info
         return batch
 
     def minibatch_loss(self, mb: RolloutBatch, denom: ops.Denominators):
@@ -168,8 +196,9 @@ class Trainer:
         logp, entropy, hidden = policy_forward(
             self.model, mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.mask, c.temperature,
             with_entropy=recipe.entropy_coef != 0, with_hidden=self.value_head is not None)
+        inputs = {name: getattr(mb, name) for name in recipe.objective_inputs}
         loss, metrics = self.objective.fn(logp, mb.old_logp, mb.advantages, mb.mask, agg=recipe.agg,
-                                          denom=denom, **recipe.objective_kw)
+                                          denom=denom, **recipe.objective_kw, **inputs)
         metrics["loss/policy"] = loss.item()
         total = loss
         if recipe.kl_placement == "loss":
@@ -219,7 +248,7 @@ class Trainer:
         row = {
             "reward/mean": float(batch.rewards.mean()),
             "reward/std": float(batch.rewards.std()) if batch.size > 1 else 0.0,
-            "accuracy": float((batch.rewards >= 1.0).float().mean()),
+            "accuracy": float((batch.scores >= 1.0).float().mean()),
             "frac_zero_std_groups": float((std == 0).double().mean()),
             "advantage/mean": float(ops.masked_mean(batch.advantages, valid)),
             "advantage/abs_mean": float(ops.masked_mean(batch.advantages.abs(), valid)),
@@ -242,7 +271,7 @@ class Trainer:
         train_metrics = self.train_on(batch, step)
         t2 = time.perf_counter()
         tokens = float(batch.mask.sum())
-        row = {"step": step, **self.rollout_metrics(batch), **train_metrics,
+        row = {"step": step, **self.rollout_metrics(batch), **self.rollout_info, **train_metrics,
                "clip/region": train_metrics.get("clip/region"),
                "time/rollout": t1 - t0, "time/train": t2 - t1, "time/step": t2 - t0,
                "tokens_per_s/rollout": float(batch.lengths.sum()) / max(t1 - t0, 1e-9),

@@ -107,6 +107,42 @@ def training_curves(runs, keys: Sequence[str] | None = None, title: str | None =
     return fig
 
 
+def seed_band(seeds: list[list[dict]], key: str) -> tuple[list, list, list, list]:
+    """Steps logged by every seed, and the mean, min and max of `key` over seeds at those steps."""
+    series = [dict(zip(*metric_series(rows, key))) for rows in seeds]
+    steps = sorted(set.intersection(*(set(s) for s in series))) if series else []
+    values = [[s[x] for s in series] for x in steps]
+    return steps, [sum(v) / len(v) for v in values], [min(v) for v in values], [max(v) for v in values]
+
+
+def seed_band_curves(groups: Mapping[str, list[list[dict]]], keys: Sequence[str] | None = None,
+                     title: str | None = None) -> go.Figure:
+    """One subplot per metric; per recipe a mean-over-seeds line and a shaded min–max band.
+
+    groups: recipe -> list of metric-row lists (one per seed).
+    """
+    keys = list(keys) if keys is not None else present_keys({f"{k}/{i}": rows for k, seeds in groups.items()
+                                                              for i, rows in enumerate(seeds)})
+    cols = 1 if len(keys) == 1 else 2 if len(keys) <= 4 else 3
+    nrows = max(1, math.ceil(len(keys) / cols))
+    fig = make_subplots(rows=nrows, cols=cols, subplot_titles=keys, horizontal_spacing=0.08,
+                        vertical_spacing=min(0.12, 0.5 / nrows))
+    for r, (name, seeds) in enumerate(groups.items()):
+        color = RUN_COLORS[r % len(RUN_COLORS)]
+        for i, key in enumerate(keys):
+            steps, mean, lo, hi = seed_band(seeds, key)
+            if not steps:
+                continue
+            where = dict(row=i // cols + 1, col=i % cols + 1)
+            fig.add_trace(go.Scatter(x=steps + steps[::-1], y=hi + lo[::-1], fill="toself", fillcolor=color,
+                                     opacity=0.2, line=dict(width=0), hoverinfo="skip", showlegend=False,
+                                     legendgroup=name), **where)
+            fig.add_trace(go.Scatter(x=steps, y=mean, name=name, legendgroup=name, showlegend=i == 0,
+                                     line=dict(color=color)), **where)
+    fig.update_layout(title=title, template="plotly_white", height=max(320, 260 * nrows))
+    return fig
+
+
 # ----------------------------------------------------------------------------------------------------
 # Surrogate objective and its gradient weight
 

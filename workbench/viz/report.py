@@ -164,3 +164,36 @@ def write_comparison(runs: Mapping[str, list[dict]], path, title: str = "run com
     ]
     path.write_text(page(title, "\n".join(body)), encoding="utf-8")
     return path
+
+
+def seed_table(result: Mapping) -> str:
+    """Recipe x (accuracy before/after mean ± std over seeds, steps to the target accuracy per seed)."""
+    head = ("<tr><th>recipe</th><th>seeds</th><th>greedy acc. before</th><th>greedy acc. after</th>"
+            f"<th>steps to sampled acc. {result['target_accuracy']:.3g}</th></tr>")
+    body = ""
+    for recipe, row in result["recipes"].items():
+        steps = ", ".join("never" if s is None else str(s) for s in row["steps_to_target"])
+        body += (f"<tr><td>{html.escape(recipe)}</td><td class=num>{row['seeds']}</td>"
+                 f"<td class=num>{row['accuracy_before']:.3f} ± {row['accuracy_before_std']:.3f}</td>"
+                 f"<td class=num>{row['accuracy_after']:.3f} ± {row['accuracy_after_std']:.3f}</td>"
+                 f"<td>{steps}</td></tr>")
+    return f"<table>{head}{body}</table>"
+
+
+def write_seed_comparison(groups: Mapping[str, list[list[dict]]], result: Mapping, path) -> Path:
+    """One HTML page: per recipe the mean curve over seeds with a min–max band, and the summary table.
+
+    groups: recipe -> one list of metric rows per seed; result: what `workbench.train.compare` returns.
+    """
+    from workbench.viz.figures import seed_band_curves
+
+    path = Path(path)
+    title = f"{', '.join(groups)} on {result['task']} ({result['preset']})"
+    body = [
+        f"<h1>{html.escape(title)}</h1>",
+        "<p class=sub>lines: mean over seeds; bands: min to max over seeds</p>",
+        "<h2>summary</h2>" + seed_table(result),
+        figures_html([seed_band_curves(groups)]),
+    ]
+    path.write_text(page(title, "\n".join(body)), encoding="utf-8")
+    return path

@@ -1,0 +1,1 @@
+"""workbench test suite (a package, so `tests.helpers` never resolves to a site-packages `tests`)."""

@@ -1,0 +1,109 @@
+"""Recipes are compositions of registered components, and the loop applies exactly those."""
+import pytest
+import torch
+
+from tests.helpers import TINY, DigitFirst
+from workbench import ops, registry
+from workbench.recipes import RECIPES, get_recipe
+from workbench.rewards.shaping import soft_overlong
+from workbench.train import Trainer, make_config
+
+ISSUE_RECIPES = ["ppo", "grpo", "dr_grpo", "dapo", "gspo", "cispo", "sapo", "gmpo", "rloo", "reinforce_plus_plus",
+                 "remax", "opo", "gpg", "lite-ppo", "loop"]
+
+
+def test_the_canonical_recipes_exist_and_cite_their_paper():
+    for key in ISSUE_RECIPES:
+        recipe = get_recipe(key)
+        assert recipe.title and recipe.summary
+        for kind, component in recipe.components():
+            registry.get(kind, component)
+
+
+def trainer_for(recipe, tmp_path, **overrides):
+    trainer = Trainer(make_config("smoke", recipe=recipe, **{**TINY, "steps": 1, **overrides}), tmp_path,
+                      progress=False)
+    trainer.task = DigitFirst()
+    return trainer.setup()
+
+
+@pytest.mark.covers("dapo", "dynamic-sampling", "soft-overlong")
+def test_dapo_step_equals_the_explicit_composition_of_its_components(tmp_path):
+    trainer = trainer_for("dapo", tmp_path)
+    batch = trainer.rollout(0)
+    # dynamic sampling: every kept group has reward spread, unless nothing informative was found
+    if trainer.rollout_info["sampling/shortfall_groups"] < trainer.config.prompts_per_step:
+        spread = torch.stack([batch.rewards[batch.group == g].std() for g in batch.group.unique()])
+        assert torch.all(spread > 0)
+    # soft overlong shaping applied to the raw verifier scores
+    shaped = soft_overlong(batch.scores, batch.lengths, max_len=trainer.config.max_new_tokens, buffer=4)
+    assert torch.allclose(batch.rewards, shaped)
+    # advantages are plain GRPO of the shaped rewards
+    assert torch.allclose(batch.advantages, registry.get("advantage", "grpo").fn(batch).float())
+    # the loss is ppo-clip(0.2, 0.28) with token-mean and nothing else (no KL, no entropy)
+    denom = ops.Denominators.of(batch.mask, norm_constant=batch.size * trainer.config.max_new_tokens)
+    loss, _ = trainer.minibatch_loss(batch, denom)
+    from workbench.rollout import policy_forward
+
+    logp, _, _ = policy_forward(trainer.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids,
+                                batch.mask, trainer.config.temperature)
+    expected, _ = registry.get("objective", "ppo-clip").fn(logp, batch.old_logp, batch.advantages, batch.mask,
+                                                           agg="token-mean", denom=denom, eps_low=0.2, eps_high=0.28)
+    assert torch.allclose(loss, expected)
+
+
+@pytest.mark.covers("dapo")
+def test_toggling_one_component_changes_only_its_contribution(tmp_path):
+    base = trainer_for("dapo", tmp_path / "a")
+    with_kl = trainer_for("dapo", tmp_path / "b", kl_coef=0.5, recipe_overrides={"kl_placement": "loss"})
+    batch = base.rollout(0)
+    denom = ops.Denominators.of(batch.mask)
+    loss_a, _ = base.minibatch_loss(batch, denom)
+    batch.ref_logp = batch.old_logp + 0.1 * batch.mask  # a reference that differs from the policy
+    loss_b, _ = with_kl.minibatch_loss(batch, denom)
+    from workbench.regularizers.kl_penalty import kl_in_loss
+    from workbench.rollout import policy_forward
+
+    logp, _, _ = policy_forward(base.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.mask)
+    kl_term, _ = kl_in_loss(logp, batch.ref_logp, batch.mask, beta=0.5, estimator="k3", agg="token-mean",
+                            denom=denom)
+    assert torch.allclose(loss_b - loss_a, kl_term, atol=1e-6)
+
+
+@pytest.mark.covers("remax")
+def test_remax_fills_the_greedy_baseline(tmp_path):
+    trainer = trainer_for("remax", tmp_path)
+    batch = trainer.rollout(0)
+    G = trainer.config.group_size
+    assert batch.baseline_rewards is not None and batch.baseline_rewards.shape == (batch.size,)
+    assert torch.all(batch.baseline_rewards.view(-1, G) == batch.baseline_rewards.view(-1, G)[:, :1])
+    assert torch.allclose(batch.advantages[:, 0], (batch.rewards - batch.baseline_rewards).float())
+
+
+@pytest.mark.covers("loop")
+def test_loop_drops_rollouts_with_tiny_advantages(tmp_path):
+    trainer = trainer_for("loop", tmp_path)
+    batch = trainer.rollout(0)
+    small = batch.advantages.abs().amax(-1) < 0.01
+    assert torch.all(batch.mask[small] == 0)
+    assert trainer.rollout_info["filtered_frac"] == pytest.approx(float(small.float().mean()))
+    assert RECIPES["loop"].objective_kw["eps_low"] == pytest.approx(1 - 1 / 1.1)
+
+
+@pytest.mark.covers("tis")
+def test_objective_inputs_reach_the_objective(tmp_path):
+    trainer = trainer_for("grpo", tmp_path, recipe_overrides={"objective": "tis", "objective_inputs": ["mu_logp"]})
+    batch = trainer.rollout(0)
+    loss, metrics = trainer.minibatch_loss(batch, ops.Denominators.of(batch.mask))
+    assert "tis/mean_weight" in metrics and torch.isfinite(loss)
+
+
+@pytest.mark.covers("soft-overlong")
+def test_soft_overlong_is_zero_then_linear_then_minus_one():
+    lengths = torch.arange(0, 13)
+    out = soft_overlong(torch.zeros(13, dtype=torch.float64), lengths, max_len=10, buffer=4)
+    assert torch.all(out[:7] == 0)                                 # |y| <= L - C = 6
+    assert torch.allclose(out[7:11], -torch.arange(1, 5, dtype=torch.float64) / 4)  # linear, -1 at L
+    assert torch.all(out[11:] == -1)                               # beyond L
+    with pytest.raises(ValueError, match="buffer"):
+        soft_overlong(torch.zeros(1), torch.ones(1), max_len=4, buffer=8)

@@ -1,0 +1,163 @@
+"""GiGPO: group-in-group advantages for multi-step agents (episode group + anchor-state step groups).
+
+    A_E(i)    = (R_i - mean_g R) / (std_g R + eps)           episode advantage (= `grpo`), or R_i - mean_g R
+    G_{i,s}   = sum_k gamma^k r_{i,s+k}                       discounted step return of step s
+    anchor group = all steps (j, u) of the same prompt group whose environment state s_{j,u} equals s_{i,s}
+    A_S(i, s) = (G_{i,s} - mean_anchor G) / (std_anchor G + eps)   (0 for an anchor group of one step)
+    A_{i,t}   = A_E(i) + omega A_S(i, turn_{i,t})              on the policy tokens of step s
+
+Reading (`partial`, `unverified` against the paper; matches langfengQ/verl-agent `gigpo/core_gigpo.py`:
+`episode_norm_reward`, `build_step_group` with exact-match states, `step_norm_reward`,
+`compute_step_discounted_returns`, `scores = episode_advantages + step_advantage_w * step_advantages`).
+One batch row is a whole trajectory here (verl-agent stores one row per step).
+"""
+from __future__ import annotations
+
+import warnings
+from collections import defaultdict
+
+import torch
+
+from workbench import registry
+from workbench.advantages.base import check_rewards, sequence_rewards
+from workbench.advantages.group import check_group_sizes, grpo
+from workbench.batch import RolloutBatch
+
+MODES = ("mean_std_norm", "mean_norm")
+
+
+def step_returns(step_rewards: torch.Tensor, n_steps: list[int], gamma: float) -> torch.Tensor:
+    """[B, S] G_{i,s} = r_{i,s} + gamma G_{i,s+1} over each row's first n_steps[i] steps (0 beyond)."""
+    B, S = step_rewards.shape
+    out = torch.zeros(B, S, dtype=torch.float64)
+    for i, n in enumerate(n_steps):
+        running = 0.0
+        for s in reversed(range(n)):
+            running = float(step_rewards[i, s]) + gamma * running
+            out[i, s] = running
+    return out
+
+
+def anchor_groups(states, group: torch.Tensor) -> dict:
+    """{(prompt group, state): [(row, step), ...]} over every step of every row."""
+    clusters = defaultdict(list)
+    for i, row in enumerate(states):
+        for s, state in enumerate(row):
+            try:
+                key = (int(group[i]), state)
+                hash(key)
+            except TypeError:
+                raise TypeError(f"gigpo: state of row {i} step {s} is not hashable ({type(state).__name__}); "
+                                "pass hashable anchor states, e.g. tuple(obs) or the observation text") from None
+            clusters[key].append((i, s))
+    return clusters
+
+
+def step_advantages(returns: torch.Tensor, states, group: torch.Tensor, *, mode="mean_std_norm",
+                    eps=1e-6) -> torch.Tensor:
+    """[B, S] A_S(i, s): the step return normalized inside its anchor-state group (0 beyond a row's steps).
+
+    mean_std_norm: (G - mean) / (std + eps) with the Bessel std (verl-agent `torch.std`); mean_norm: G - mean.
+    A group of one step gets A_S = 0 (verl-agent: its own mean, std 1).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    out = torch.zeros_like(returns)
+    for members in anchor_groups(states, group).values():
+        rows, steps = torch.tensor([m[0] for m in members]), torch.tensor([m[1] for m in members])
+        g = returns[rows, steps]
+        if len(members) < 2:
+            continue
+        a = g - g.mean()
+        if mode == "mean_std_norm":
+            a = a / (g.std(unbiased=True) + eps)
+        out[rows, steps] = a
+    return out
+
+
+def _episode_advantage(batch, mode, eps, episode_stats, n_steps, allow_singletons):
+    """[B] A_E per trajectory."""
+    scale = "group" if mode == "mean_std_norm" else "none"
+    if episode_stats == "trajectory":
+        return grpo(batch, scale=scale, eps=eps, allow_singletons=allow_singletons)
+    # "steps": verl-agent's default compute_mean_std_cross_steps=True, one sample per step row
+    rewards = sequence_rewards(batch)
+    reps = torch.tensor(n_steps)
+    x, g = rewards.repeat_interleave(reps), batch.group.repeat_interleave(reps)
+    _, dense = torch.unique(batch.group, return_inverse=True)
+    sizes = torch.bincount(dense)[dense]
+    single = check_group_sizes(sizes, "gigpo", allow_singletons)
+    out = torch.zeros_like(rewards)
+    for gid in torch.unique(batch.group).tolist():
+        vals = x[g == gid]
+        rows = batch.group == gid
+        a = rewards[rows] - vals.mean()
+        if mode == "mean_std_norm":
+            a = a / ((vals.std(unbiased=True) if vals.numel() > 1 else torch.zeros(())) + eps)
+        out[rows] = a
+    return out.masked_fill(single, 0.0)[:, None] * batch.mask
+
+
+@registry.advantage(
+    "gigpo", title="Group-in-Group Policy Optimization for LLM Agent Training",
+    summary="Episode-level group advantage plus omega x step-level advantage normalized over anchor-state "
+            "groups (identical environment states across the prompt group's trajectories).",
+    equation=r"A_{i,t} = \frac{R_i - \mathrm{mean}_g R}{\mathrm{std}_g R} + \omega\,"
+             r"\frac{G_{i,s} - \mathrm{mean}_{\mathcal{A}(s)} G}{\mathrm{std}_{\mathcal{A}(s)} G},\ "
+             r"G_{i,s} = \sum_k \gamma^k r_{i,s+k}")
+def gigpo(batch: RolloutBatch, *, states=None, step_rewards=None, omega=1.0, gamma=0.95, mode="mean_std_norm",
+          eps=1e-6, episode_stats="trajectory", allow_singletons=False):
+    """GiGPO advantage [B, T]. Reads `rewards` (+ summed `token_rewards`), `group`, `mask`, `turn`.
+
+    Inputs beyond the batch (keyword-only, no batch field holds them):
+      states: list (length B) of lists; states[i][s] is the hashable environment state (anchor) that step
+              s of row i acted from. len(states[i]) = number of steps n_i of row i.
+      step_rewards: [B, S >= max n_i] per-step environment rewards r_{i,s} (entries past n_i ignored);
+              None puts the outcome reward R_i on each row's last step (sparse-reward agents), so
+              G_{i,s} = gamma^(n_i - 1 - s) R_i.
+      batch.turn: [B, T] step id s of every token; policy tokens (mask 1) must have 0 <= s < n_i.
+    Defaults from verl-agent scripts: omega (`step_advantage_w`) 1.0, gamma 0.95, eps 1e-6. mode:
+    "mean_std_norm" (catalog; = `grpo` episode term) or "mean_norm" (no std division, verl-agent function
+    default). episode_stats: "trajectory" (one sample per trajectory, = `grpo`) or "steps" (verl-agent
+    `compute_mean_std_cross_steps=True`: each trajectory weighted by its number of steps).
+    omega = 0 gives trajectory-level `grpo`; with no repeated state all anchor groups are singletons and
+    A = A_E. states=None (no anchor states: the uniform `fn(batch)` call) warns and returns A_E alone.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if episode_stats not in ("trajectory", "steps"):
+        raise ValueError(f"episode_stats must be 'trajectory' or 'steps', got {episode_stats!r}")
+    if states is None:
+        warnings.warn("gigpo called without anchor `states`: no step-level groups, returning the episode "
+                      "advantage A_E only (= grpo for episode_stats='trajectory'); pass states=[[state per "
+                      "step] per row] and batch.turn", stacklevel=2)
+        n_steps = [1] * batch.size
+        return _episode_advantage(batch, mode, eps, episode_stats, n_steps, allow_singletons)
+    batch.require("turn")
+    B = batch.size
+    if len(states) != B:
+        raise ValueError(f"states has {len(states)} rows but the batch has {B}")
+    n_steps = [len(row) for row in states]
+    if min(n_steps) < 1:
+        raise ValueError("every row needs at least one step in `states`")
+    S = max(n_steps)
+    if step_rewards is None:
+        step_rewards = torch.zeros(B, S, dtype=torch.float64)
+        step_rewards[torch.arange(B), torch.tensor(n_steps) - 1] = sequence_rewards(batch)
+    else:
+        step_rewards = torch.as_tensor(step_rewards, dtype=torch.float64)
+        if step_rewards.dim() != 2 or step_rewards.shape[0] != B or step_rewards.shape[1] < S:
+            raise ValueError(f"step_rewards must have shape [B={B}, S>={S}], got {tuple(step_rewards.shape)}")
+        check_rewards(torch.cat([step_rewards[i, :n] for i, n in enumerate(n_steps)]))
+    turn = batch.turn.long()
+    valid = batch.mask > 0
+    bad = valid & ((turn < 0) | (turn >= torch.tensor(n_steps)[:, None]))
+    if bool(bad.any()):
+        rows = torch.nonzero(bad.any(-1)).flatten().tolist()[:10]
+        raise ValueError(f"gigpo: rows {rows} have policy tokens whose turn id is outside [0, n_steps)")
+    a_episode = _episode_advantage(batch, mode, eps, episode_stats, n_steps, allow_singletons)
+    if omega == 0:
+        return a_episode
+    a_step = step_advantages(step_returns(step_rewards, n_steps, gamma), states, batch.group, mode=mode, eps=eps)
+    per_token = a_step.gather(1, turn.clamp(0, S - 1)).to(batch.mask.dtype)
+    return a_episode + omega * per_token * batch.mask

@@ -1,0 +1,97 @@
+"""MDPO: mirror-descent policy optimization, a KL-proximal surrogate instead of ratio clipping.
+
+    maximize  J_k(theta) = E_{pi_k}[r A] - (1/t_k) E_s[KL(pi_theta(.|s) || pi_k(.|s))]      (reverse KL)
+    per token l_t = -r_t A_t + (1/t_k) KL_t,   r_t = exp(logp - old),   no clipping
+    KL_t: exact full-vocabulary KL(pi_theta || pi_k) from the two logit tensors (`full_vocab_kl`),
+          or the sampled k2 = (logp - old)^2 / 2 (same gradient on-policy)
+    t_k = 1 - (k - 1)/K  (reference code, k = 0-based iteration), so 1/t_k grows over training
+
+Reference: manantomar/Mirror-Descent-Policy-Optimization `mdpo_on/mdpo.py`
+(`surrgain = mean(ratio * atarg) - meankl / lr_now`, `kloldnew = pi.kl(old_pi)`,
+`lr_now = 1.0 - (iters_so_far - 1.0) / n_updates`, `sgd_steps=5`, `lam=0.98`, advantages standardized).
+`mdpo` is a recipe key in the catalog: these are plain functions the recipe composes.
+"""
+from __future__ import annotations
+
+import torch
+
+from workbench import kl as kl_estimators
+from workbench import ops
+from workbench.objectives.ppo import check_inputs, ratio
+
+
+def full_vocab_kl(logits_p: torch.Tensor, logits_q: torch.Tensor, *, temperature: float = 1.0,
+                  chunk: int = 128) -> torch.Tensor:
+    """KL(p || q) = sum_v p_v (log p_v - log q_v) per position; logits [..., V] -> [...].
+
+    Logits are divided by `temperature` first; computed in at least float32 (float64 stays float64),
+    chunked over positions. Gradients flow into both arguments: pass `logits_q.detach()` for a fixed q
+    (MDPO's pi_k).
+    """
+    if logits_p.shape != logits_q.shape:
+        raise ValueError(f"logits shapes differ: {tuple(logits_p.shape)} vs {tuple(logits_q.shape)}")
+    dtype = torch.promote_types(logits_p.dtype, torch.float32)
+    V = logits_p.shape[-1]
+    p_flat, q_flat = logits_p.reshape(-1, V), logits_q.reshape(-1, V)
+    out = []
+    for start in range(0, p_flat.shape[0], chunk):
+        s = slice(start, start + chunk)
+        lp = torch.log_softmax(p_flat[s].to(dtype) / temperature, -1)
+        lq = torch.log_softmax(q_flat[s].to(dtype) / temperature, -1)
+        out.append((lp.exp() * (lp - lq)).sum(-1))
+    if not out:
+        return logits_p.new_zeros(logits_p.shape[:-1], dtype=dtype)
+    return torch.cat(out).reshape(logits_p.shape[:-1])
+
+
+def mdpo_inv_t(step: int, total: int, *, offset: float = 1.0, t_min: float | None = None) -> float:
+    """1/t_k with t_k = 1 - (step - offset)/total, floored at t_min (default 1/total).
+
+    offset=1 (default) is the reference code (`lr_now = 1 - (iters_so_far - 1)/n_updates`, 0-based
+    iterations, so t_0 = 1 + 1/K and the last iteration K-1 has t = 2/K); offset=0 gives
+    t_k = 1 - k/K (t_0 = 1). The floor guards t <= 0 (offset=0 at step = total, or steps past `total`):
+    1/t never exceeds 1/t_min.
+    """
+    if total < 1:
+        raise ValueError(f"total must be >= 1, got {total}")
+    if step < 0:
+        raise ValueError(f"step must be >= 0, got {step}")
+    t_min = 1.0 / total if t_min is None else t_min
+    if not t_min > 0:
+        raise ValueError(f"t_min must be > 0, got {t_min}")
+    return 1.0 / max(1.0 - (step - offset) / total, t_min)
+
+
+def mdpo_surrogate(logp, old_logp, advantages, mask, *, inv_t, kl_per_token=None, agg="token-mean",
+                   denom=None, logr_clamp=None):
+    """MDPO loss: aggregate of l_t = -r_t A_t + inv_t KL_t, no clipping; returns (loss, metrics).
+
+    inv_t = 1/t_k (see `mdpo_inv_t`). kl_per_token [B, T]: the exact per-position
+    `full_vocab_kl(logits, old_logits.detach())` (the reference's reverse KL(pi_theta || pi_k)), or None
+    for the sampled k2 = (logp - old)^2 / 2 (`workbench.kl.k2`). At theta = theta_k both the KL and its
+    gradient vanish, so the first inner step is the unclipped ratio policy gradient; inv_t = 0 is the
+    unclipped surrogate -r A. old_logp is detached. Metrics: `mdpo/kl` (mean KL_t), `mdpo/inv_t`,
+    `mdpo/surrogate` (mean r A), `kl/k1_old`, `ratio/mean`, `ratio/max`.
+    """
+    check_inputs(logp, old_logp, advantages, mask)
+    if inv_t < 0:
+        raise ValueError(f"inv_t = 1/t_k must be >= 0, got {inv_t}")
+    old = old_logp.detach()
+    if kl_per_token is None:
+        kl_per_token = kl_estimators.k2(logp, old)
+    elif kl_per_token.shape != logp.shape:
+        raise ValueError(f"kl_per_token has shape {tuple(kl_per_token.shape)} but logp has shape "
+                         f"{tuple(logp.shape)}")
+    r = ratio(logp, old, logr_clamp)
+    per_token = -advantages * r + inv_t * kl_per_token
+    loss = ops.aggregate(per_token, mask, agg, denom)
+    with torch.no_grad():
+        metrics = {
+            "mdpo/kl": float(ops.masked_mean(kl_per_token, mask)),
+            "mdpo/inv_t": float(inv_t),
+            "mdpo/surrogate": float(ops.masked_mean(r * advantages, mask)),
+            "kl/k1_old": float(ops.masked_mean(old - logp, mask)),
+            "ratio/mean": float(ops.masked_mean(r, mask)),
+            "ratio/max": float((r * mask).max()),
+        }
+    return loss, metrics

@@ -1,0 +1,78 @@
+"""Run several recipes on the same task, model and seeds, and summarise them side by side."""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from workbench.train.config import apply_sets, make_config
+from workbench.train.metrics import read_rows
+from workbench.train.rl import train
+
+
+def smoothed(values: list[float], window: int) -> list[float]:
+    """Trailing moving average (the first points average what exists so far)."""
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def steps_to_target(rows: list[dict], target: float, key: str = "accuracy", window: int = 10) -> int | None:
+    """First step whose trailing `window`-step mean of `key` reaches `target` (None if never)."""
+    points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+    for (step, _), value in zip(points, smoothed([v for _, v in points], window)):
+        if value >= target:
+            return step
+    return None
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def summarize(runs: dict[str, list[dict]], target: float, key: str = "accuracy", window: int = 10) -> dict:
+    """Per recipe: accuracy before/after (mean, std over seeds) and steps to `target` for each seed."""
+    out = {}
+    for recipe, seeds in runs.items():
+        before, std_b = mean_std([s["summary"]["accuracy_before"] for s in seeds])
+        after, std_a = mean_std([s["summary"]["accuracy_after"] for s in seeds])
+        reached = [steps_to_target(s["rows"], target, key, window) for s in seeds]
+        out[recipe] = {"seeds": len(seeds), "accuracy_before": before, "accuracy_before_std": std_b,
+                       "accuracy_after": after, "accuracy_after_std": std_a, "steps_to_target": reached}
+    return out
+
+
+def compare(recipes: list[str], *, task: str, preset: str = "smoke", seeds: int = 2, out: str | Path,
+            sets: list[str] = (), target: float | None = None, progress: bool = True) -> dict:
+    """Train every (recipe, seed) into out/RECIPE-sSEED (each resumable) and write out/compare.html.
+
+    target: sampled-accuracy level for "steps to target" (trailing 10-step mean); default: the mean
+    accuracy of the first 10 steps over all runs plus 0.05.
+    """
+    if not recipes:
+        raise ValueError("compare needs at least one recipe")
+    if seeds < 1:
+        raise ValueError(f"seeds must be >= 1, got {seeds}")
+    out = Path(out)
+    runs: dict[str, list[dict]] = {}
+    for recipe in recipes:
+        for seed in range(seeds):
+            config = apply_sets(make_config(preset, recipe=recipe, task=task, seed=seed), list(sets))
+            folder = out / f"{recipe}-s{seed}"
+            summary = train(config, folder, progress=progress, report=False)
+            runs.setdefault(recipe, []).append({"summary": summary, "rows": read_rows(folder / "metrics.jsonl")})
+    if target is None:
+        starts = [r["accuracy"] for seeds_ in runs.values() for s in seeds_ for r in s["rows"][:10]]
+        target = round(statistics.fmean(starts) + 0.05, 3)
+    table = summarize(runs, target)
+    result = {"task": task, "preset": preset, "target_accuracy": target, "recipes": table}
+    (out / "compare.json").write_text(json.dumps(result, indent=2))
+    from workbench.viz.report import write_seed_comparison
+
+    result["report"] = str(write_seed_comparison({k: [s["rows"] for s in v] for k, v in runs.items()}, result,
+                                                 out / "compare.html"))
+    return result

@@ -267,3 +267,17 @@ def check_no_signal_metric(answer: str) -> str:
         raise AssertionError(f"not quite: {answer!r} measures something else; look for the share of groups whose "
                              "rewards are all equal (their advantages are 0)")
     return "correct"
+
+
+# ----------------------------------------------------------------------------------------------------
+# Notebook 07: comparing recipes
+
+
+def check_recipes_without_kl(answer, recipes) -> str:
+    """Exercise: the recipes (among `recipes`) whose loss and reward carry no KL term."""
+    from workbench.recipes import get_recipe
+
+    expected = {k for k in recipes if get_recipe(k).kl_placement == "none" or not get_recipe(k).kl_coef}
+    if set(answer) != expected:
+        raise AssertionError("not quite: look at each recipe's kl_placement and kl_coef (get_recipe(key))")
+    return "correct"

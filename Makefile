@@ -17,6 +17,7 @@ $(BIN)/python:
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH_PIN)
 	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --no-deps verl==0.9.1 && $(BIN)/pip install -q $(TORCH_PIN) ray==2.60.0 tensordict==0.15.3 hydra-core==1.3.8 codetiming==1.4.0 omegaconf==2.3.1 orjson==3.13.0
 	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@

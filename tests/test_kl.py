@@ -82,3 +82,13 @@ def test_bad_inputs():
         kl.estimate(torch.zeros(2), torch.zeros(2), "k4")
     with pytest.raises(ValueError, match="shape"):
         kl.estimate(torch.zeros(2), torch.zeros(3), "k1")
+
+
+def test_straight_through_clamps_the_value_but_keeps_the_full_k2_gradient():
+    """Regression (found against verl's `k3+`): clamps must not zero the gradient of far-off tokens."""
+    logp = torch.tensor([-1.0, -6.0, -30.0], dtype=torch.float64, requires_grad=True)
+    ref = torch.tensor([-1.5, -2.0, -2.0], dtype=torch.float64)
+    out = kl.estimate(logp, ref, "k3+", logr_clamp=20, value_clamp=10)
+    assert out[1:].tolist() == [10.0, 10.0]
+    (g,) = torch.autograd.grad(out.sum(), logp)
+    assert torch.allclose(g, (logp - ref).detach())

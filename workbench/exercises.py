@@ -257,12 +257,9 @@ def check_k3_old(answer, ratios=(0.5, 1.0, 2.0)) -> str:
 
 
 def check_no_signal_metric(answer: str) -> str:
-    """Exercise: the logged metric that says how many groups carry no learning signal."""
-    from workbench.train.metrics import GLOSSARY
-
+    """Exercise: the logged metric that says how many groups carry no learning signal (a GLOSSARY key; the
+    glossary itself is not imported here, which would pull in the whole trainer)."""
     expected = "frac_zero_std_groups"
-    if answer not in GLOSSARY:
-        raise AssertionError(f"{answer!r} is not a logged metric; pick a key of GLOSSARY")
     if answer != expected:
         raise AssertionError(f"not quite: {answer!r} measures something else; look for the share of groups whose "
                              "rewards are all equal (their advantages are 0)")

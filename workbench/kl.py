@@ -53,10 +53,19 @@ ESTIMATORS = {"k1": k1, "k2": k2, "k3": k3, "abs": abs_}
     "kl-straight-through", title=_TITLE,
     summary="Forward value of k1/k3/abs with the gradient of k2 (verl `k1+`, `k3+`, `abs+`).",
     equation=r"k = k_2 - \mathrm{sg}(k_2) + \mathrm{sg}(k_x)")
-def straight_through(logp, ref_logp, *, base="k3", logr_clamp=None):
-    value = ESTIMATORS[base](logp, ref_logp, logr_clamp=logr_clamp)
-    grad_carrier = k2(logp, ref_logp, logr_clamp=logr_clamp)
+def straight_through(logp, ref_logp, *, base="k3", logr_clamp=None, value_clamp=None):
+    """Value k_x (clamped as asked), gradient of the unclamped k2 = logp - ref everywhere.
+
+    The clamps touch the forward value only (as in verl): a token far from the reference still gets
+    the full reverse-KL gradient instead of none.
+    """
+    value = clamp_value(ESTIMATORS[base](logp, ref_logp, logr_clamp=logr_clamp), value_clamp)
+    grad_carrier = k2(logp, ref_logp)
     return grad_carrier - grad_carrier.detach() + value.detach()
+
+
+def clamp_value(x: torch.Tensor, value_clamp: float | None) -> torch.Tensor:
+    return x if value_clamp is None else x.clamp(-value_clamp, value_clamp)
 
 
 def estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3", *, logr_clamp: float | None = None,
@@ -64,17 +73,13 @@ def estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3", *, lo
     """Per-token KL(pi || ref) estimate. kind in k1, k2, k3, abs, or k1+/k3+/abs+ (straight-through).
 
     `logr_clamp` bounds logp - ref before the estimator (verl: 20); `value_clamp` bounds the result
-    (verl `low_var_kl` and OpenRLHF: 10). TRL uses neither.
+    (verl `low_var_kl` and OpenRLHF: 10). TRL uses neither. For the `+` kinds both bound the value only.
     """
     if logp.shape != ref_logp.shape:
         raise ValueError(f"logp {tuple(logp.shape)} and ref_logp {tuple(ref_logp.shape)} differ in shape")
-    if kind.endswith("+"):
-        base = kind[:-1]
-        if base not in ESTIMATORS:
-            raise ValueError(f"unknown KL estimator {kind!r}; choose from {sorted(ESTIMATORS)} (+ suffix allowed)")
-        out = straight_through(logp, ref_logp, base=base, logr_clamp=logr_clamp)
-    elif kind in ESTIMATORS:
-        out = ESTIMATORS[kind](logp, ref_logp, logr_clamp=logr_clamp)
-    else:
+    base = kind[:-1] if kind.endswith("+") else kind
+    if base not in ESTIMATORS:
         raise ValueError(f"unknown KL estimator {kind!r}; choose from {sorted(ESTIMATORS)} (+ suffix allowed)")
-    return out if value_clamp is None else out.clamp(-value_clamp, value_clamp)
+    if kind.endswith("+"):
+        return straight_through(logp, ref_logp, base=base, logr_clamp=logr_clamp, value_clamp=value_clamp)
+    return clamp_value(ESTIMATORS[base](logp, ref_logp, logr_clamp=logr_clamp), value_clamp)

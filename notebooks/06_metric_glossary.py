@@ -1,0 +1,262 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Metric glossary
+#
+# Every RL step appends one row to the run's `metrics.jsonl`. This notebook is the reference for reading those
+# rows: **what each metric measures and what a healthy curve looks like**, next to the curve of a short real
+# run (GRPO on countdown with the tiny model). The one-line definitions come from
+# `workbench.train.metrics.GLOSSARY`, the same dictionary the reports use; the "healthy" notes are written
+# here. A final check asserts that every metric the run logged has a glossary entry.
+#
+# ## Key equations
+#
+# With $r_t = \pi_\theta(y_t)/\pi_{old}(y_t)$ over the valid tokens of a minibatch, and $G$ answers per prompt:
+#
+# $$\texttt{kl/k1_old} = \mathrm{mean}_t(-\log r_t), \qquad
+#   \texttt{kl/k3_old} = \mathrm{mean}_t\big((r_t - 1) - \log r_t\big) \ge 0$$
+#
+# $$\texttt{clip/region} = \mathrm{mean}_t\big([A_t>0,\ r_t>1+\epsilon_{high}] + [A_t<0,\ r_t<1-\epsilon_{low}]\big)$$
+#
+# $$\texttt{clip/out_of_band} = \mathrm{mean}_t\big[r_t \notin [1-\epsilon_{low}, 1+\epsilon_{high}]\big]$$
+#
+# $$\texttt{entropy} = \mathrm{mean}_t\Big(-\sum_v \pi_\theta(v\mid y_{<t}) \log \pi_\theta(v\mid y_{<t})\Big)$$
+#
+# $$\texttt{frac_zero_std_groups} = \frac{\#\{g : \mathrm{std}(R_g) = 0\}}{\#\text{groups}}, \qquad
+#   \texttt{kl} = \mathrm{mean}_t\, \widehat{\mathrm{KL}}\big(\pi_{old}(y_t) \,\|\, \pi_{ref}(y_t)\big)$$
+#
+# $$\texttt{value/explained_var} = 1 - \frac{\mathrm{Var}(R - V)}{\mathrm{Var}(R)}$$
+#
+# Training metrics (losses, ratios, clip fractions, gradient norm) are averaged over the step's optimizer
+# steps; rollout metrics (rewards, advantages, entropy, lengths) describe the step's batch.
+
+# %% tags=["parameters"]
+preset = "smoke"     # "smoke": tiny model on CPU; "full": the preset's GPU model
+recipe = "grpo"      # any registered recipe
+task = "countdown"
+steps = None         # None: 20 on smoke, the preset's count on full
+eval_every = 10      # also log eval/accuracy every k steps (0: only before and after)
+seed = 0
+
+# %%
+import os
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import torch
+from IPython.display import HTML, display
+from transformers.utils import logging as hf_logging
+
+from workbench.train import Trainer, make_config, train
+from workbench.train.metrics import GLOSSARY, read_rows
+from workbench.viz.zoo import glossary_html, metric_panels
+
+torch.set_num_threads(1)
+hf_logging.disable_progress_bar()  # no "Loading weights" bar per model load
+overrides = {"recipe": recipe, "task": task, "seed": seed, "eval_every": eval_every}
+if steps or preset == "smoke":
+    overrides["steps"] = steps or 20
+config = make_config(preset, **overrides)  # SFT fields keep the preset's: the warm start is shared with 01
+out = Path("runs") / f"06_metric_glossary-{recipe}-{task.replace(':', '_')}-{config.short_hash()}"
+trainer = Trainer(config, out, progress=False).setup()
+summary = train(config, out, trainer=trainer, progress=False, report=False)  # resumes if already run
+rows = read_rows(out / "metrics.jsonl")
+logged = {key for row in rows for key, value in row.items() if value is not None}
+print(f"{len(rows)} steps of {recipe} on {task}: greedy accuracy {summary['accuracy_before']:.1%} -> "
+      f"{summary['accuracy_after']:.1%}; {len(logged)} metrics logged, {len(GLOSSARY)} in the glossary")
+
+# %% [markdown]
+# ## 1. The glossary
+#
+# What a healthy curve looks like depends on the recipe and the task, so read these as rules of thumb for
+# outcome-reward RL on a model that already solves some prompts. Metrics marked "—" are not logged by this
+# recipe (value metrics need a critic, `clip/dual` a dual-clip cap, `sampling/*` dynamic sampling).
+
+# %%
+HEALTHY = {
+    "step": "Counts up by one per row. A resumed run recomputes the steps after its last checkpoint, so rows "
+            "are never duplicated.",
+    "reward/mean": "Noisy but trending up. Flat at the warm-start level: no signal reaches the policy. A jump to "
+                   "the maximum while entropy collapses: check for reward hacking.",
+    "reward/std": "Away from 0 while the task is neither solved nor hopeless; it shrinks as reward/mean nears "
+                  "its minimum or maximum.",
+    "accuracy": "Follows reward/mean for 0/1 rewards. Sampled at temperature 1, so it stays below the greedy "
+                "eval/accuracy.",
+    "frac_zero_std_groups": "Well below 1. Climbing towards 1 means most prompts became all-right or all-wrong: "
+                            "harder prompts, a larger G or dynamic sampling are needed.",
+    "advantage/mean": "Near 0 for group-centred estimators. A persistent sign means right answers are "
+                      "systematically longer (> 0) or shorter (< 0) than wrong ones, since the mean is per token.",
+    "advantage/abs_mean": "Roughly stable (about 0.8 with std scaling). Falling while frac_zero_std_groups rises: "
+                          "the learning signal is drying up.",
+    "entropy": "Declines slowly. A crash towards 0 within a few steps is entropy collapse (no exploration left); "
+               "a steady rise means the policy is diffusing (learning rate or entropy bonus too high).",
+    "kl": "Starts at 0 and grows slowly and smoothly. A steep climb means the policy leaves the reference fast "
+          "(raise the KL coefficient or lower the learning rate).",
+    "kl/k1_old": "Tiny, about 0 with one optimizer step per batch. Can be negative: it is an unbiased but noisy "
+                 "estimate.",
+    "kl/k3_old": "Small and never negative. PPO implementations often stop the epoch loop around 0.01 to 0.02; "
+                 "spikes flag an oversized step.",
+    "clip/region": "Exactly 0 with one optimizer step per batch, a few percent with several. Tens of percent: the "
+                   "step size is too large for the clip range.",
+    "clip/high": "A few percent at most. Persistently high: updates keep hitting the upper bound, which DAPO's "
+                 "clip-higher (eps_high = 0.28) relaxes.",
+    "clip/low": "A few percent at most; it grows with the number of optimizer steps per batch.",
+    "clip/out_of_band": "At least clip/region. The gap is tokens that moved against their advantage, which the "
+                        "clip does not stop.",
+    "clip/dual": "Near 0; only logged with a dual-clip cap. Rising: the ratios of bad tokens blow up (stale data).",
+    "ratio/mean": "Within a few thousandths of 1.",
+    "ratio/max": "Modest (below 2 or 3). Occasional spikes are normal; growing spikes mean instability or "
+                 "stale data.",
+    "loss/policy": "Not a progress measure: with centred advantages it hovers around 0 and does not go down as "
+                   "the policy improves.",
+    "loss/total": "Same caveat as loss/policy; the KL and entropy terms shift it.",
+    "value/loss": "Falls, then plateaus (critic recipes only).",
+    "value/clipfrac": "Small; large values mean the critic moves too far per step.",
+    "value/mean": "Tracks reward/mean when the critic learns.",
+    "value/explained_var": "Rises towards 1. Negative: the critic is worse than predicting a constant.",
+    "grad_norm": "Stable. Often above grad_clip (1.0 here) means every step is rescaled; spikes tend to precede "
+                 "instabilities.",
+    "response_length/mean": "Changes slowly. A steady climb to max_new_tokens or a collapse to a few tokens points "
+                            "at a length bias of the loss aggregation or at reward hacking.",
+    "response_length/max": "Below max_new_tokens most of the time.",
+    "truncated_frac": "Near 0. Rising: answers run out of budget and usually score 0.",
+    "sampling/rounds": "1 or 2. Always at the maximum: few prompts still give any reward spread.",
+    "sampling/shortfall_groups": "0: every step found enough informative groups.",
+    "filtered_frac": "Small; it rises together with frac_zero_std_groups.",
+    "eval/accuracy": "Rises from evaluation to evaluation: the headline number.",
+    "time/step": "Flat. Growth means longer responses or memory pressure.",
+    "time/rollout": "Flat; compare with time/train to see where a step's time goes.",
+    "time/train": "Flat; grows with ppo_epochs and the number of minibatches.",
+    "tokens_per_s/rollout": "Flat for a given model and batch size.",
+    "tokens_per_s/train": "Flat for a given model and batch size.",
+}
+display(HTML(glossary_html([(key, text, HEALTHY.get(key, "(no note yet)"), key in logged)
+                            for key, text in GLOSSARY.items()])))
+undocumented = [key for key in GLOSSARY if key not in HEALTHY]
+if undocumented:
+    print("glossary keys without a healthy-curve note in this notebook yet:", undocumented)
+
+# %% [markdown]
+# ## 2. The curves of a real run
+#
+# Each metric below is drawn from the run above, with its definition and the healthy-curve note next to it.
+# The run is short (a few dozen steps on a tiny model), so trends are faint and the noise is real: this is
+# what the curves look like before anything has gone wrong.
+
+# %%
+SECTIONS = {
+    "Outcome": ["reward/mean", "accuracy", "eval/accuracy", "reward/std"],
+    "Learning signal": ["frac_zero_std_groups", "advantage/abs_mean", "advantage/mean", "sampling/rounds",
+                        "sampling/shortfall_groups", "filtered_frac"],
+    "Policy health": ["entropy", "kl", "response_length/mean", "response_length/max", "truncated_frac"],
+    "How far each update moves": ["kl/k3_old", "kl/k1_old", "ratio/mean", "ratio/max", "clip/region",
+                                  "clip/high", "clip/low", "clip/out_of_band", "clip/dual"],
+    "Losses, gradients and the critic": ["loss/policy", "loss/total", "grad_norm", "value/loss", "value/clipfrac",
+                                         "value/mean", "value/explained_var"],
+    "Throughput": ["time/step", "time/rollout", "time/train", "tokens_per_s/rollout", "tokens_per_s/train"],
+}
+placed = {key for keys in SECTIONS.values() for key in keys} | {"step"}
+SECTIONS["Other"] = sorted((set(GLOSSARY) | logged) - placed)
+
+
+def section(name):
+    keys = [k for k in SECTIONS[name] if k in logged]
+    absent = [k for k in SECTIONS[name] if k not in logged]
+    if absent:
+        print(f"not logged by {recipe}: {', '.join(absent)}")
+    items = [(k, f"{GLOSSARY.get(k, '(not in the glossary)')}\nHealthy: {HEALTHY.get(k, '(no note yet)')}")
+             for k in keys]
+    if items:
+        metric_panels(rows, items, title=name).show()
+
+
+# %% [markdown]
+# ### Outcome
+#
+# Is the policy getting better? Rewards are measured on the sampled batch of each step (different prompts
+# every step, hence the noise); `eval/accuracy` is greedy decoding on a fixed held-out set.
+
+# %%
+section("Outcome")
+
+# %% [markdown]
+# ### Learning signal
+#
+# Is there anything to learn from? An advantage of zero carries no gradient, whatever the loss.
+
+# %%
+section("Learning signal")
+
+# %% [markdown]
+# ### Policy health
+#
+# Is the policy still exploring, and how far has it moved from where it started?
+
+# %%
+section("Policy health")
+
+# %% [markdown]
+# ### How far each update moves
+#
+# These compare the policy being trained with the policy that sampled the batch. With one optimizer step per
+# batch they are identically trivial ($r \equiv 1$); the smoke preset takes two (`minibatches=2`), so the
+# second one can move (notebook 04 has the full story).
+
+# %%
+section("How far each update moves")
+
+# %% [markdown]
+# ### Losses, gradients and the critic
+#
+# The loss value of a policy-gradient surrogate is not an objective to watch go down; the gradient norm is
+# the better health signal.
+
+# %%
+section("Losses, gradients and the critic")
+
+# %% [markdown]
+# ### Throughput
+#
+# Where the time goes, for budgeting longer runs.
+
+# %%
+section("Throughput")
+if SECTIONS["Other"]:
+    print("other metrics:", SECTIONS["Other"])
+    section("Other")
+
+# %% [markdown]
+# ## 3. Every logged metric has a glossary entry
+#
+# A new metric without an explanation fails here (add it to `GLOSSARY` in `workbench/train/metrics.py`).
+
+# %%
+missing = sorted(logged - set(GLOSSARY))
+assert not missing, f"metrics logged by the run but missing from GLOSSARY: {missing}"
+print(f"all {len(logged)} logged metrics are in GLOSSARY: {', '.join(sorted(logged))}")
+
+# %% [markdown]
+# ## Exercises (checked automatically)
+#
+# 1. Three tokens have ratios $r = 0.5, 1, 2$. What is their `kl/k3_old`?
+# 2. The reward curve of a run went flat. Which logged metric tells you directly that most groups carry no
+#    learning signal at all?
+
+# %%
+from workbench.exercises import check_k3_old, check_no_signal_metric
+
+my_k3 = 1 / 6                          # your answer to 1
+no_signal = "frac_zero_std_groups"     # your answer to 2: a metric key
+print(check_k3_old(my_k3), check_no_signal_metric(no_signal))

@@ -8,7 +8,7 @@ from workbench.recipes import RECIPES, get_recipe
 from workbench.rewards.shaping import soft_overlong
 from workbench.train import Trainer, make_config
 
-ISSUE_RECIPES = ["ppo", "grpo", "dr_grpo", "dapo", "gspo", "cispo", "sapo", "gmpo", "rloo", "reinforce_plus_plus",
+ISSUE_RECIPES = ["ppo", "grpo", "dr_grpo", "dapo", "gspo", "cispo", "sapo", "gmpo", "rloo", "reinforce_plus_plus", "mdpo",
                  "remax", "opo", "gpg", "lite-ppo", "loop"]
 
 
@@ -107,3 +107,16 @@ def test_soft_overlong_is_zero_then_linear_then_minus_one():
     assert torch.all(out[11:] == -1)                               # beyond L
     with pytest.raises(ValueError, match="buffer"):
         soft_overlong(torch.zeros(1), torch.ones(1), max_len=4, buffer=8)
+
+
+@pytest.mark.covers("mdpo")
+def test_mdpo_weight_follows_its_schedule_in_the_loop(tmp_path):
+    from workbench.objectives.mirror import mdpo_inv_t
+
+    trainer = trainer_for("mdpo", tmp_path, steps=10)
+    batch = trainer.rollout(0)
+    denom = ops.Denominators.of(batch.mask)
+    _, first = trainer.minibatch_loss(batch, denom, step=0)
+    _, late = trainer.minibatch_loss(batch, denom, step=9)
+    assert first["mdpo/inv_t"] == pytest.approx(mdpo_inv_t(0, 10))
+    assert late["mdpo/inv_t"] == pytest.approx(mdpo_inv_t(9, 10)) and late["mdpo/inv_t"] > first["mdpo/inv_t"]

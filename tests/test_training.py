@@ -80,6 +80,7 @@ def test_every_recipe_trains_end_to_end(recipe, tmp_path):
     summary = trainer.run()
     rows = read_rows(tmp_path / "metrics.jsonl")
     assert len(rows) == 2 and all(r["grad_norm"] >= 0 for r in rows) and any(r["grad_norm"] > 0 for r in rows)
+    assert set().union(*rows) <= set(GLOSSARY), set().union(*rows) - set(GLOSSARY)
     if RECIPES[recipe].critic:
         assert "value/loss" in rows[0]
     assert "accuracy_after" in summary
@@ -94,6 +95,7 @@ def test_loss_terms_and_epochs_switch_on_from_the_config(overrides, tmp_path):
     trainer.run()
     rows = read_rows(tmp_path / "metrics.jsonl")
     assert len(rows) == 2 and all(r["grad_norm"] >= 0 for r in rows) and any(r["grad_norm"] > 0 for r in rows)
+    assert set().union(*rows) <= set(GLOSSARY), set().union(*rows) - set(GLOSSARY)
     if "ppo_epochs" in overrides:  # later minibatches/epochs see r != 1
         assert any(r["clip/out_of_band"] > 0 or r["kl/k3_old"] > 0 for r in rows)
 

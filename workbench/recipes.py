@@ -148,6 +148,12 @@ define(Recipe(
     min_abs_advantage=0.01))
 
 define(Recipe(
+    key="mdpo", title="Mirror Descent Policy Optimization",
+    summary="No clipping: the ratio surrogate with a KL(pi || pi_old) proximity term whose weight 1/t_k grows "
+            "over training; meant for several optimizer steps per batch (--set ppo_epochs=4).",
+    advantage="grpo", objective="mdpo", agg="token-mean"))
+
+define(Recipe(
     key="rloo",
     title="Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human Feedback in LLMs",
     summary="Leave-one-out baseline; k1 KL subtracted from the reward (TRL RLOO, beta 0.05).",

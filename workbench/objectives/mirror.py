@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from workbench import kl as kl_estimators
-from workbench import ops
+from workbench import ops, registry
 from workbench.objectives.ppo import check_inputs, ratio
 
 
@@ -95,3 +95,18 @@ def mdpo_surrogate(logp, old_logp, advantages, mask, *, inv_t, kl_per_token=None
             "ratio/max": float((r * mask).max()),
         }
     return loss, metrics
+
+
+@registry.objective(
+    "mdpo", title="Mirror Descent Policy Optimization",
+    summary="Unclipped ratio surrogate plus (1/t_k) KL(pi_theta || pi_k) to the sampling policy, 1/t_k growing "
+            "over training (sampled k2 per token).",
+    equation=r"\ell_t = -r_t A_t + \frac{1}{t_k}\,\mathrm{KL}_t(\pi_\theta \,\|\, \pi_k),\quad t_k = 1 - \frac{k-1}{K}")
+def mdpo(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, inv_t=1.0, logr_clamp=None):
+    """`mdpo_surrogate` with the sampled k2 KL. In the RL loop `inv_t` follows `mdpo_inv_t(step, steps)`
+    (the `schedule` attribute below); called directly it is the constant given."""
+    return mdpo_surrogate(logp, old_logp, advantages, mask, inv_t=inv_t, agg=agg, denom=denom,
+                          logr_clamp=logr_clamp)
+
+
+mdpo.schedule = {"inv_t": mdpo_inv_t}  # objective kwargs the loop sets from (step, total steps)

@@ -191,12 +191,14 @@ class Trainer:
         self.rollout_info = info
         return batch
 
-    def minibatch_loss(self, mb: RolloutBatch, denom: ops.Denominators):
+    def minibatch_loss(self, mb: RolloutBatch, denom: ops.Denominators, step: int = 0):
         c, recipe = self.config, self.recipe
         logp, entropy, hidden = policy_forward(
             self.model, mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.mask, c.temperature,
             with_entropy=recipe.entropy_coef != 0, with_hidden=self.value_head is not None)
         inputs = {name: getattr(mb, name) for name in recipe.objective_inputs}
+        # schedules the objective declares (e.g. MDPO's 1/t_k) are functions of training progress
+        inputs.update({name: fn(step, c.steps) for name, fn in getattr(self.objective.fn, "schedule", {}).items()})
         loss, metrics = self.objective.fn(logp, mb.old_logp, mb.advantages, mb.mask, agg=recipe.agg,
                                           denom=denom, **recipe.objective_kw, **inputs)
         metrics["loss/policy"] = loss.item()
@@ -231,7 +233,7 @@ class Trainer:
                 if mb.mask.sum() == 0:
                     continue
                 denom = ops.Denominators.of(mb.mask, norm_constant=mb.size * c.max_new_tokens)
-                loss, metrics = self.minibatch_loss(mb, denom)
+                loss, metrics = self.minibatch_loss(mb, denom, step)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 metrics["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.params, c.grad_clip))

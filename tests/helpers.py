@@ -15,6 +15,21 @@ def make_batch(rewards, group, lengths=None, **fields) -> RolloutBatch:
     return batch
 
 
+AGREE_TOL = dict(rtol=1e-6, atol=1e-6)  # agreement with reference implementations, float64
+
+
+def assert_agree(ours, theirs, leaf=None, **tol):
+    """Same value (float64 on our side) and, when `leaf` is given, the same gradient w.r.t. `leaf`."""
+    tol = tol or AGREE_TOL
+    ours, theirs = torch.as_tensor(ours), torch.as_tensor(theirs)
+    assert ours.dtype == torch.float64, f"workbench computed in {ours.dtype}, expected float64"
+    torch.testing.assert_close(ours, theirs.to(torch.float64), **tol)
+    if leaf is not None:
+        (g_ours,) = torch.autograd.grad(ours, leaf, retain_graph=True)
+        (g_theirs,) = torch.autograd.grad(theirs, leaf, retain_graph=True)
+        torch.testing.assert_close(g_ours, g_theirs.to(torch.float64), **tol)
+
+
 def random_mask(B, T, generator, min_len=1):
     lengths = torch.randint(min_len, T + 1, (B,), generator=generator)
     return (torch.arange(T)[None, :] < lengths[:, None]).double()

@@ -18,6 +18,8 @@ import warnings
 import pytest
 import torch
 
+from tests.helpers import assert_agree
+
 trl = pytest.importorskip("trl", reason="TRL reference not installed; `make install` installs the `refs` extra")
 
 from trl.trainer import utils as trl_utils  # noqa: E402
@@ -46,16 +48,6 @@ def _mask(B, T, g):
     lengths = torch.randint(1, T + 1, (B,), generator=g)
     lengths[0] = T
     return (torch.arange(T)[None, :] < lengths[:, None]).to(F64)
-
-
-def _assert_agree(ours, theirs, leaf=None, **tol):
-    tol = tol or TOL
-    assert ours.dtype == F64, f"workbench computed in {ours.dtype}, expected float64"
-    torch.testing.assert_close(ours, theirs.to(F64), **tol)
-    if leaf is not None:
-        (g_ours,) = torch.autograd.grad(ours, leaf, retain_graph=True)
-        (g_theirs,) = torch.autograd.grad(theirs, leaf, retain_graph=True)
-        torch.testing.assert_close(g_ours, g_theirs.to(F64), **tol)
 
 
 def _policy_case(seed, B=8, T=6, spread=0.3):
@@ -137,7 +129,7 @@ def test_grpo_advantages_match_trl(scale):
     batch = RolloutBatch.from_rewards(rewards, group, lengths=torch.full((12,), 3))
     ours = registry.get("advantage", "grpo").fn(batch, scale=scale, unbiased=True, eps=1e-4)
     theirs = ref.trl_grpo_advantages(rewards, 4, scale)
-    _assert_agree(ours[:, 0], theirs)
+    assert_agree(ours[:, 0], theirs)
     assert float(ours[:4].abs().max()) == 0.0
 
 
@@ -156,7 +148,7 @@ def test_rloo_advantages_match_trl(beta):
     ours = registry.get("advantage", "rloo").fn(batch)
     theirs = ref.trl_rloo_advantages(rewards, 4, beta=beta, old_per_token_logps=old,
                                      ref_per_token_logps=ref_logp, completion_mask=mask)
-    _assert_agree(ours, theirs[:, None] * mask)
+    assert_agree(ours, theirs[:, None] * mask)
 
 
 # ------------------------------------------------------------------------------------------------ losses
@@ -234,8 +226,8 @@ def test_grpo_family_loss_matches_trl(name):
     kw = dict(trl_kw, ref_per_token_logps=ref_logp)
     formula = ref.trl_grpo_loss(logp, old, adv, mask, **kw)
     method = ref.call_trl_compute_loss(GRPOTrainer._compute_loss, logp, old, adv, mask, **kw)
-    _assert_agree(formula, method, logp)
-    _assert_agree(_ours_grpo_family(trl_kw, logp, old, ref_logp, adv, mask), formula, logp)
+    assert_agree(formula, method, logp)
+    assert_agree(_ours_grpo_family(trl_kw, logp, old, ref_logp, adv, mask), formula, logp)
 
 
 @pytest.mark.covers("seq-mean-token-mean", "ppo-clip")
@@ -248,7 +240,7 @@ def test_trl_grpo_mean_counts_empty_rows_like_denominators_num_seqs_B():
     theirs = ref.trl_grpo_loss(logp, old, adv, mask, loss_type="grpo")
     ours, _ = objective("ppo-clip", logp, old, adv[:, None] * mask, mask, agg="seq-mean-token-mean",
                         denom=ops.Denominators(num_seqs=float(mask.shape[0])))
-    _assert_agree(ours, theirs, logp)
+    assert_agree(ours, theirs, logp)
 
 
 @pytest.mark.covers("geo_mean")
@@ -261,9 +253,9 @@ def test_gmpo_loss_matches_trl(eps_low, eps_high, beta):
                                 ref_per_token_logps=ref_logp)
     method = ref.call_trl_compute_loss(GMPOTrainer._compute_loss, logp, old, adv, mask, epsilon_low=eps_low,
                                        epsilon_high=eps_high, beta=beta, ref_per_token_logps=ref_logp)
-    _assert_agree(formula, method, logp)
+    assert_agree(formula, method, logp)
     ours, _ = objective("geo_mean", logp, old, adv[:, None] * mask, mask, eps_low=eps_low, eps_high=eps_high)
     if beta:
         k3 = kl.estimate(logp, ref_logp, "k3")
         ours = ours + beta * ops.aggregate(k3, mask, "seq-mean-token-mean")
-    _assert_agree(ours, formula, logp)
+    assert_agree(ours, formula, logp)

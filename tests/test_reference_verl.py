@@ -18,6 +18,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.helpers import assert_agree
+
 # Skips (naming the missing module: verl itself, or one of its import deps such as ray) when the anchor is
 # absent; `make install` installs it (pip install --no-deps verl==0.9.1 plus its pinned import deps).
 core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
@@ -110,18 +112,6 @@ def _actor(**kw) -> ActorConfig:
     return ActorConfig(strategy="fsdp", rollout_n=1, ppo_micro_batch_size_per_gpu=1, **kw)
 
 
-def _assert_agree(ours, theirs, leaf=None, **tol):
-    """Same value, and (when `leaf` is given) the same gradient of the scalar w.r.t. `leaf`."""
-    tol = tol or TOL
-    ours, theirs = torch.as_tensor(ours), torch.as_tensor(theirs)
-    assert ours.dtype == F64, f"workbench computed in {ours.dtype}, expected float64"
-    torch.testing.assert_close(ours, theirs.to(F64), **tol)
-    if leaf is not None:
-        (g_ours,) = torch.autograd.grad(ours, leaf, retain_graph=True)
-        (g_theirs,) = torch.autograd.grad(theirs, leaf, retain_graph=True)
-        torch.testing.assert_close(g_ours, g_theirs.to(F64), **tol)
-
-
 def _norm_constant(mask, loss_scale_factor=None):
     """verl 0.9.1 `agg_loss("seq-mean-token-sum-norm")`: sum / global_batch_size / loss_scale_factor with
     global_batch_size = #rows with a valid token and loss_scale_factor defaulting to mask.shape[-1]."""
@@ -152,7 +142,7 @@ def test_grpo_advantage_matches_verl(holes, dense):
     theirs, _ = core_algos.compute_grpo_outcome_advantage(tlr, batch.mask, index, epsilon=1e-6,
                                                           norm_adv_by_std_in_grpo=True)
     ours = adv("grpo", batch, scale="group", unbiased=True, eps=1e-6, eps_mode="add")
-    _assert_agree(ours, theirs)
+    assert_agree(ours, theirs)
     if not dense:
         assert float(ours[:4].abs().max()) == 0.0  # the all-equal group
 
@@ -161,7 +151,7 @@ def test_grpo_advantage_matches_verl(holes, dense):
 def test_dr_grpo_advantage_matches_verl_without_std():
     batch, tlr, index = _outcome_case(1)
     theirs, _ = core_algos.compute_grpo_outcome_advantage(tlr, batch.mask, index, norm_adv_by_std_in_grpo=False)
-    _assert_agree(adv("grpo", batch, scale="none"), theirs)
+    assert_agree(adv("grpo", batch, scale="none"), theirs)
 
 
 @pytest.mark.covers("grpo")
@@ -171,7 +161,7 @@ def test_grpo_vectorized_matches_verl_in_float32():
     agreement at float32 precision."""
     batch, tlr, index = _outcome_case(2)
     theirs, _ = core_algos.compute_grpo_vectorized_outcome_advantage(tlr, batch.mask, index, epsilon=1e-6)
-    _assert_agree(adv("grpo", batch, eps=1e-6), theirs, rtol=1e-5, atol=1e-5)
+    assert_agree(adv("grpo", batch, eps=1e-6), theirs, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.covers("grpo")
@@ -181,7 +171,7 @@ def test_grpo_vectorized_matches_verl_in_float32():
 def test_grpo_singleton_group_convention_differs_from_verl():
     batch, tlr, index = _outcome_case(3, G=1, n_groups=4, equal_group=False)
     theirs, _ = core_algos.compute_grpo_outcome_advantage(tlr, batch.mask, index)
-    _assert_agree(adv("grpo", batch, allow_singletons=True), theirs)
+    assert_agree(adv("grpo", batch, allow_singletons=True), theirs)
 
 
 @pytest.mark.covers("rloo")
@@ -189,7 +179,7 @@ def test_grpo_singleton_group_convention_differs_from_verl():
 def test_rloo_advantage_matches_verl(fn):
     batch, tlr, index = _outcome_case(4)
     theirs, _ = getattr(core_algos, fn)(tlr, batch.mask, index)
-    _assert_agree(adv("rloo", batch), theirs)
+    assert_agree(adv("rloo", batch), theirs)
 
 
 @pytest.mark.covers("reinforce_plus_plus")
@@ -199,7 +189,7 @@ def test_reinforce_plus_plus_matches_verl(gamma, holes):
     batch, tlr, _ = _outcome_case(5, holes=holes)
     theirs, _ = core_algos.compute_reinforce_plus_plus_outcome_advantage(tlr, batch.mask,
                                                                          config=AlgoConfig(gamma=gamma))
-    _assert_agree(adv("reinforce_plus_plus", batch, gamma=gamma, unbiased=True, eps=1e-8), theirs)
+    assert_agree(adv("reinforce_plus_plus", batch, gamma=gamma, unbiased=True, eps=1e-8), theirs)
 
 
 @pytest.mark.covers("reinforce_plus_plus_baseline")
@@ -207,7 +197,7 @@ def test_reinforce_plus_plus_matches_verl(gamma, holes):
 def test_reinforce_plus_plus_baseline_matches_verl(holes):
     batch, tlr, index = _outcome_case(6, holes=holes)
     theirs, _ = core_algos.compute_reinforce_plus_plus_baseline_outcome_advantage(tlr, batch.mask, index)
-    _assert_agree(adv("reinforce_plus_plus_baseline", batch, unbiased=True, eps=1e-8), theirs)
+    assert_agree(adv("reinforce_plus_plus_baseline", batch, unbiased=True, eps=1e-8), theirs)
 
 
 @pytest.mark.covers("remax")
@@ -218,14 +208,14 @@ def test_remax_matches_verl(holes):
     batch, tlr, _ = _outcome_case(7, holes=holes)
     batch.baseline_rewards = torch.randn(batch.size, generator=_gen(70), dtype=F64)
     theirs, _ = core_algos.compute_remax_outcome_advantage(tlr, batch.baseline_rewards, batch.mask)
-    _assert_agree(adv("remax", batch), theirs * batch.mask)
+    assert_agree(adv("remax", batch), theirs * batch.mask)
 
 
 @pytest.mark.covers("opo")
 def test_opo_matches_verl():
     batch, tlr, index = _outcome_case(8)
     theirs, _ = core_algos.compute_opo_outcome_advantage(tlr, batch.mask, index)
-    _assert_agree(adv("opo", batch), theirs)
+    assert_agree(adv("opo", batch), theirs)
 
 
 @pytest.mark.covers("gpg")
@@ -237,7 +227,7 @@ def test_gpg_advantage_matches_verl_alpha():
     batch.rewards[[5, 9]] = 0.0
     tlr = tlr * (batch.rewards != 0)[:, None]
     theirs, _ = core_algos.compute_gpg_outcome_advantage(tlr, batch.mask, index)
-    _assert_agree(adv("gpg", batch, alpha_mode="verl"), theirs)
+    assert_agree(adv("gpg", batch, alpha_mode="verl"), theirs)
 
 
 @pytest.mark.covers("gae")
@@ -249,8 +239,8 @@ def test_gae_matches_verl(gamma, lam, holes):
     batch, tlr, _ = _outcome_case(10, holes=holes)
     batch.values = torch.randn(batch.mask.shape, generator=_gen(100), dtype=F64)
     theirs_adv, theirs_ret = core_algos.compute_gae_advantage_return(tlr, batch.values, batch.mask, gamma, lam)
-    _assert_agree(adv("gae", batch, gamma=gamma, lam=lam, whiten=True), theirs_adv * batch.mask)
-    _assert_agree(gae_returns(batch, gamma=gamma, lam=lam), theirs_ret * batch.mask)
+    assert_agree(adv("gae", batch, gamma=gamma, lam=lam, whiten=True), theirs_adv * batch.mask)
+    assert_agree(gae_returns(batch, gamma=gamma, lam=lam), theirs_ret * batch.mask)
 
 
 @pytest.mark.covers("value-loss")
@@ -264,7 +254,7 @@ def test_value_loss_matches_verl(mode):
                                                            loss_agg_mode=mode)
     ours, metrics = objective("value-loss", values, old_values, returns, mask, agg=mode, denom=_denom(mode, mask),
                               clip_eps=0.2)
-    _assert_agree(ours, theirs, values)
+    assert_agree(ours, theirs, values)
     assert metrics["value/clipfrac"] == pytest.approx(float(their_clipfrac), abs=1e-6)
 
 
@@ -282,7 +272,7 @@ def test_vanilla_policy_loss_matches_verl(eps_low, eps_high, c, mode):
     theirs, their_m = core_algos.get_policy_loss_fn("vanilla")(old, logp, A, mask, loss_agg_mode=mode, config=cfg)
     ours, m = objective("ppo-clip", logp, old, A, mask, agg=mode, denom=_denom(mode, mask), eps_low=eps_low,
                         eps_high=eps_high, dual_clip_c=c, logr_clamp=20.0)
-    _assert_agree(ours, theirs, logp)
+    assert_agree(ours, theirs, logp)
     # verl pg_clipfrac = the active-clip fraction (clipped branch selected, either side) = clip/region;
     # pg_clipfrac_lower = dual-clip active on A < 0 = clip/dual; ppo_kl = mean(old - logp) = kl/k1_old.
     assert m["clip/region"] == pytest.approx(their_m["actor/pg_clipfrac"], abs=1e-6)
@@ -301,7 +291,7 @@ def test_gspo_matches_verl(eps_low, eps_high):
     theirs, _ = core_algos.get_policy_loss_fn("gspo")(old, logp, A, mask, loss_agg_mode="seq-mean-token-mean",
                                                       config=cfg)
     ours, _ = objective("gspo", logp, old, A, mask, eps_low=eps_low, eps_high=eps_high, logr_clamp=10.0)
-    _assert_agree(ours, theirs, logp)
+    assert_agree(ours, theirs, logp)
 
 
 @pytest.mark.covers("sapo")
@@ -312,7 +302,7 @@ def test_sapo_matches_verl(tau_pos, tau_neg):
     theirs, _ = core_algos.get_policy_loss_fn("sapo")(old, logp, A, mask, config=cfg)
     ours, _ = objective("sapo", logp, old, A, mask, agg="seq-mean-token-mean", tau_pos=tau_pos, tau_neg=tau_neg,
                         logr_clamp=20.0)
-    _assert_agree(ours, theirs, logp)
+    assert_agree(ours, theirs, logp)
 
 
 @pytest.mark.covers("geo_mean")
@@ -322,7 +312,7 @@ def test_geo_mean_matches_verl(eps_low, eps_high):
     cfg = _actor(clip_ratio_low=eps_low, clip_ratio_high=eps_high)
     theirs, _ = core_algos.get_policy_loss_fn("geo_mean")(old, logp, A, mask, config=cfg)
     ours, _ = objective("geo_mean", logp, old, A, mask, eps_low=eps_low, eps_high=eps_high)
-    _assert_agree(ours, theirs, logp)
+    assert_agree(ours, theirs, logp)
 
 
 @pytest.mark.covers("geo_mean", "seq-mean-token-mean")
@@ -336,7 +326,7 @@ def test_geo_mean_empty_rows_count_with_verl_denominator():
     theirs, _ = core_algos.get_policy_loss_fn("geo_mean")(old, logp, A, mask, config=_actor())
     ours, _ = objective("geo_mean", logp, old, A, mask, eps_low=0.2, eps_high=0.2,
                         denom=ops.Denominators(num_seqs=float(mask.shape[0])))
-    _assert_agree(ours, theirs, logp)
+    assert_agree(ours, theirs, logp)
 
 
 @pytest.mark.covers("cispo")
@@ -349,7 +339,7 @@ def test_cispo_matches_verl(eps_low, eps_high, mode):
     theirs, their_m = core_algos.get_policy_loss_fn("cispo")(old, logp, A, mask, loss_agg_mode=mode, config=cfg)
     ours, m = objective("cispo", logp, old, A, mask, agg=mode, cap_abs=None, eps_low=eps_low, eps_high=eps_high,
                         logr_clamp=20.0)
-    _assert_agree(ours, theirs, logp)
+    assert_agree(ours, theirs, logp)
     assert m["clip/out_of_band"] == pytest.approx(their_m["actor/pg_clipfrac"], abs=1e-6)
 
 
@@ -359,7 +349,7 @@ def test_gpg_policy_loss_matches_verl(mode):
     logp, old, _, A, mask = _policy_case(18)
     theirs, _ = core_algos.get_policy_loss_fn("gpg")(old, logp, A, mask, loss_agg_mode=mode, config=_actor())
     ours, _ = objective("gpg", logp, old, A, mask, agg=mode, denom=_denom(mode, mask))
-    _assert_agree(ours, theirs, logp)
+    assert_agree(ours, theirs, logp)
 
 
 @pytest.mark.covers("kl_cov")
@@ -369,7 +359,7 @@ def test_kl_cov_matches_verl(ratio, coef):
     cfg = _actor(policy_loss=PolicyLossConfig(loss_mode="kl_cov", kl_cov_ratio=ratio, ppo_kl_coef=coef))
     theirs, _ = core_algos.get_policy_loss_fn("kl_cov")(old, logp, A, mask, config=cfg)
     ours, _ = objective("kl_cov", logp, old, A, mask, kl_cov_ratio=ratio, ppo_kl_coef=coef)
-    _assert_agree(ours, theirs, logp)
+    assert_agree(ours, theirs, logp)
 
 
 @pytest.mark.covers("tis")
@@ -391,7 +381,7 @@ def test_tis_matches_verl_rollout_correction(level, threshold, mode, low):
     cap = float(str(threshold).split("_")[-1])
     ours, m = objective("tis", logp, old, A, mask, mu_logp=mu, mode=mode, cap=cap, low=low, dual_clip_c=3.0,
                         logr_clamp=20.0)
-    _assert_agree(ours, theirs, logp)
+    assert_agree(ours, theirs, logp)
     assert 0 < m["tis/mean_weight"]
 
 
@@ -414,11 +404,11 @@ def test_agg_loss_matches_verl(mode):
     mask[3] = 0.0
     loss_mat = torch.randn(7, 5, generator=g, dtype=F64).requires_grad_(True)
     theirs = core_algos.agg_loss(loss_mat, mask, mode)
-    _assert_agree(ops.aggregate(loss_mat, mask, mode, _denom(mode, mask)), theirs, loss_mat)
+    assert_agree(ops.aggregate(loss_mat, mask, mode, _denom(mode, mask)), theirs, loss_mat)
     if mode == "seq-mean-token-sum-norm":
         theirs = core_algos.agg_loss(loss_mat, mask, mode, loss_scale_factor=64)
         ours = ops.aggregate(loss_mat, mask, mode, ops.Denominators(norm_constant=_norm_constant(mask, 64)))
-        _assert_agree(ours, theirs, loss_mat)
+        assert_agree(ours, theirs, loss_mat)
 
 
 @pytest.mark.covers("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
@@ -437,10 +427,10 @@ def test_agg_loss_global_denominators_match_verl_data_parallel(mode):
         theirs = core_algos.agg_loss(loss_mat[rows], mask[rows], mode, dp_size=2, batch_num_tokens=n_tok,
                                      global_batch_size=n_seq, loss_scale_factor=6)
         ours = ops.aggregate(loss_mat[rows], mask[rows], mode, denom)
-        _assert_agree(ours, theirs / 2, loss_mat)
+        assert_agree(ours, theirs / 2, loss_mat)
         parts.append(ours)
     full = ops.aggregate(loss_mat, mask, mode, ops.Denominators.of(mask, norm_constant=n_seq * 6))
-    _assert_agree(sum(parts), full, loss_mat)
+    assert_agree(sum(parts), full, loss_mat)
 
 
 # ---------------------------------------------------------------------------------------------------- KL
@@ -473,7 +463,7 @@ def test_kl_penalty_matches_verl(name):
     theirs = core_algos.kl_penalty(logp, ref, name)
     ours = kl.estimate(logp, ref, kind, logr_clamp=logr_clamp, value_clamp=value_clamp)
     torch.testing.assert_close(ours, theirs, **TOL)
-    _assert_agree((ours * w).sum(), (theirs * w).sum(), logp)
+    assert_agree((ours * w).sum(), (theirs * w).sum(), logp)
 
 
 @pytest.mark.covers("k3")
@@ -486,7 +476,7 @@ def test_low_var_kl_clamps_match_verl():
     ours = kl.estimate(logp, ref, "k3", logr_clamp=20.0, value_clamp=10.0)
     assert float(((logp - ref).abs() > 20).sum()) > 0 and float((theirs == 10).sum()) > 0
     torch.testing.assert_close(ours, theirs, **TOL)
-    _assert_agree((ours * w).sum(), (theirs * w).sum(), logp)
+    assert_agree((ours * w).sum(), (theirs * w).sum(), logp)
 
 
 @pytest.mark.covers("kl-straight-through", "k3")
@@ -501,7 +491,7 @@ def test_straight_through_k3_outside_clamp_range_matches_verl():
     theirs = core_algos.kl_penalty(logp, ref, "k3+")  # = "low_var_kl+"
     ours = kl.estimate(logp, ref, "k3+", logr_clamp=20.0, value_clamp=10.0)
     torch.testing.assert_close(ours, theirs, **TOL)
-    _assert_agree(ours.sum(), theirs.sum(), logp)
+    assert_agree(ours.sum(), theirs.sum(), logp)
 
 
 @pytest.mark.covers("kl-penalty", "k1")
@@ -513,7 +503,7 @@ def test_kl_in_reward_matches_verl_compute_rewards():
     mask = _mask(6, 5, _gen(250))
     scores = torch.randn(6, 5, generator=_gen(251), dtype=F64) * mask
     theirs = core_algos.compute_rewards(scores, old, ref, 0.05)
-    _assert_agree(scores + kl_in_reward(old, ref, mask, beta=0.05, estimator="k1"), theirs * mask)
+    assert_agree(scores + kl_in_reward(old, ref, mask, beta=0.05, estimator="k1"), theirs * mask)
 
 
 @pytest.mark.covers("kl-penalty")

@@ -56,6 +56,14 @@ def sequence_metrics(s_seq, advantages, mask, eps_low, eps_high) -> dict[str, fl
     return clip_metrics(s_seq.detach()[:, None], a_seq, seq_mask, eps_low, eps_high)
 
 
+def sequence_ratio_loss(logp, old_logp, advantages, mask, agg, denom, eps_low, eps_high, logr_clamp):
+    """GSPO's token-form loss aggregated with `agg`, and its sequence-level clip metrics (GSPO, LUSPO)."""
+    check_inputs(logp, old_logp, advantages, mask)
+    per_token, s_seq = gspo_per_token(logp, old_logp, advantages, mask, eps_low=eps_low, eps_high=eps_high,
+                                      logr_clamp=logr_clamp)
+    return ops.aggregate(per_token, mask, agg, denom), sequence_metrics(s_seq, advantages, mask, eps_low, eps_high)
+
+
 @registry.objective(
     "gspo", title="Group Sequence Policy Optimization",
     summary="PPO-clip on the length-normalized sequence ratio s_i (token form); aggregation fixed to "
@@ -80,14 +88,10 @@ def gspo(logp, old_logp, advantages, mask, *, agg="seq-mean-token-mean", denom=N
     token-form log-ratio (max 10). With per-token advantages the token form uses A_it.
     Metrics: clip fractions over sequences on s_i with the sequence-mean advantage.
     """
-    check_inputs(logp, old_logp, advantages, mask)
     _require_agg("gspo", agg, "seq-mean-token-mean",
                  "token-mean (or token-sum) aggregation of a sequence ratio broadcast over tokens weights "
                  "every sequence by its length (trl#3823)")
-    per_token, s_seq = gspo_per_token(logp, old_logp, advantages, mask, eps_low=eps_low, eps_high=eps_high,
-                                      logr_clamp=logr_clamp)
-    loss = ops.aggregate(per_token, mask, agg, denom)
-    return loss, sequence_metrics(s_seq, advantages, mask, eps_low, eps_high)
+    return sequence_ratio_loss(logp, old_logp, advantages, mask, agg, denom, eps_low, eps_high, logr_clamp)
 
 
 @registry.objective(
@@ -107,13 +111,9 @@ def luspo(logp, old_logp, advantages, mask, *, agg="seq-mean-token-sum", denom=N
     (TRL's `.mean()` also counts empty rows); the paper's batch constant is secondary, TRL is the reference.
     Defaults as `gspo`.
     """
-    check_inputs(logp, old_logp, advantages, mask)
     _require_agg("luspo", agg, "seq-mean-token-sum",
                  "LUSPO's loss (1/B) sum_i |y_i| l_i is the seq-mean-token-sum of GSPO's token-form loss")
-    per_token, s_seq = gspo_per_token(logp, old_logp, advantages, mask, eps_low=eps_low, eps_high=eps_high,
-                                      logr_clamp=logr_clamp)
-    loss = ops.aggregate(per_token, mask, agg, denom)
-    return loss, sequence_metrics(s_seq, advantages, mask, eps_low, eps_high)
+    return sequence_ratio_loss(logp, old_logp, advantages, mask, agg, denom, eps_low, eps_high, logr_clamp)
 
 
 @registry.objective(

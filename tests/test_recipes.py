@@ -120,3 +120,19 @@ def test_mdpo_weight_follows_its_schedule_in_the_loop(tmp_path):
     _, late = trainer.minibatch_loss(batch, denom, step=9)
     assert first["mdpo/inv_t"] == pytest.approx(mdpo_inv_t(0, 10))
     assert late["mdpo/inv_t"] == pytest.approx(mdpo_inv_t(9, 10)) and late["mdpo/inv_t"] > first["mdpo/inv_t"]
+
+
+@pytest.mark.covers("minirl")
+def test_minirl_reads_the_engine_logprobs_and_is_reinforce_on_policy(tmp_path):
+    trainer = trainer_for("minirl", tmp_path)
+    batch = trainer.rollout(0)
+    denom = ops.Denominators.of(batch.mask)
+    from workbench.rollout import policy_forward
+
+    logp, _, _ = policy_forward(trainer.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.mask)
+    loss, _ = registry.get("objective", "minirl").fn(logp, batch.old_logp, batch.advantages, batch.mask,
+                                                     mu_logp=batch.mu_logp, denom=denom)
+    (g,) = torch.autograd.grad(loss, logp)
+    reinforce = ops.aggregate(-batch.advantages * logp, batch.mask, "seq-mean-token-mean", denom)
+    (g_ref,) = torch.autograd.grad(reinforce, logp)
+    assert torch.allclose(g, g_ref, atol=1e-5)  # mu = pi_old = pi_theta up to float noise: plain REINFORCE

@@ -154,6 +154,13 @@ define(Recipe(
     advantage="grpo", objective="mdpo", agg="token-mean"))
 
 define(Recipe(
+    key="minirl", title="Stabilizing Reinforcement Learning with LLMs: Formulation and Practices",
+    summary="Group-mean baseline, token IS weight against the rollout engine's log-probs (mu), staleness mask "
+            "past the clip band; per-sequence token mean.",
+    advantage="grpo", advantage_kw={"scale": "none"}, objective="minirl", objective_inputs=("mu_logp",),
+    agg="seq-mean-token-mean"))
+
+define(Recipe(
     key="rloo",
     title="Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human Feedback in LLMs",
     summary="Leave-one-out baseline; k1 KL subtracted from the reward (TRL RLOO, beta 0.05).",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from workbench import ops
+from workbench import ops, registry
 from workbench.objectives.ppo import check_inputs, clip_metrics, ratio
 
 
@@ -69,3 +69,15 @@ def first_order_gap(log_ratios, mask) -> torch.Tensor:
     ops.check_mask(log_ratios, mask, "log_ratios")
     seq = torch.exp(ops.masked_sum(log_ratios, mask, -1))
     return seq - 1 - ops.masked_sum(torch.expm1(log_ratios), mask, -1)
+
+
+@registry.objective(
+    "minirl", title="Stabilizing Reinforcement Learning with LLMs: Formulation and Practices",
+    summary="Token IS weight pi_theta / mu_old on REINFORCE, with tokens masked once pi_theta / pi_old leaves "
+            "the clip band in the direction of A.",
+    equation=r"\ell_{i,t} = -M_{i,t}\,\frac{\pi_\theta(y_{i,t})}{\mu_{old}(y_{i,t})}\,\hat A_i")
+def minirl(logp, old_logp, advantages, mask, *, mu_logp, agg="seq-mean-token-mean", denom=None, eps_low=0.2,
+           eps_high=0.2, logr_clamp=None):
+    """`minirl_loss` in the policy-objective signature; `mu_logp` [B, T] is the rollout engine's log-prob."""
+    return minirl_loss(logp, old_logp, mu_logp, advantages, mask, eps_low=eps_low, eps_high=eps_high, agg=agg,
+                       denom=denom, logr_clamp=logr_clamp)

@@ -522,3 +522,19 @@ def test_value_loss_ignores_truncated_unfinished_responses():
     gv = grad(loss, v)
     assert torch.all(gv[~finished] == 0) and torch.any(gv[finished] != 0)
     assert torch.equal(vmask[finished], mask[finished]) and torch.all(vmask[~finished] == 0)
+
+
+@pytest.mark.covers("t-ppo")
+def test_registered_t_ppo_equals_gae_when_nothing_is_truncated():
+    from workbench.advantages.gae import gae, gae_targets
+    from workbench.advantages.truncated import truncated_gae, truncated_gae_targets
+    from workbench.batch import RolloutBatch
+
+    b = RolloutBatch.from_rewards([1.0, 0.0, 0.5], [0, 0, 1], [3, 2, 4])
+    b.values = torch.randn(b.mask.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * b.mask
+    b.truncated = torch.zeros(3, dtype=torch.bool)
+    assert torch.allclose(truncated_gae(b), gae(b))
+    assert torch.allclose(truncated_gae_targets(b)[0], gae_targets(b)[0])
+    b.truncated = torch.tensor([True, False, False])
+    returns, value_mask = truncated_gae_targets(b)
+    assert torch.all(value_mask[0] == 0) and torch.equal(value_mask[1:], b.mask[1:])

@@ -136,3 +136,19 @@ def test_minirl_reads_the_engine_logprobs_and_is_reinforce_on_policy(tmp_path):
     reinforce = ops.aggregate(-batch.advantages * logp, batch.mask, "seq-mean-token-mean", denom)
     (g_ref,) = torch.autograd.grad(reinforce, logp)
     assert torch.allclose(g, g_ref, atol=1e-5)  # mu = pi_old = pi_theta up to float noise: plain REINFORCE
+
+
+@pytest.mark.covers("t-ppo")
+def test_t_ppo_trains_the_critic_on_finished_responses_only(tmp_path):
+    trainer = trainer_for("t-ppo", tmp_path, max_new_tokens=2)  # a 2-token budget truncates most answers
+    batch = trainer.rollout(0)
+    assert bool(batch.truncated.any())
+    assert torch.all(batch.value_mask[batch.truncated] == 0)
+    assert torch.equal(batch.value_mask[~batch.truncated], batch.mask[~batch.truncated])
+    loss, metrics = trainer.minibatch_loss(batch, ops.Denominators.of(batch.mask))
+    assert torch.isfinite(loss)
+
+
+def test_a_critic_recipe_needs_an_advantage_with_critic_targets(tmp_path):
+    with pytest.raises(ValueError, match="critic targets"):
+        Trainer(make_config("smoke", recipe="grpo", recipe_overrides={"critic": True}), tmp_path)

@@ -31,6 +31,7 @@ class RolloutBatch:
     baseline_rewards: torch.Tensor | None = None  # [B] reward of a baseline rollout (ReMax greedy)
     advantages: torch.Tensor | None = None       # [B, T] filled by the advantage estimator
     returns: torch.Tensor | None = None          # [B, T] value targets (critic methods)
+    value_mask: torch.Tensor | None = None       # [B, T] tokens the value loss trains on (critic methods)
     truncated: torch.Tensor | None = None        # [B] bool, no EOS within max_new_tokens
     turn: torch.Tensor | None = None             # [B, T] turn ids (multi-turn methods)
     segment: torch.Tensor | None = None          # [B, T] segment ids (segment methods)

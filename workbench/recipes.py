@@ -161,6 +161,13 @@ define(Recipe(
     agg="seq-mean-token-mean"))
 
 define(Recipe(
+    key="t-ppo", title="Truncated Proximal Policy Optimization",
+    summary="PPO with a critic whose GAE bootstraps responses cut at the budget (EGAE) and whose value loss "
+            "uses finished responses only; windowed generation itself is not modelled (HF generate).",
+    advantage="t-ppo", advantage_kw={"gamma": 1.0, "lam": 0.95}, agg="token-mean", kl_placement="reward",
+    kl_estimator="k1", kl_coef=0.05, critic=True))
+
+define(Recipe(
     key="rloo",
     title="Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human Feedback in LLMs",
     summary="Leave-one-out baseline; k1 KL subtracted from the reward (TRL RLOO, beta 0.05).",

@@ -47,3 +47,11 @@ def gae_returns(batch: RolloutBatch, *, gamma=1.0, lam=0.95) -> torch.Tensor:
     mask = batch.mask.double()
     _, returns = gae_and_returns(token_rewards(batch), batch.values.double(), mask, gamma, lam)
     return returns.to(batch.mask.dtype)
+
+
+def gae_targets(batch: RolloutBatch, *, gamma=1.0, lam=0.95, whiten=True):
+    """Critic targets (returns [B, T], value-loss mask [B, T]) for the clipped value loss."""
+    return gae_returns(batch, gamma=gamma, lam=lam), batch.mask
+
+
+gae.critic_targets = gae_targets  # what a critic recipe regresses V onto, and where

@@ -8,14 +8,18 @@
 
 Reading (`partial`, `secondary`/`unverified`: no reference implementation located, arXiv 2506.15050): the
 value model is trained only on completed responses (`egae_value_mask`); gamma, lam and the window length
-are not known, so they have no defaults. `t-ppo` is a recipe key in the catalog: these are plain functions.
+are not known, so `egae` has no defaults; the registered `t-ppo` advantage uses `gae`'s (1.0, 0.95).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
-from workbench.advantages.base import last_token_mask
+from workbench import ops, registry
+from workbench.advantages.base import last_token_mask, token_rewards
 from workbench.advantages.gae import gae_and_returns
+from workbench.batch import RolloutBatch
 
 
 def egae(token_rewards, values, mask, finished, *, gamma: float, lam: float):
@@ -45,3 +49,36 @@ def egae_value_mask(mask, finished) -> torch.Tensor:
     """[B, T] value-loss mask: the response mask on finished rows, 0 on truncated-unfinished rows."""
     finished = torch.as_tensor(finished, dtype=torch.bool)
     return mask * finished[:, None].to(mask.dtype)
+
+
+def unfinished_zeroed(batch: RolloutBatch) -> RolloutBatch:
+    """The batch with the outcome reward of truncated rows set to 0 (unobserved inside the window)."""
+    batch.require("truncated", "rewards", "values")
+    return replace(batch, rewards=batch.rewards * (~batch.truncated.bool()).to(batch.rewards.dtype))
+
+
+@registry.advantage(
+    "t-ppo", title="Truncated Proximal Policy Optimization",
+    summary="GAE that bootstraps responses cut at the budget with V(s_l) = V(s_{l-1}) and no outcome reward; "
+            "the critic learns only from finished responses.",
+    equation=r"\delta_{l-1} = r_{l-1} + \gamma V(s_{l-1}) - V(s_{l-1}),\quad A_t = \sum_k (\gamma\lambda)^k\delta_{t+k}")
+def truncated_gae(batch: RolloutBatch, *, gamma=1.0, lam=0.95, whiten=True):
+    """EGAE advantages; reads `rewards`/`token_rewards`, `values`, `truncated` (unfinished = truncated), `mask`.
+
+    gamma/lam defaults follow `gae` (the paper's values are unknown).
+    """
+    b = unfinished_zeroed(batch)
+    mask = b.mask.double()
+    adv, _ = egae(token_rewards(b), b.values.double(), mask, ~b.truncated.bool(), gamma=gamma, lam=lam)
+    return (ops.masked_whiten(adv, mask) if whiten else adv).to(batch.mask.dtype)
+
+
+def truncated_gae_targets(batch: RolloutBatch, *, gamma=1.0, lam=0.95, whiten=True):
+    """Critic targets (returns [B, T], value-loss mask [B, T]): finished responses only."""
+    b = unfinished_zeroed(batch)
+    finished = ~b.truncated.bool()
+    _, returns = egae(token_rewards(b), b.values.double(), b.mask.double(), finished, gamma=gamma, lam=lam)
+    return returns.to(batch.mask.dtype), egae_value_mask(batch.mask, finished)
+
+
+truncated_gae.critic_targets = truncated_gae_targets

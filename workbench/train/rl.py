@@ -16,7 +16,6 @@ import torch
 from tqdm.auto import tqdm
 
 from workbench import ops, registry
-from workbench.advantages.gae import gae_returns
 from workbench.advantages.group import group_stats
 from workbench.batch import RolloutBatch
 from workbench.models import add_lora, load_model
@@ -70,6 +69,9 @@ class Trainer:
         self.advantage = registry.get("advantage", self.recipe.advantage)
         self.objective = registry.get("objective", self.recipe.objective)
         self.token_masks = [registry.get("data", key) for key in self.recipe.token_masks]
+        if self.recipe.critic and not hasattr(self.advantage.fn, "critic_targets"):
+            raise ValueError(f"recipe {self.recipe.key!r} trains a critic, but advantage {self.recipe.advantage!r} "
+                             "defines no critic targets (use gae or t-ppo)")
         if self.recipe.agg not in ops.AGG_MODES:
             raise ValueError(f"recipe {self.recipe.key!r}: unknown aggregation {self.recipe.agg!r}")
         self.task = get_task(config.task, **config.task_kw)
@@ -183,7 +185,8 @@ class Trainer:
                                                beta=recipe.kl_coef, estimator=recipe.kl_estimator)
         batch.advantages = self.advantage.fn(batch, **recipe.advantage_kw).float()
         if self.value_head is not None:
-            batch.returns = gae_returns(batch, **recipe.advantage_kw).float()
+            returns, value_mask = self.advantage.fn.critic_targets(batch, **recipe.advantage_kw)
+            batch.returns, batch.value_mask = returns.float(), value_mask
         if recipe.min_abs_advantage:
             keep = batch.advantages.abs().amax(-1) >= recipe.min_abs_advantage
             batch.mask = batch.mask * keep[:, None].to(batch.mask.dtype)
@@ -210,12 +213,19 @@ class Trainer:
         if recipe.entropy_coef:
             total = total + entropy_bonus(entropy, mb.mask, coef=recipe.entropy_coef, agg=recipe.agg, denom=denom)
         if self.value_head is not None:
-            v_loss, v_metrics = registry.get("objective", "value-loss").fn(
-                self.value_head(hidden), mb.old_values, mb.returns, mb.mask, agg=recipe.agg, denom=denom)
+            v_loss, v_metrics = self.value_loss(self.value_head(hidden), mb, denom)
             total = total + recipe.vf_coef * v_loss
             metrics.update(v_metrics)
         metrics["loss/total"] = total.item()
         return total, metrics
+
+    def value_loss(self, values, mb: RolloutBatch, denom: ops.Denominators):
+        """Clipped value loss on the recipe's value mask (0 when a minibatch has no critic target)."""
+        if mb.value_mask.sum() == 0:
+            return values.sum() * 0, {}
+        denom = ops.Denominators.of(mb.value_mask, norm_constant=denom.norm_constant)
+        return registry.get("objective", "value-loss").fn(values, mb.old_values, mb.returns, mb.value_mask,
+                                                          agg=self.recipe.agg, denom=denom)
 
     def train_on(self, batch: RolloutBatch, step: int) -> dict:
         """ppo_epochs passes, each split into `minibatches` optimizer steps; returns mean metrics."""

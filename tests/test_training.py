@@ -149,3 +149,32 @@ def test_lora_run_trains_only_the_adapter(tmp_path):
     trainer.run()
     changed = {n for n, p in trainer.model.named_parameters() if not torch.equal(p, before[n])}
     assert changed and changed <= set(trainable)
+
+
+@pytest.mark.covers("kl-penalty")
+def test_adaptive_kl_controller_moves_beta_and_resumes_exactly(tmp_path):
+    overrides = {"recipe_overrides": {"kl_target": 1e-6, "kl_horizon": 10}, "kl_coef": 0.1}
+    config = make_config("smoke", recipe="grpo", **{**TINY, **overrides})
+    straight = tmp_path / "straight"
+    trainer = Trainer(config, straight, progress=False)
+    trainer.task = DigitFirst()
+    trainer.run()
+    betas = [r["kl/beta"] for r in read_rows(straight / "metrics.jsonl")]
+    assert betas[0] == 0.1 and betas[-1] > betas[0]  # KL above a tiny target: beta grows
+
+    class Interrupt(Exception):
+        pass
+
+    def crash(row):
+        if row["step"] == 2:
+            raise Interrupt
+
+    resumed = tmp_path / "resumed"
+    first = Trainer(config, resumed, progress=False, callback=crash)
+    first.task = DigitFirst()
+    with pytest.raises(Interrupt):
+        first.run()
+    second = Trainer(config, resumed, progress=False)
+    second.task = DigitFirst()
+    second.run()
+    assert metric_rows(resumed) == metric_rows(straight)

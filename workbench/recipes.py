@@ -19,7 +19,9 @@ class Recipe:
     agg: str = "token-mean"         # loss aggregation mode
     kl_placement: str = "none"      # "loss", "reward" or "none"
     kl_estimator: str = "k3"        # k1 | k2 | k3 | abs (+ straight-through suffix)
-    kl_coef: float = 0.0            # beta
+    kl_coef: float = 0.0            # beta (the starting beta when kl_target is set)
+    kl_target: float | None = None  # adapt beta towards this KL per step (Ziegler's controller); None = fixed
+    kl_horizon: int = 10000         # the adaptive controller's horizon (samples)
     entropy_coef: float = 0.0       # c_H of the entropy bonus
     critic: bool = False            # train a value head with the clipped value loss
     vf_coef: float = 0.1            # weight of the value loss when critic=True

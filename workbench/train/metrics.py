@@ -17,6 +17,7 @@ GLOSSARY: dict[str, str] = {
                "means no exploration.",
     "kl": "Mean per-token KL(pi || ref) estimate (recipe's estimator) to the frozen reference; grows slowly "
           "when healthy.",
+    "kl/beta": "KL coefficient used this step when the recipe adapts it (kl_target set).",
     "kl/k1_old": "mean(old_logp - logp): how far the update moved from the sampling policy (cleanrl old_approx_kl).",
     "kl/k3_old": "mean((r - 1) - log r), a non-negative estimate of the same drift (cleanrl approx_kl).",
     "clip/region": "Fraction of tokens where PPO's clipped branch is active (clip/low + clip/high); 0 on the "

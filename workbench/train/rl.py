@@ -21,7 +21,7 @@ from workbench.batch import RolloutBatch
 from workbench.models import add_lora, load_model
 from workbench.recipes import Recipe, get_recipe
 from workbench.regularizers.entropy import entropy_bonus
-from workbench.regularizers.kl_penalty import kl_in_loss, kl_in_reward
+from workbench.regularizers.kl_penalty import AdaptiveKLController, kl_in_loss, kl_in_reward
 from workbench.regularizers.masks import fill_groups
 from workbench.rollout import HFEngine, policy_forward, sample_groups
 from workbench.tasks import get_task
@@ -111,11 +111,17 @@ class Trainer:
         self.params = params
         self.optimizer = torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
         self.engine = HFEngine(self.model, self.tokenizer)
+        r = self.recipe
+        self.kl_controller = AdaptiveKLController(r.kl_coef, r.kl_target, r.kl_horizon) if r.kl_target else None
+
+    @property
+    def kl_beta(self) -> float:
+        return self.kl_controller.beta if self.kl_controller else self.recipe.kl_coef
 
     def state(self, step: int, accuracy_before: float) -> dict:
         return {"step": step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "value_head": self.value_head.state_dict() if self.value_head else None,
-                "accuracy_before": accuracy_before}
+                "kl_beta": self.kl_beta, "accuracy_before": accuracy_before}
 
     def restore(self) -> tuple[int, float | None]:
         ckpt = latest_checkpoint(self.out)
@@ -128,6 +134,8 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         if self.value_head is not None:
             self.value_head.load_state_dict(state["value_head"])
+        if self.kl_controller is not None:
+            self.kl_controller.beta = state["kl_beta"]
         self.log.truncate(state["step"])
         return state["step"], state["accuracy_before"]
 
@@ -180,9 +188,9 @@ class Trainer:
             batch.values = batch.old_values = self.value_head(hidden) * batch.mask
         for entry in self.token_masks:
             batch.mask = entry.fn(batch)
-        if recipe.kl_placement == "reward" and recipe.kl_coef:
+        if recipe.kl_placement == "reward" and self.kl_beta:
             batch.token_rewards = kl_in_reward(batch.old_logp, batch.ref_logp, batch.mask,
-                                               beta=recipe.kl_coef, estimator=recipe.kl_estimator)
+                                               beta=self.kl_beta, estimator=recipe.kl_estimator)
         batch.advantages = self.advantage.fn(batch, **recipe.advantage_kw).float()
         if self.value_head is not None:
             returns, value_mask = self.advantage.fn.critic_targets(batch, **recipe.advantage_kw)
@@ -207,7 +215,7 @@ class Trainer:
         metrics["loss/policy"] = loss.item()
         total = loss
         if recipe.kl_placement == "loss":
-            kl_loss, _ = kl_in_loss(logp, mb.ref_logp, mb.mask, beta=recipe.kl_coef,
+            kl_loss, _ = kl_in_loss(logp, mb.ref_logp, mb.mask, beta=self.kl_beta,
                                     estimator=recipe.kl_estimator, agg=recipe.agg, denom=denom)
             total = total + kl_loss
         if recipe.entropy_coef:
@@ -288,6 +296,9 @@ class Trainer:
                "time/rollout": t1 - t0, "time/train": t2 - t1, "time/step": t2 - t0,
                "tokens_per_s/rollout": float(batch.lengths.sum()) / max(t1 - t0, 1e-9),
                "tokens_per_s/train": tokens * self.config.ppo_epochs / max(t2 - t1, 1e-9)}
+        if self.kl_controller is not None:
+            row["kl/beta"] = self.kl_beta  # the beta this step used
+            self.kl_controller.update(row["kl"], n_steps=batch.size)
         if self.config.eval_every and (step + 1) % self.config.eval_every == 0:
             row["eval/accuracy"], _ = self.evaluate()
         return row

@@ -53,3 +53,39 @@ class DigitFirst(Task):
 
     def eval_set(self, n=None):
         return [Example(prompt=f"{i}!", answer="", target="1") for i in range(10)]
+
+
+class Interrupt(Exception):
+    """Raised from a step callback to simulate a run killed between steps."""
+
+
+def run_task(config, out, task=None, stop_after_step=None):
+    """Run (or resume) `config` into `out` on `task` (default DigitFirst); optionally die after a step."""
+    from workbench.train import Trainer
+
+    def crash(row):
+        if row["step"] == stop_after_step:
+            raise Interrupt
+
+    trainer = Trainer(config, out, progress=False, callback=crash if stop_after_step is not None else None)
+    trainer.task = task or DigitFirst()
+    return trainer.run()
+
+
+def metric_rows(out):
+    """Rows of a run's metrics.jsonl without wall-clock fields (those differ between identical runs)."""
+    from workbench.train.metrics import read_rows
+
+    return [{k: v for k, v in r.items() if not k.startswith(("time/", "tokens_per_s/"))}
+            for r in read_rows(out / "metrics.jsonl")]
+
+
+def resumes_exactly(config, tmp_path, stop_after_step=2) -> bool:
+    """A run killed after `stop_after_step` and resumed logs exactly what an uninterrupted run logs."""
+    run_task(config, tmp_path / "straight")
+    try:
+        run_task(config, tmp_path / "resumed", stop_after_step=stop_after_step)
+    except Interrupt:
+        pass
+    run_task(config, tmp_path / "resumed")
+    return metric_rows(tmp_path / "resumed") == metric_rows(tmp_path / "straight")

@@ -152,3 +152,39 @@ def test_t_ppo_trains_the_critic_on_finished_responses_only(tmp_path):
 def test_a_critic_recipe_needs_an_advantage_with_critic_targets(tmp_path):
     with pytest.raises(ValueError, match="critic targets"):
         Trainer(make_config("smoke", recipe="grpo", recipe_overrides={"critic": True}), tmp_path)
+
+
+@pytest.mark.covers("ppo-max")
+def test_running_moments_equal_the_moments_of_everything_seen():
+    from workbench.rewards.shaping import RunningMoments
+
+    g = torch.Generator().manual_seed(0)
+    chunks = [torch.randn(n, generator=g, dtype=torch.float64) * 3 + 1 for n in (5, 17, 2)]
+    state = RunningMoments()
+    for c in chunks:
+        state.update(c)
+    everything = torch.cat(chunks)
+    assert state.mean == pytest.approx(everything.mean().item())
+    assert state.std == pytest.approx(everything.std(unbiased=False).item())
+
+
+@pytest.mark.covers("ppo-max")
+def test_ppo_max_reward_trick_clips_and_switches_off():
+    from workbench.rewards.shaping import RunningMoments, normalize_and_clip
+
+    r = torch.tensor([0.0, 0.0, 0.0, 100.0], dtype=torch.float64)
+    out = normalize_and_clip(r, None, max_len=8, state=RunningMoments(), delta=1.0)
+    assert out.abs().max() <= 1.0 and out[-1] == 1.0
+    off = normalize_and_clip(r, None, max_len=8, state=RunningMoments(), normalize=False, clip=False)
+    assert torch.equal(off, r)
+
+
+@pytest.mark.covers("ppo-max")
+def test_ppo_max_with_every_trick_off_is_ppo_and_resumes_exactly(tmp_path):
+    from tests.helpers import metric_rows, resumes_exactly, run_task
+
+    off = {"reward_shaping": [["ppo-max", {"normalize": False, "clip": False}]]}
+    run_task(make_config("smoke", recipe="ppo-max", **{**TINY, "recipe_overrides": off}), tmp_path / "off")
+    run_task(make_config("smoke", recipe="ppo", **TINY), tmp_path / "ppo")
+    assert metric_rows(tmp_path / "off") == metric_rows(tmp_path / "ppo")
+    assert resumes_exactly(make_config("smoke", recipe="ppo-max", **TINY), tmp_path)

@@ -4,17 +4,11 @@ import json
 import pytest
 import torch
 
-from tests.helpers import TINY, DigitFirst
+from tests.helpers import TINY, DigitFirst, metric_rows, resumes_exactly
 from workbench.models import build_tiny, load_model, save_model
 from workbench.recipes import RECIPES
 from workbench.train import Trainer, apply_sets, make_config, train
 from workbench.train.metrics import GLOSSARY, read_rows
-
-
-def metric_rows(out):
-    """Rows without wall-clock fields (those differ between identical runs)."""
-    return [{k: v for k, v in r.items() if not k.startswith(("time/", "tokens_per_s/"))}
-            for r in read_rows(out / "metrics.jsonl")]
 
 
 @pytest.fixture(scope="module")
@@ -155,26 +149,6 @@ def test_lora_run_trains_only_the_adapter(tmp_path):
 def test_adaptive_kl_controller_moves_beta_and_resumes_exactly(tmp_path):
     overrides = {"recipe_overrides": {"kl_target": 1e-6, "kl_horizon": 10}, "kl_coef": 0.1}
     config = make_config("smoke", recipe="grpo", **{**TINY, **overrides})
-    straight = tmp_path / "straight"
-    trainer = Trainer(config, straight, progress=False)
-    trainer.task = DigitFirst()
-    trainer.run()
-    betas = [r["kl/beta"] for r in read_rows(straight / "metrics.jsonl")]
+    assert resumes_exactly(config, tmp_path)
+    betas = [r["kl/beta"] for r in read_rows(tmp_path / "straight" / "metrics.jsonl")]
     assert betas[0] == 0.1 and betas[-1] > betas[0]  # KL above a tiny target: beta grows
-
-    class Interrupt(Exception):
-        pass
-
-    def crash(row):
-        if row["step"] == 2:
-            raise Interrupt
-
-    resumed = tmp_path / "resumed"
-    first = Trainer(config, resumed, progress=False, callback=crash)
-    first.task = DigitFirst()
-    with pytest.raises(Interrupt):
-        first.run()
-    second = Trainer(config, resumed, progress=False)
-    second.task = DigitFirst()
-    second.run()
-    assert metric_rows(resumed) == metric_rows(straight)

@@ -170,6 +170,14 @@ define(Recipe(
     kl_estimator="k1", kl_coef=0.05, critic=True))
 
 define(Recipe(
+    key="ppo-max", title="Secrets of RLHF in Large Language Models Part I: PPO",
+    summary="PPO with the PPO-max stabilizers: running reward normalization and clipping, k1 KL per token in "
+            "the reward, clipped value loss, whitened GAE, global gradient clipping.",
+    advantage="gae", advantage_kw={"gamma": 1.0, "lam": 0.95, "whiten": True}, agg="token-mean",
+    kl_placement="reward", kl_estimator="k1", kl_coef=0.05, critic=True,
+    reward_shaping=(("ppo-max", {"delta": 5.0}),)))
+
+define(Recipe(
     key="rloo",
     title="Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human Feedback in LLMs",
     summary="Leave-one-out baseline; k1 KL subtracted from the reward (TRL RLOO, beta 0.05).",

@@ -1,6 +1,8 @@
 """Reward shaping: transforms of outcome rewards that also read response lengths."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from workbench import registry
@@ -22,3 +24,42 @@ def soft_overlong(rewards: torch.Tensor, lengths: torch.Tensor, *, max_len: int,
     excess = lengths - (max_len - buffer)
     penalty = torch.where(lengths > max_len, -torch.ones_like(lengths), -(excess / buffer).clamp(min=0))
     return rewards + factor * penalty.to(rewards.dtype)
+
+
+@dataclass
+class RunningMoments:
+    """Running mean and variance of every reward seen so far (Chan et al.'s parallel update)."""
+
+    count: float = 0.0
+    mean: float = 0.0
+    m2: float = 0.0
+
+    def update(self, x: torch.Tensor) -> None:
+        n, mean, var = float(x.numel()), float(x.double().mean()), float(x.double().var(unbiased=False))
+        delta, total = mean - self.mean, self.count + n
+        self.m2 += var * n + delta ** 2 * self.count * n / total
+        self.mean += delta * n / total
+        self.count = total
+
+    @property
+    def std(self) -> float:
+        return (self.m2 / self.count) ** 0.5 if self.count else 1.0
+
+
+@registry.reward(
+    "ppo-max", title="Secrets of RLHF in Large Language Models Part I: PPO",
+    summary="PPO-max's reward trick: normalize rewards by running statistics, then clip to [-delta, delta].",
+    equation=r"r \leftarrow \mathrm{clip}\Big(\frac{r - \mu_r}{\sigma_r}, -\delta, \delta\Big)")
+def normalize_and_clip(rewards: torch.Tensor, lengths: torch.Tensor, *, max_len: int, state: RunningMoments,
+                       delta=5.0, normalize=True, clip=True):
+    """Updates `state` with this batch first, then shifts/scales by the running moments and clips.
+
+    delta = 5 (`unverified`: MOSS-RLHF's reward_clip); each of normalize/clip can be switched off.
+    """
+    if normalize:
+        state.update(rewards)
+        rewards = (rewards - state.mean) / max(state.std, 1e-8)
+    return rewards.clamp(-delta, delta) if clip else rewards
+
+
+normalize_and_clip.init_state = RunningMoments  # the loop keeps (and checkpoints) one state per run

@@ -113,6 +113,9 @@ class Trainer:
         self.engine = HFEngine(self.model, self.tokenizer)
         r = self.recipe
         self.kl_controller = AdaptiveKLController(r.kl_coef, r.kl_target, r.kl_horizon) if r.kl_target else None
+        self.shaping = [(registry.get("reward", key).fn, kw) for key, kw in r.reward_shaping]
+        self.shaping_state = {i: fn.init_state() for i, (fn, _) in enumerate(self.shaping)
+                              if hasattr(fn, "init_state")}  # running statistics, checkpointed
 
     @property
     def kl_beta(self) -> float:
@@ -121,7 +124,8 @@ class Trainer:
     def state(self, step: int, accuracy_before: float) -> dict:
         return {"step": step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "value_head": self.value_head.state_dict() if self.value_head else None,
-                "kl_beta": self.kl_beta, "accuracy_before": accuracy_before}
+                "kl_beta": self.kl_beta, "shaping_state": copy.deepcopy(self.shaping_state),
+                "accuracy_before": accuracy_before}
 
     def restore(self) -> tuple[int, float | None]:
         ckpt = latest_checkpoint(self.out)
@@ -136,6 +140,7 @@ class Trainer:
             self.value_head.load_state_dict(state["value_head"])
         if self.kl_controller is not None:
             self.kl_controller.beta = state["kl_beta"]
+        self.shaping_state = state["shaping_state"]
         self.log.truncate(state["step"])
         return state["step"], state["accuracy_before"]
 
@@ -148,9 +153,9 @@ class Trainer:
         batch = sample_groups(self.engine, self.task, examples, group_size=c.group_size,
                               max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p)
         batch.scores = batch.rewards.clone()
-        for key, kw in recipe.reward_shaping:
-            batch.rewards = registry.get("reward", key).fn(batch.rewards, batch.lengths, max_len=c.max_new_tokens,
-                                                           **kw)
+        for i, (fn, kw) in enumerate(self.shaping):
+            state = {"state": self.shaping_state[i]} if i in self.shaping_state else {}
+            batch.rewards = fn(batch.rewards, batch.lengths, max_len=c.max_new_tokens, **kw, **state)
         if recipe.baseline_rollout:
             greedy = self.engine.generate([e.prompt for e in examples], max_new_tokens=c.max_new_tokens,
                                           greedy=True)

@@ -178,6 +178,13 @@ define(Recipe(
     reward_shaping=(("ppo-max", {"delta": 5.0}),)))
 
 define(Recipe(
+    key="m-grpo", title="WebAgent-R1: Training Web Agents via End-to-End Multi-Turn Reinforcement Learning",
+    summary="Multi-turn GRPO: group z-score with eps 1e-4, observation tokens masked, PPO clip averaged per "
+            "action then per trajectory (single-turn tasks: one action per response).",
+    advantage="grpo", advantage_kw={"eps": 1e-4}, objective="m-grpo", objective_inputs=("turn",),
+    agg="seq-mean-token-mean"))
+
+define(Recipe(
     key="rloo",
     title="Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human Feedback in LLMs",
     summary="Leave-one-out baseline; k1 KL subtracted from the reward (TRL RLOO, beta 0.05).",

@@ -161,6 +161,7 @@ def test_gae_whitening_and_returns():
         gae(make_batch([1.0], [0]))
 
 
+@pytest.mark.filterwarnings("ignore:gigpo called without anchor")
 def test_every_registered_advantage_has_the_uniform_signature():
     b = critic_batch()
     b.rewards = torch.tensor([1.0, 0.0], dtype=torch.float64)

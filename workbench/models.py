@@ -66,8 +66,10 @@ def load_model(name_or_path: str, *, dtype: str = "float32", device: str = "cpu"
     if name_or_path == "tiny":
         model, tokenizer = build_tiny(seed=seed)
     else:
-        if Path(name_or_path).exists() and not (Path(name_or_path) / "config.json").exists():
-            raise FileNotFoundError(f"{name_or_path} has no config.json: not a save_pretrained folder")
+        if Path(name_or_path).exists():
+            if not (Path(name_or_path) / "config.json").exists():
+                raise FileNotFoundError(f"{name_or_path} has no config.json: not a save_pretrained folder")
+            quiet_local_io()
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
         model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=DTYPES[dtype])
     if tokenizer.pad_token is None:
@@ -76,7 +78,15 @@ def load_model(name_or_path: str, *, dtype: str = "float32", device: str = "cpu"
     return model.to(device=device, dtype=DTYPES[dtype]), tokenizer
 
 
+def quiet_local_io() -> None:
+    """Hide transformers' per-shard progress bars: local loads/saves take milliseconds here."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 def save_model(model, tokenizer, folder: str | Path) -> Path:
+    quiet_local_io()
     folder = Path(folder)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)

@@ -163,7 +163,7 @@ def test_reinforce_matches_openrlhf(gamma, kl_estimator, beta):
     (compute_reward), discounted reward-to-go, population-variance token whitening with
     rsqrt(clamp(var, 1e-8)). Workbench: `reinforce_plus_plus(gamma, unbiased=False)` with
     `token_rewards = kl_in_reward(logp, ref, mask, beta, estimator)`. |log-ratio| < 2 here, so the +-10
-    KL clamp is inactive (see the xfail below for where it is not)."""
+    KL clamp is inactive (see test_kl_placements_with_the_openrlhf_clamp)."""
     rewards, group, mask, logp, ref_logp = _outcome_case(30)
     kl_t = ref.openrlhf_compute_approx_kl(logp, ref_logp, kl_estimator) if kl_estimator else None
     theirs = ref.openrlhf_advantages(rewards, mask, 4, "reinforce", gamma=gamma, kl=kl_t, kl_coef=beta)
@@ -199,25 +199,18 @@ def test_group_estimators_with_kl_in_reward_match_openrlhf():
     """KL in the reward with a group estimator (OpenRLHF default `--init_kl_coef 0.01` without
     `--use_kl_loss`). OpenRLHF shapes the OUTCOME reward by the group (rloo / group_norm / dr_grpo /
     reinforce_baseline), then adds -kl_coef * k1 per token in compute_reward and takes the reward-to-go:
-    A_t = shaped(R)_i - beta * sum_{s >= t} k1_s (then whitening for reinforce_baseline). Workbench group
-    estimators read `token_rewards` summed per sequence into R before the group baseline (TRL RLOO, verl
-    `use_kl_in_reward`), so the KL is baselined by the group and constant along the sequence.
-
-    Not a documented convention difference: left failing on purpose (see the report); no workbench
-    setting reproduces OpenRLHF here."""
+    A_t = shaped(R)_i - beta * sum_{s >= t} k1_s (then whitening for reinforce_baseline): the workbench's
+    `token_rewards_mode="to_go"`. The default "in_baseline" (TRL RLOO, verl `use_kl_in_reward`) sums the
+    token rewards into R before the baseline, and differs."""
     rewards, group, mask, logp, ref_logp = _outcome_case(32)
     beta = 0.05
     kl_t = ref.openrlhf_compute_approx_kl(logp, ref_logp, "k1")
-    token = kl_in_reward(logp, ref_logp, mask, beta=beta, estimator="k1")
-    mismatches = []
+    token = kl_in_reward(logp, ref_logp, mask, beta=beta, estimator="k1", value_clamp=10.0)
     for estimator, (key, hp) in GROUP_ESTIMATORS.items():
         theirs = ref.openrlhf_advantages(rewards, mask, 4, estimator, kl=kl_t, kl_coef=beta) * mask
-        ours = adv(key, _batch(rewards, group, mask, token_rewards=token), **hp)
-        if not torch.allclose(ours, theirs, **TOL):
-            i = int((ours - theirs).abs().max(-1).values.argmax())
-            mismatches.append(f"{estimator} ({key} {hp}): max |diff| {float((ours - theirs).abs().max()):.4g}; "
-                              f"row {i}: ours {ours[i].tolist()} theirs {theirs[i].tolist()}")
-    assert not mismatches, "\n".join(mismatches)
+        batch = _batch(rewards, group, mask, token_rewards=token)
+        assert_agree(adv(key, batch, **hp, token_rewards_mode="to_go"), theirs)
+        assert not torch.allclose(adv(key, batch, **hp), theirs, **TOL), estimator  # the TRL/verl convention
 
 
 # ------------------------------------------------------------------------------------------ policy loss
@@ -361,7 +354,7 @@ def test_kl_estimators_match_compute_approx_kl(kind):
 def test_kl_in_loss_matches_openrlhf_actor(estimator):
     """ppo_actor.py `--use_kl_loss`: loss += kl_ctl.value * masked_mean(compute_approx_kl(logp, ref), m);
     workbench `kl_in_loss(beta, estimator, agg="token-mean")`. |log-ratio| < 1.5: the +-10 clamp is
-    inactive (see the xfail below)."""
+    inactive (see test_kl_placements_with_the_openrlhf_clamp)."""
     logp, ref_logp = _kl_inputs(52)
     logp, ref_logp, mask = logp[1:], ref_logp[1:], _mask(4, 6, _gen(53))
     theirs = ref.openrlhf_kl_loss(logp, ref_logp, mask, kl_coef=1e-3, kl_estimator=estimator)
@@ -371,19 +364,20 @@ def test_kl_in_loss_matches_openrlhf_actor(estimator):
 
 @pytest.mark.covers("kl-penalty")
 @pytest.mark.parametrize("placement", ["reward", "loss"])
-@pytest.mark.xfail(strict=True, reason="documented convention (catalog `k3`: 'OpenRLHF clamps every "
-                   "estimator's result to [-10, 10]'; kl.estimate docstring): OpenRLHF's compute_approx_kl "
-                   "clamps the KL value to +-10 in both placements, while kl_in_reward / kl_in_loss follow "
-                   "TRL and verl and expose no value_clamp (kl.estimate(..., value_clamp=10) does)")
-def test_kl_placements_without_the_openrlhf_clamp(placement):
+def test_kl_placements_with_the_openrlhf_clamp(placement):
+    """OpenRLHF's compute_approx_kl clamps the KL value to +-10 in both placements: `value_clamp=10`
+    reproduces it; without it (TRL, verl k1/k2) large log-ratios are not clamped."""
     logp, ref_logp = _kl_inputs(54)
     mask = torch.ones_like(ref_logp)
     if placement == "reward":
         theirs = -0.05 * ref.openrlhf_compute_approx_kl(logp.detach(), ref_logp, "k1")
-        assert_agree(kl_in_reward(logp, ref_logp, mask, beta=0.05, estimator="k1"), theirs)
+        assert_agree(kl_in_reward(logp, ref_logp, mask, beta=0.05, estimator="k1", value_clamp=10.0), theirs)
+        assert not torch.allclose(kl_in_reward(logp, ref_logp, mask, beta=0.05, estimator="k1"), theirs)
     else:
         theirs = ref.openrlhf_kl_loss(logp, ref_logp, mask, kl_coef=1e-3, kl_estimator="k3")
-        assert_agree(kl_in_loss(logp, ref_logp, mask, beta=1e-3, estimator="k3")[0], theirs, logp)
+        ours = kl_in_loss(logp, ref_logp, mask, beta=1e-3, estimator="k3", value_clamp=10.0)[0]
+        assert_agree(ours, theirs, logp)
+        assert not torch.allclose(kl_in_loss(logp, ref_logp, mask, beta=1e-3, estimator="k3")[0], theirs)
 
 
 @pytest.mark.covers("kl-penalty")

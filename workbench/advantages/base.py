@@ -39,6 +39,32 @@ def sequence_rewards(batch: RolloutBatch) -> torch.Tensor:
     return out
 
 
+TOKEN_REWARD_MODES = ("in_baseline", "to_go")
+
+
+def split_rewards(batch: RolloutBatch, token_rewards_mode: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(R [B] the group baseline sees, per-token term [B, T] added after it, or None).
+
+    "in_baseline" (TRL RLOO, verl `use_kl_in_reward`): R_i + sum_t token_rewards, then the baseline.
+    "to_go" (OpenRLHF `compute_reward`): the baseline shapes the outcome R_i alone, and each token then
+    adds the reward-to-go sum_{s >= t} token_rewards_s (e.g. -beta * KL).
+    """
+    if token_rewards_mode not in TOKEN_REWARD_MODES:
+        raise ValueError(f"token_rewards_mode must be one of {TOKEN_REWARD_MODES}, got {token_rewards_mode!r}")
+    if token_rewards_mode == "in_baseline" or batch.token_rewards is None:
+        return sequence_rewards(batch), None
+    batch.require("rewards")
+    check_rewards(batch.rewards)
+    mask = batch.mask.double()
+    to_go = (batch.token_rewards.double() * mask).flip(-1).cumsum(-1).flip(-1) * mask
+    return batch.rewards.double(), to_go
+
+
 def broadcast(per_seq: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Per-sequence advantage [B] over the response mask -> [B, T] (verl `scores.unsqueeze(-1) * mask`)."""
     return per_seq[:, None].to(mask.dtype) * mask
+
+
+def with_to_go(advantages: torch.Tensor, to_go: torch.Tensor | None) -> torch.Tensor:
+    """Add the per-token reward-to-go of `split_rewards` ("to_go" mode) to broadcast advantages."""
+    return advantages if to_go is None else advantages + to_go.to(advantages.dtype)

@@ -37,7 +37,8 @@ def degenerate_groups(rewards: torch.Tensor, group: torch.Tensor) -> torch.Tenso
     summary="Group-mean-centered outcome reward, then whitened over all valid tokens of the batch.",
     equation=r"\tilde R_i = R_i - \mathrm{mean}_g R,\quad "
              r"A = \mathrm{whiten}_{\text{batch tokens}}(\tilde R_i\, m_{i,t})")
-def reinforce_plus_plus_baseline(batch: RolloutBatch, *, unbiased=True, eps=1e-8, allow_singletons=False):
+def reinforce_plus_plus_baseline(batch: RolloutBatch, *, unbiased=True, eps=1e-8, allow_singletons=False,
+                                 token_rewards_mode="in_baseline"):
     """R~_i = R_i - mean_g R broadcast over m, then A = masked_whiten(R~) over every valid token.
 
     Reads `rewards` (+ summed `token_rewards`, verl's `token_level_rewards.sum(-1)`), `group`, `mask`.
@@ -46,9 +47,11 @@ def reinforce_plus_plus_baseline(batch: RolloutBatch, *, unbiased=True, eps=1e-8
     var < 1e-8). The whitening is token-weighted: an all-equal group is 0 after centering but becomes
     -mean_tok/std_tok after whitening (not 0 when lengths differ), the documented reference behaviour.
     Singleton groups (allow_singletons=True) are 0 before whitening (verl uses mean 0, i.e. R_i).
+    token_rewards_mode="to_go" adds the token reward-to-go after centering (OpenRLHF), see `split_rewards`.
     """
     mask = batch.mask.double()
-    centered = grpo(batch, scale="none", allow_singletons=allow_singletons).double()
+    centered = grpo(batch, scale="none", allow_singletons=allow_singletons,
+                    token_rewards_mode=token_rewards_mode).double()
     return ops.masked_whiten(centered, mask, unbiased=unbiased, eps=eps).to(batch.mask.dtype)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from workbench import registry
-from workbench.advantages.base import broadcast, sequence_rewards
+from workbench.advantages.base import broadcast, split_rewards, with_to_go
 from workbench.batch import RolloutBatch
 
 
@@ -46,7 +46,7 @@ def check_group_sizes(sizes: torch.Tensor, method: str, allow_singletons: bool) 
     summary="Group z-score of outcome rewards (std on/off, Bessel on/off, eps placement).",
     equation=r"A_i = \frac{R_i - \mathrm{mean}_g R}{\mathrm{std}_g R + \epsilon}")
 def grpo(batch: RolloutBatch, *, scale="group", unbiased=True, eps=1e-6, eps_mode="add",
-         allow_singletons=False):
+         allow_singletons=False, token_rewards_mode="in_baseline"):
     """GRPO advantage. Reads `rewards` (+ summed `token_rewards`), `group`, `mask`.
 
     scale: "group" divides by the group std (GRPO), "batch" by the batch std with the group mean
@@ -54,8 +54,9 @@ def grpo(batch: RolloutBatch, *, scale="group", unbiased=True, eps=1e-6, eps_mod
     unbiased: Bessel-corrected std (TRL, verl, OpenRLHF) or population std (nano-aha-moment, GRPO-Zero).
     eps_mode: "add" is std + eps (TRL 1e-4, verl 1e-6, OpenRLHF 1e-9); "floor_add" is
     sqrt(max(var, eps)) + eps (verl `grpo_vectorized`).
+    token_rewards_mode: how per-token rewards (KL in the reward) enter, see `split_rewards`.
     """
-    rewards = sequence_rewards(batch)
+    rewards, to_go = split_rewards(batch, token_rewards_mode)
     if scale not in ("group", "batch", "none"):
         raise ValueError(f"scale must be 'group', 'batch' or 'none', got {scale!r}")
     mean, std, sizes = group_stats(rewards, batch.group, unbiased)
@@ -70,7 +71,7 @@ def grpo(batch: RolloutBatch, *, scale="group", unbiased=True, eps=1e-6, eps_mod
             centered = centered / (std.pow(2).clamp(min=eps).sqrt() + eps)
         else:
             raise ValueError(f"eps_mode must be 'add' or 'floor_add', got {eps_mode!r}")
-    return broadcast(centered.masked_fill(single, 0.0), batch.mask)
+    return with_to_go(broadcast(centered.masked_fill(single, 0.0), batch.mask), to_go)
 
 
 @registry.advantage(
@@ -78,11 +79,11 @@ def grpo(batch: RolloutBatch, *, scale="group", unbiased=True, eps=1e-6, eps_mod
     title="Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human Feedback in LLMs",
     summary="Leave-one-out mean of the other G-1 rewards as the baseline.",
     equation=r"A_i = R_i - \frac{1}{G-1}\sum_{j\ne i} R_j = \frac{G}{G-1}(R_i - \mathrm{mean}_g R)")
-def rloo(batch: RolloutBatch, *, allow_singletons=False):
-    """RLOO advantage. Reads `rewards` (+ summed `token_rewards`), `group`, `mask`."""
-    rewards = sequence_rewards(batch)
+def rloo(batch: RolloutBatch, *, allow_singletons=False, token_rewards_mode="in_baseline"):
+    """RLOO advantage. Reads `rewards` (+ `token_rewards`, see `split_rewards`), `group`, `mask`."""
+    rewards, to_go = split_rewards(batch, token_rewards_mode)
     mean, _, sizes = group_stats(rewards, batch.group)
     single = check_group_sizes(sizes, "rloo", allow_singletons)
     g = sizes.double()
     loo = (g * mean - rewards) / (g - 1).clamp(min=1)
-    return broadcast((rewards - loo).masked_fill(single, 0.0), batch.mask)
+    return with_to_go(broadcast((rewards - loo).masked_fill(single, 0.0), batch.mask), to_go)

@@ -12,19 +12,25 @@ from workbench import kl, ops, registry
     "kl-penalty", title="Fine-Tuning Language Models from Human Preferences",
     summary="beta * KL(pi || ref) either added to the loss or subtracted from per-token rewards.",
     equation=r"\text{loss: } L \mathrel{+}= \beta\,\mathrm{agg}(k_t);\quad \text{reward: } r_t \leftarrow r_t - \beta k_t")
-def kl_in_loss(logp, ref_logp, mask, *, beta=0.0, estimator="k3", agg="token-mean", denom=None):
-    """Loss term beta * agg(k_t) and the mean per-token estimate (for logging)."""
-    per_token = kl.estimate(logp, ref_logp, estimator)
+def kl_in_loss(logp, ref_logp, mask, *, beta=0.0, estimator="k3", agg="token-mean", denom=None, value_clamp=None):
+    """Loss term beta * agg(k_t) and the mean per-token estimate (for logging).
+
+    value_clamp bounds each k_t (OpenRLHF: 10; verl `low_var_kl`: 10 for k3; TRL: none).
+    """
+    per_token = kl.estimate(logp, ref_logp, estimator, value_clamp=value_clamp)
     value = ops.masked_mean(per_token.detach(), mask)
     if beta == 0:
         return logp.new_zeros(()), value
     return beta * ops.aggregate(per_token, mask, agg, denom), value
 
 
-def kl_in_reward(logp, ref_logp, mask, *, beta, estimator="k1") -> torch.Tensor:
-    """Per-token reward penalty -beta * k_t [B, T] (TRL PPO/RLOO, verl `use_kl_in_reward`); no gradient."""
+def kl_in_reward(logp, ref_logp, mask, *, beta, estimator="k1", value_clamp=None) -> torch.Tensor:
+    """Per-token reward penalty -beta * k_t [B, T] (TRL PPO/RLOO, verl `use_kl_in_reward`); no gradient.
+
+    value_clamp bounds each k_t (OpenRLHF `compute_reward`: 10).
+    """
     with torch.no_grad():
-        return -beta * kl.estimate(logp, ref_logp, estimator) * mask
+        return -beta * kl.estimate(logp, ref_logp, estimator, value_clamp=value_clamp) * mask
 
 
 @dataclass

@@ -211,6 +211,16 @@ def test_remax_matches_verl(holes):
     assert_agree(adv("remax", batch), theirs * batch.mask)
 
 
+@pytest.mark.parametrize("norm_by_std", [True, False])
+def test_grpo_passk_matches_verl(norm_by_std):
+    from workbench.advantages.group import grpo_passk
+
+    batch, tlr, index = _outcome_case(11, equal_group=False)
+    config = AlgoConfig(norm_adv_by_std_in_grpo=norm_by_std)
+    theirs, _ = core_algos.compute_grpo_passk_outcome_advantage(tlr, batch.mask, index, config=config)
+    assert_agree(grpo_passk(batch, norm_by_std=norm_by_std), theirs)
+
+
 @pytest.mark.covers("opo")
 def test_opo_matches_verl():
     batch, tlr, index = _outcome_case(8)

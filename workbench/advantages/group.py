@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from workbench import registry
-from workbench.advantages.base import broadcast, split_rewards, with_to_go
+from workbench.advantages.base import broadcast, sequence_rewards, split_rewards, with_to_go
 from workbench.batch import RolloutBatch
 
 
@@ -87,3 +87,24 @@ def rloo(batch: RolloutBatch, *, allow_singletons=False, token_rewards_mode="in_
     g = sizes.double()
     loo = (g * mean - rewards) / (g - 1).clamp(min=1)
     return with_to_go(broadcast((rewards - loo).masked_fill(single, 0.0), batch.mask), to_go)
+
+
+def grpo_passk(batch: RolloutBatch, *, norm_by_std=True, eps=1e-6):
+    """Pass@k-style group advantage (verl `grpo_passk`, arXiv 2503.19595): only the best response of each
+    group gets a non-zero advantage, R_max - R_second, divided by the group's Bessel std + eps when
+    `norm_by_std`. Ties go to the first best response in row order (torch.topk, as verl).
+
+    Not registered: `grpo_passk` is not a key of data/catalog.tsv, and only catalog keys are registered.
+    """
+    rewards = sequence_rewards(batch)
+    dense, counts = group_index(batch.group)
+    check_group_sizes(counts[dense], "grpo_passk", allow_singletons=False)
+    out = torch.zeros_like(rewards)
+    for g in range(counts.shape[0]):
+        rows = torch.nonzero(dense == g).flatten()
+        top, where = torch.topk(rewards[rows], 2)
+        advantage = top[0] - top[1]
+        if norm_by_std:
+            advantage = advantage / (rewards[rows].std() + eps)
+        out[rows[where[0]]] = advantage
+    return broadcast(out, batch.mask)

@@ -139,8 +139,8 @@ class Trainer:
         if self.value_head is not None:
             self.value_head.load_state_dict(state["value_head"])
         if self.kl_controller is not None:
-            self.kl_controller.beta = state["kl_beta"]
-        self.shaping_state = state["shaping_state"]
+            self.kl_controller.beta = state.get("kl_beta", self.kl_controller.beta)
+        self.shaping_state = state.get("shaping_state", self.shaping_state)  # absent in older checkpoints
         self.log.truncate(state["step"])
         return state["step"], state["accuracy_before"]
 

@@ -144,6 +144,7 @@ def _load_all() -> None:
     import workbench.kl  # noqa: F401
     import workbench.objectives  # noqa: F401
     import workbench.ops  # noqa: F401
+    import workbench.preference  # noqa: F401
     import workbench.recipes  # noqa: F401
     import workbench.regularizers  # noqa: F401
     import workbench.rewards  # noqa: F401

@@ -1,0 +1,50 @@
+"""What every preference objective shares: the input checks and TRL-named metrics.
+
+Signature of every registered preference objective (kind "preference"):
+
+    fn(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=..., **hp) -> (loss, metrics)
+
+Inputs are per-sequence log-probs, SUMMED over response tokens, shape [B] (listwise methods: [B, K],
+column 0 the best); extra per-pair inputs (lengths, labels, win rates, ...) are keyword arguments each
+method documents. `loss` is a scalar (mean over pairs); `metrics` a dict of floats named as in TRL:
+rewards/chosen, rewards/rejected, rewards/margins, rewards/accuracies, logps/chosen, logps/rejected.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def check_pairs(*tensors: torch.Tensor | None, names=("chosen_logp", "rejected_logp", "ref_chosen_logp",
+                                                      "ref_rejected_logp")) -> None:
+    """Same shape, finite, non-empty; a clear ValueError otherwise."""
+    given = [(n, t) for n, t in zip(names, tensors) if t is not None]
+    shape = given[0][1].shape
+    for name, t in given:
+        if t.shape != shape:
+            raise ValueError(f"{name} has shape {tuple(t.shape)} but {given[0][0]} has {tuple(shape)}: "
+                             "every preference input needs one entry per pair")
+        if t.numel() == 0:
+            raise ValueError(f"{name} is empty: no preference pairs")
+        if not bool(torch.isfinite(t).all()):
+            bad = torch.nonzero(~torch.isfinite(t.reshape(t.shape[0], -1)).all(-1)).flatten().tolist()[:10]
+            raise ValueError(f"{name} has NaN/inf log-probs in rows {bad} (empty or broken responses?)")
+
+
+def implicit_rewards(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta: float):
+    """beta * (log pi - log ref) for chosen and rejected (DPO's implicit reward), detached."""
+    with torch.no_grad():
+        return beta * (chosen_logp - ref_chosen_logp), beta * (rejected_logp - ref_rejected_logp)
+
+
+def preference_metrics(chosen_reward, rejected_reward, chosen_logp, rejected_logp) -> dict[str, float]:
+    """TRL's DPO metrics from per-pair implicit rewards and policy log-probs ([B] each)."""
+    with torch.no_grad():
+        margins = chosen_reward - rejected_reward
+        return {
+            "rewards/chosen": float(chosen_reward.mean()),
+            "rewards/rejected": float(rejected_reward.mean()),
+            "rewards/margins": float(margins.mean()),
+            "rewards/accuracies": float((chosen_reward > rejected_reward).float().mean()),
+            "logps/chosen": float(chosen_logp.detach().mean()),
+            "logps/rejected": float(rejected_logp.detach().mean()),
+        }

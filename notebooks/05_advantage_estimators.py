@@ -89,6 +89,7 @@ def make_batch(rewards, group, lengths, greedy):
     batch = RolloutBatch.from_rewards(rewards, group, lengths)
     batch.values = torch.zeros_like(batch.mask)  # a critic that predicts 0 everywhere (GAE)
     batch.baseline_rewards = torch.tensor([greedy[g] for g in group], dtype=torch.float64)  # ReMax
+    batch.truncated = torch.zeros(batch.size, dtype=torch.bool)  # T-PPO: every response finished (= GAE)
     return batch
 
 

@@ -159,6 +159,7 @@ def estimator_batch():
     batch = RolloutBatch.from_rewards([1, 0, 0, 1, 1, 1, 1, 1], [0, 0, 0, 0, 1, 1, 1, 1], [3, 1, 2, 4, 2, 2, 3, 1])
     batch.values = torch.zeros_like(batch.mask)
     batch.baseline_rewards = torch.tensor([1.0] * 4 + [0.0] * 4, dtype=torch.float64)
+    batch.truncated = torch.zeros(batch.size, dtype=torch.bool)  # T-PPO: every response finished
     return batch
 
 

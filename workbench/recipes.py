@@ -52,10 +52,27 @@ class Recipe:
         return asdict(self)
 
 
-RECIPES: dict[str, Recipe] = {}
+@dataclass(frozen=True)
+class PreferenceRecipe:
+    key: str
+    title: str                      # the paper the recipe follows
+    summary: str
+    loss: str                       # registered preference objective key
+    loss_kw: dict = field(default_factory=dict)
+    loss_inputs: tuple = ()         # extra per-pair inputs passed by name: chosen_len, rejected_len
+    online: bool = False            # pairs from the current policy's samples each step (labelled by the verifier)
+
+    def components(self) -> list[tuple[str, str]]:
+        return [("preference", self.loss)]
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
-def define(recipe: Recipe) -> Recipe:
+RECIPES: dict[str, Recipe | PreferenceRecipe] = {}
+
+
+def define(recipe: Recipe | PreferenceRecipe) -> Recipe | PreferenceRecipe:
     RECIPES[recipe.key] = recipe
     registry.register("recipe", recipe.key, title=recipe.title, summary=recipe.summary,
                       defaults=recipe.as_dict(), family="canonical",

@@ -1,6 +1,7 @@
 """Resumable checkpoints: model, optimizer, controller state, step; written atomically."""
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -32,3 +33,20 @@ def latest_checkpoint(out: Path) -> Path | None:
 
 def load_checkpoint(path: Path) -> dict:
     return torch.load(path / "state.pt", weights_only=False)
+
+
+def prepare_run_folder(out: Path, config_json: str) -> None:
+    """Create the run folder, or check that an existing one holds this same config (then it resumes).
+
+    A different config is an error: nothing a user ran is overwritten.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "config.json"
+    if path.exists():
+        saved, mine = json.loads(path.read_text()), json.loads(config_json)
+        if saved != mine:
+            diff = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k))
+            raise ValueError(f"{out} holds a run with a different config (differs in {diff}); "
+                             "choose another --out, or delete the folder to start over")
+    else:
+        path.write_text(config_json)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from workbench.train.config import apply_sets, make_config
 from workbench.train.metrics import read_rows
-from workbench.train.rl import train
+from workbench.train.run import train
 
 
 def smoothed(values: list[float], window: int) -> list[float]:

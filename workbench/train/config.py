@@ -28,6 +28,8 @@ class RunConfig:
     kl_coef: float | None = None      # beta; None keeps the recipe's
     entropy_coef: float | None = None  # c_H; None keeps the recipe's
     recipe_overrides: dict = field(default_factory=dict)  # e.g. {"objective_kw": {"eps_high": 0.28}}
+    pairs: int = 512                  # preference recipes: offline pairs built from the task's verifier
+    data_path: str = ""               # preference recipes: a local JSONL of prompt/chosen/rejected instead
     sft_steps: int = 600              # SFT warm-start steps before RL (0 = none); cached by config hash
     sft_lr: float = 3e-3              # SFT learning rate
     sft_batch: int = 64               # SFT examples per step

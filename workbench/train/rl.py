@@ -25,7 +25,7 @@ from workbench.regularizers.kl_penalty import AdaptiveKLController, kl_in_loss, 
 from workbench.regularizers.masks import fill_groups
 from workbench.rollout import HFEngine, policy_forward, sample_groups
 from workbench.tasks import get_task
-from workbench.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from workbench.train.checkpoint import latest_checkpoint, load_checkpoint, prepare_run_folder, save_checkpoint
 from workbench.train.config import RunConfig
 from workbench.train.evaluate import greedy_accuracy
 from workbench.train.metrics import MetricsLog, read_rows
@@ -78,20 +78,6 @@ class Trainer:
         self.log = MetricsLog(self.out / "metrics.jsonl")
 
     # ------------------------------------------------------------------ set-up
-
-    def prepare_folder(self) -> None:
-        """Create the run folder, or check that an existing one holds this same config (then resume)."""
-        self.out.mkdir(parents=True, exist_ok=True)
-        path = self.out / "config.json"
-        if path.exists():
-            saved = json.loads(path.read_text())
-            mine = json.loads(self.config.to_json())
-            if saved != mine:
-                diff = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k))
-                raise ValueError(f"{self.out} holds a run with a different config (differs in {diff}); "
-                                 "choose another --out, or delete the folder to start over")
-        else:
-            path.write_text(self.config.to_json())
 
     def build_models(self) -> None:
         c = self.config
@@ -317,7 +303,7 @@ class Trainer:
     def setup(self) -> "Trainer":
         """Create/check the run folder and build the models (once)."""
         if not hasattr(self, "model"):
-            self.prepare_folder()
+            prepare_run_folder(self.out, self.config.to_json())
             self.build_models()
         return self
 
@@ -346,15 +332,3 @@ class Trainer:
         with open(self.out / "eval_after.jsonl", "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in records)
         return summary
-
-
-def train(config: RunConfig, out: str | Path, progress: bool = True, callback=None, report: bool = True,
-          trainer: Trainer | None = None) -> dict:
-    """Run (or resume) an RL run into `out`; writes report.html at the end when `report`."""
-    trainer = trainer or Trainer(config, out, progress=progress, callback=callback)
-    summary = trainer.run()
-    if report:
-        from workbench.viz.report import write_report
-
-        summary["report"] = str(write_report(out))
-    return summary

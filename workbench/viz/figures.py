@@ -22,6 +22,7 @@ from workbench.batch import RolloutBatch
 # Metrics the trainer logs, in the order a reader wants them: outcome first, then health signals.
 DEFAULT_KEYS = (
     "reward/mean", "accuracy", "entropy", "kl", "clip/region", "response_length/mean",
+    "loss/preference", "rewards/margins", "rewards/accuracies", "logps/chosen", "logps/rejected",
     "grad_norm", "loss", "time/step",
 )
 RUN_COLORS = qualitative.Plotly

@@ -1,0 +1,179 @@
+"""Preference training: offline (pairs fixed up front, reference log-probs cached) or online (pairs
+sampled from the current policy each step and labelled by the task's verifier).
+
+Same run folder as the RL loop: config.json, metrics.jsonl, summary.json, checkpoints/, report.html.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import random
+import time
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from workbench import registry
+from workbench.recipes import get_recipe
+from workbench.rollout import HFEngine, policy_forward
+from workbench.rollout.engine import encode_responses
+from workbench.tasks import get_task
+from workbench.tasks.preferences import PreferencePair, corrupt, pair_from, read_pairs, task_pairs
+from workbench.train.checkpoint import latest_checkpoint, load_checkpoint, prepare_run_folder, save_checkpoint
+from workbench.train.evaluate import greedy_accuracy
+from workbench.models import load_model
+from workbench.train.metrics import MetricsLog, read_rows
+from workbench.train.sft import warm_start
+
+
+def sequence_logps(model, tokenizer, pairs: list[PreferencePair], temperature: float = 1.0):
+    """Summed response log-probs of chosen and rejected ([B] each) and their token counts, one forward pass."""
+    device = next(model.parameters()).device
+    prompts = [p.prompt for p in pairs] * 2
+    responses = [p.chosen for p in pairs] + [p.rejected for p in pairs]
+    enc = tokenizer(prompts, return_tensors="pt", padding=True)
+    ids, mask = encode_responses(tokenizer, responses, device)
+    logp, _, _ = policy_forward(model, enc["input_ids"].to(device), enc["attention_mask"].to(device), ids, mask,
+                                temperature)
+    totals, lengths = (logp * mask).sum(-1), mask.sum(-1)
+    B = len(pairs)
+    return totals[:B], totals[B:], lengths[:B], lengths[B:]
+
+
+def held_out_pairs(task, n: int) -> list[PreferencePair]:
+    """target ≻ corrupted target on the task's fixed held-out prompts."""
+    rng = random.Random("held-out-pairs")
+    return [PreferencePair(e.prompt, e.target, corrupt(e.target, rng)) for e in task.eval_set(n)]
+
+
+class PreferenceTrainer:
+    """Trains a preference recipe (see `workbench.recipes.PREFERENCE_RECIPES`)."""
+
+    def __init__(self, config, out, progress: bool = True, callback=None):
+        self.config, self.out, self.progress, self.callback = config, Path(out), progress, callback
+        self.recipe = get_recipe(config.recipe)
+        self.loss = registry.get("preference", self.recipe.loss)
+        self.task = get_task(config.task, **config.task_kw)
+        self.log = MetricsLog(self.out / "metrics.jsonl")
+
+    def setup(self) -> "PreferenceTrainer":
+        if hasattr(self, "model"):
+            return self
+        prepare_run_folder(self.out, self.config.to_json())
+        c = self.config
+        torch.set_num_threads(c.threads)
+        folder = warm_start(c, self.task, progress=self.progress)
+        self.model, self.tokenizer = load_model(str(folder) if folder else c.model, dtype=c.dtype,
+                                                device=c.device, seed=c.seed)
+        self.ref = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
+        self.engine = HFEngine(self.model, self.tokenizer)
+        self.pairs = [] if self.recipe.online else self.dataset()
+        self.ref_cache = self.reference_logps(self.pairs) if self.pairs else None
+        return self
+
+    def dataset(self) -> list[PreferencePair]:
+        c = self.config
+        return read_pairs(c.data_path) if c.data_path else task_pairs(self.task, c.pairs, seed=c.seed)
+
+    def reference_logps(self, pairs) -> torch.Tensor:
+        """[N, 2] reference log-probs of every (chosen, rejected), computed once and cached in the run folder."""
+        path = self.out / "ref_logps.pt"
+        if path.exists():
+            cached = torch.load(path)
+            if cached.shape[0] == len(pairs):
+                return cached
+        with torch.no_grad():
+            rows = [torch.stack(sequence_logps(self.ref, self.tokenizer, pairs[i:i + 256])[:2], -1)
+                    for i in range(0, len(pairs), 256)]
+        cached = torch.cat(rows)
+        torch.save(cached, path)
+        return cached
+
+    # ------------------------------------------------------------------ one step
+
+    def step_pairs(self, step: int) -> tuple[list[PreferencePair], torch.Tensor | None]:
+        """The step's pairs and their reference log-probs ([B, 2]) when cached."""
+        c = self.config
+        rng = random.Random(f"{c.seed}-{step}")
+        if not self.recipe.online:
+            idx = rng.sample(range(len(self.pairs)), min(c.prompts_per_step, len(self.pairs)))
+            return [self.pairs[i] for i in idx], self.ref_cache[idx]
+        torch.manual_seed(c.seed * 1_000_003 + step)
+        examples = self.task.sample(c.prompts_per_step, rng)
+        gen = self.engine.generate([e.prompt for e in examples], n=c.group_size, max_new_tokens=c.max_new_tokens,
+                                   temperature=c.temperature, top_p=c.top_p)
+        G = c.group_size
+        pairs = [pair_from(self.task, e, gen.texts[i * G:(i + 1) * G]) for i, e in enumerate(examples)]
+        return [p for p in pairs if p is not None and p.chosen and p.rejected], None
+
+    def step(self, step: int) -> dict:
+        c, t0 = self.config, time.perf_counter()
+        pairs, ref = self.step_pairs(step)
+        row = {"step": step, "pairs": len(pairs)}
+        if not pairs:
+            return {**row, "time/step": time.perf_counter() - t0}  # online: no prompt separated its samples
+        if ref is None:
+            with torch.no_grad():
+                ref = torch.stack(sequence_logps(self.ref, self.tokenizer, pairs, c.temperature)[:2], -1)
+        self.model.train()
+        chosen, rejected, chosen_len, rejected_len = sequence_logps(self.model, self.tokenizer, pairs, c.temperature)
+        available = {"chosen_len": chosen_len, "rejected_len": rejected_len}
+        inputs = {name: available[name] for name in self.recipe.loss_inputs}
+        loss, metrics = self.loss.fn(chosen, rejected, ref[:, 0], ref[:, 1], **self.recipe.loss_kw, **inputs)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip))
+        self.optimizer.step()
+        return {**row, "loss/preference": loss.item(), **metrics, "grad_norm": grad_norm,
+                "time/step": time.perf_counter() - t0}
+
+    # ------------------------------------------------------------------ evaluation
+
+    @torch.no_grad()
+    def preference_accuracy(self) -> float:
+        """Held-out pairs where the policy gives the chosen answer the higher log-prob."""
+        pairs = held_out_pairs(self.task, self.config.eval_size)
+        chosen, rejected, _, _ = sequence_logps(self.model, self.tokenizer, pairs, self.config.temperature)
+        return float((chosen > rejected).float().mean())
+
+    def evaluate(self) -> dict:
+        task_acc, records = greedy_accuracy(self.engine, self.task, self.task.eval_set(self.config.eval_size),
+                                            max_new_tokens=self.config.max_new_tokens)
+        return {"accuracy": task_acc, "preference_accuracy": self.preference_accuracy(), "records": records}
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> dict:
+        c = self.config
+        self.setup()
+        ckpt = latest_checkpoint(self.out)
+        if ckpt is None:
+            start, before = 0, {k: v for k, v in self.evaluate().items() if k != "records"}
+            if read_rows(self.out / "metrics.jsonl"):
+                self.log.truncate(0)
+        else:
+            state = load_checkpoint(ckpt)
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            start, before = state["step"], state["before"]
+            self.log.truncate(start)
+        bar = tqdm(range(start, c.steps), initial=start, total=c.steps, desc=f"{c.recipe} on {c.task}",
+                   disable=not self.progress)
+        for step in bar:
+            row = self.step(step)
+            self.log.append(row)
+            if self.callback is not None:
+                self.callback(row)
+            if (step + 1) % c.checkpoint_every == 0 or step + 1 == c.steps:
+                save_checkpoint(self.out, step + 1, {"step": step + 1, "model": self.model.state_dict(),
+                                                     "optimizer": self.optimizer.state_dict(), "before": before},
+                                c.keep_checkpoints)
+        after = self.evaluate()
+        summary = {"recipe": c.recipe, "task": c.task, "model": c.model, "preset": c.preset, "seed": c.seed,
+                   "steps": c.steps, "accuracy_before": before["accuracy"], "accuracy_after": after["accuracy"],
+                   "preference_accuracy_before": before["preference_accuracy"],
+                   "preference_accuracy_after": after["preference_accuracy"], "eval_size": len(after["records"])}
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
+        return summary

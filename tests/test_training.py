@@ -6,7 +6,7 @@ import torch
 
 from tests.helpers import TINY, DigitFirst, metric_rows, resumes_exactly
 from workbench.models import build_tiny, load_model, save_model
-from workbench.recipes import RECIPES
+from workbench.recipes import RECIPES, Recipe
 from workbench.train import Trainer, apply_sets, make_config, train
 from workbench.train.metrics import GLOSSARY, read_rows
 
@@ -67,7 +67,7 @@ def test_a_different_config_never_overwrites_an_existing_run(grpo_run):
     assert (out / "metrics.jsonl").read_text() == before
 
 
-@pytest.mark.parametrize("recipe", sorted(set(RECIPES) - {"grpo"}))
+@pytest.mark.parametrize("recipe", sorted(k for k, r in RECIPES.items() if isinstance(r, Recipe) and k != "grpo"))
 def test_every_recipe_trains_end_to_end(recipe, tmp_path):
     trainer = Trainer(make_config("smoke", recipe=recipe, **{**TINY, "steps": 2}), tmp_path, progress=False)
     trainer.task = DigitFirst()  # partly solvable from scratch, so every recipe gets a learning signal

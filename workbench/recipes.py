@@ -212,3 +212,38 @@ define(Recipe(
     summary="Critic + GAE advantages, PPO clip, k1 KL per token in the reward (TRL PPO defaults).",
     advantage="gae", advantage_kw={"gamma": 1.0, "lam": 0.95}, agg="token-mean",
     kl_placement="reward", kl_estimator="k1", kl_coef=0.05, critic=True))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Preference recipes (offline pairs labelled by the task's verifier, or online pairs from the policy)
+
+define(PreferenceRecipe(
+    key="dpo", title="Direct Preference Optimization: Your Language Model is Secretly a Reward Model",
+    summary="Sigmoid loss on the implicit reward margin beta * (log-ratio of chosen - of rejected).",
+    loss="dpo", loss_kw={"beta": 0.1}))
+
+define(PreferenceRecipe(
+    key="ipo", title="A General Theoretical Paradigm to Understand Learning from Human Preferences",
+    summary="Squared regression of the log-ratio margin onto 1/(2 beta): bounded, no overfitting to "
+            "deterministic preferences (summed log-probs, the paper's convention).",
+    loss="ipo", loss_kw={"beta": 0.1}))
+
+define(PreferenceRecipe(
+    key="cdpo-robust", title="Provably Robust DPO: Aligning Language Models with Noisy Feedback",
+    summary="DPO with label smoothing (cDPO, eps = 0.1) for noisy preference labels.",
+    loss="cdpo-robust", loss_kw={"beta": 0.1, "label_smoothing": 0.1}))
+
+define(PreferenceRecipe(
+    key="hinge", title="SLiC-HF: Sequence Likelihood Calibration with Human Feedback",
+    summary="Hinge loss on the implicit reward margin (TRL's relu(1 - beta * margin)).",
+    loss="hinge", loss_kw={"beta": 0.1}))
+
+define(PreferenceRecipe(
+    key="simpo", title="SimPO: Simple Preference Optimization with a Reference-Free Reward",
+    summary="Reference-free: length-averaged log-prob margin beyond gamma = 0.5 beta (beta = 2).",
+    loss="simpo", loss_kw={"beta": 2.0, "gamma_beta_ratio": 0.5}, loss_inputs=("chosen_len", "rejected_len")))
+
+define(PreferenceRecipe(
+    key="kto", title="KTO: Model Alignment as Prospect Theoretic Optimization",
+    summary="Unpaired prospect-theoretic loss: chosen answers as desirable, rejected as undesirable.",
+    loss="kto", loss_kw={"beta": 0.1}))

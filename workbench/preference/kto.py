@@ -13,7 +13,6 @@ from __future__ import annotations
 import warnings
 
 import torch
-import torch.nn.functional as F
 
 from workbench import registry
 from workbench.preference.base import check_pairs, preference_metrics

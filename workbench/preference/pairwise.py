@@ -230,7 +230,8 @@ def simpo(chosen_logp, rejected_logp, ref_chosen_logp=None, ref_rejected_logp=No
     Margin conventions (exactly one; see SIMPO_CONVENTIONS):
       - `gamma_beta_ratio` γ' (default 0.5 with β = 2.0, SimPO repo / rlhf-book): γ = β·γ'.
       - `gamma` γ with `gamma_beta_ratio=None` (TRL `CPOConfig(loss_type="simpo", cpo_alpha=0)`, whose
-        defaults are β = 0.1, simpo_gamma = 0.5, i.e. γ' = 5): absolute margin.
+        defaults are β = 0.1, simpo_gamma = 0.5, i.e. γ' = 5): absolute margin. TRL's default cpo_alpha = 1.0
+        adds CPO's NLL term on the chosen response ("CPO-SimPO"); it is not part of this loss.
     `label_smoothing` ε (TRL CPO, default 0): −(1−ε)·log σ(βΔ̄ − γ) − ε·log σ(−(βΔ̄ − γ)).
     Metrics: rewards/* = β·logπ(y)/|y| (SimPO's implicit reward, as TRL CPO logs it), rewards/accuracies
     on it, logps/* the summed policy log-probs (inputs), `logps/chosen_avg`, `logps/rejected_avg`,

@@ -59,7 +59,7 @@ def _as_like(x, like: torch.Tensor, name: str, lo: float | None = None, hi: floa
                          "one value per pair")
     if not bool(torch.isfinite(t).all()):
         raise ValueError(f"{name} has NaN/inf entries")
-    if lo is not None and bool((t < lo).any()) or hi is not None and bool((t > hi).any()):
+    if (lo is not None and bool((t < lo).any())) or (hi is not None and bool((t > hi).any())):
         raise ValueError(f"{name} must lie in [{lo}, {hi}] (a probability); got min {float(t.min())}, "
                          f"max {float(t.max())}")
     return t
@@ -219,7 +219,7 @@ def nash_mp(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, b
     target = eta / (2.0 * (1.0 + eta * beta))
     per_pair, h = _anchored_regression(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, prev_w,
                                        prev_l, kappa, target)
-    metrics = _metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta if beta > 0 else 1.0)
+    metrics = _metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
     metrics["nash_mp/h"] = float(h.detach().mean())
     metrics["nash_mp/target"] = target
     return per_pair.mean(), metrics

@@ -1,0 +1,88 @@
+"""The preference loop end to end on the tiny model: offline, online, resume, JSONL data, errors."""
+import json
+
+import pytest
+
+from tests.helpers import metric_rows
+from workbench.recipes import PreferenceRecipe, RECIPES
+from workbench.tasks import get_task
+from workbench.tasks.preferences import corrupt, read_pairs, task_lists, task_pairs, write_pairs
+from workbench.train import make_config, make_trainer, train
+from workbench.train.metrics import GLOSSARY, read_rows
+
+PREF = dict(task="addition", steps=4, prompts_per_step=8, pairs=32, sft_steps=20, eval_size=16,
+            checkpoint_every=2, lr=1e-3, max_new_tokens=5)
+TRL_NAMES = {"rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies", "logps/chosen",
+             "logps/rejected"}
+
+
+def test_task_pairs_are_verified_and_never_use_held_out_prompts():
+    task = get_task("addition")
+    held_out = {e.prompt for e in task.eval_set()}
+    pairs = task_pairs(task, 50, seed=1)
+    assert len(pairs) == 50 and not {p.prompt for p in pairs} & held_out
+    for p in pairs:  # chosen is the verified sum, rejected a wrong one
+        a, b = p.prompt.rstrip("=").split("+")
+        assert p.chosen == str(int(a) + int(b)) != p.rejected
+    lists = task_lists(get_task("countdown"), 5, 4)
+    assert all(len(responses) == 4 and len(set(responses)) == 4 for _, responses in lists)
+
+
+def test_jsonl_round_trip_and_bad_files(tmp_path):
+    pairs = task_pairs(get_task("addition"), 3)
+    write_pairs(pairs, tmp_path / "p.jsonl")
+    assert read_pairs(tmp_path / "p.jsonl") == pairs
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"prompt": "1+1=", "chosen": "2"}) + "\n")
+    with pytest.raises(ValueError, match="missing fields \\['rejected'\\]"):
+        read_pairs(tmp_path / "bad.jsonl")
+    (tmp_path / "empty.jsonl").write_text(json.dumps({"prompt": "1+1=", "chosen": "", "rejected": "3"}) + "\n")
+    with pytest.raises(ValueError, match="empty response"):
+        read_pairs(tmp_path / "empty.jsonl")
+
+
+def test_corruption_changes_exactly_one_digit():
+    import random
+
+    rng = random.Random(0)
+    for answer in ("46", "100", "3*5+7"):
+        wrong = corrupt(answer, rng)
+        assert len(wrong) == len(answer) and sum(a != b for a, b in zip(answer, wrong)) == 1
+
+
+@pytest.mark.covers("dpo")
+def test_offline_dpo_run_logs_trl_metrics_and_resumes_exactly(tmp_path):
+    config = make_config("smoke", recipe="dpo", **PREF)
+    summary = train(config, tmp_path / "straight", progress=False)
+    rows = read_rows(tmp_path / "straight" / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [0, 1, 2, 3] and TRL_NAMES <= set(rows[0])
+    assert set().union(*rows) <= set(GLOSSARY)
+    assert (tmp_path / "straight" / "ref_logps.pt").exists() and (tmp_path / "straight" / "report.html").exists()
+    assert {"preference_accuracy_before", "preference_accuracy_after", "accuracy_before"} <= set(summary)
+    assert rows[-1]["rewards/margins"] > rows[0]["rewards/margins"]  # DPO widens the margin on its data
+
+    class Interrupt(Exception):
+        pass
+
+    def crash(row):
+        if row["step"] == 2:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        make_trainer(config, tmp_path / "resumed", progress=False, callback=crash).run()
+    make_trainer(config, tmp_path / "resumed", progress=False).run()
+    assert metric_rows(tmp_path / "resumed") == metric_rows(tmp_path / "straight")
+
+
+@pytest.mark.parametrize("recipe", sorted(k for k, r in RECIPES.items() if isinstance(r, PreferenceRecipe)))
+def test_every_preference_recipe_trains(recipe, tmp_path):
+    train(make_config("smoke", recipe=recipe, **{**PREF, "steps": 2}), tmp_path, progress=False, report=False)
+    rows = read_rows(tmp_path / "metrics.jsonl")
+    assert len(rows) == 2 and all(r.get("grad_norm", 1) >= 0 for r in rows)
+    assert set().union(*rows) <= set(GLOSSARY), set().union(*rows) - set(GLOSSARY)
+
+
+def test_preference_run_from_a_local_jsonl(tmp_path):
+    write_pairs(task_pairs(get_task("addition"), 16, seed=3), tmp_path / "pairs.jsonl")
+    config = make_config("smoke", recipe="dpo", **{**PREF, "steps": 2, "data_path": str(tmp_path / "pairs.jsonl")})
+    train(config, tmp_path / "run", progress=False, report=False)
+    assert len(read_rows(tmp_path / "run" / "metrics.jsonl")) == 2

@@ -39,3 +39,12 @@ def test_compare_rejects_bad_input():
         from workbench.train.compare import compare
 
         compare(["grpo"], task="addition", seeds=0, out="/tmp/never")
+
+
+def test_compare_preference_recipes(tmp_path):
+    from workbench.train.compare import compare
+
+    sets = ["steps=2", "pairs=16", "prompts_per_step=8", "sft_steps=0", "eval_size=8", "max_new_tokens=5"]
+    result = compare(["dpo", "ipo", "simpo"], task="addition", seeds=1, out=tmp_path, sets=sets, progress=False)
+    assert set(result["recipes"]) == {"dpo", "ipo", "simpo"}
+    assert (tmp_path / "compare.html").exists()

@@ -86,3 +86,40 @@ def test_preference_run_from_a_local_jsonl(tmp_path):
     config = make_config("smoke", recipe="dpo", **{**PREF, "steps": 2, "data_path": str(tmp_path / "pairs.jsonl")})
     train(config, tmp_path / "run", progress=False, report=False)
     assert len(read_rows(tmp_path / "run" / "metrics.jsonl")) == 2
+
+
+@pytest.mark.covers("sppo", "online-dpo")
+def test_iterative_sppo_moves_its_reference_and_resumes_exactly(tmp_path):
+    import torch
+
+    config = make_config("smoke", recipe="sppo", **{**PREF, "steps": 6, "sft_steps": 60, "group_size": 6,
+                                                    "checkpoint_every": 3})
+    trainer = make_trainer(config, tmp_path / "straight", progress=False)
+    trainer.run()
+    rows = read_rows(tmp_path / "straight" / "metrics.jsonl")
+    assert sum(r["pairs"] for r in rows) > 0  # the verifier separated some of the policy's own samples
+    # the reference moved with the iterations: it is no longer the warm start a fresh set-up builds
+    after_4 = make_trainer(config, tmp_path / "straight", progress=False)
+    assert not all(torch.equal(a, b) for a, b in zip(trainer.ref.parameters(), after_4.setup().ref.parameters()))
+
+    class Interrupt(Exception):
+        pass
+
+    def crash(row):
+        if row["step"] == 3:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        make_trainer(config, tmp_path / "resumed", progress=False, callback=crash).run()
+    make_trainer(config, tmp_path / "resumed", progress=False).run()
+    assert metric_rows(tmp_path / "resumed") == metric_rows(tmp_path / "straight")
+
+
+def test_win_rate_from_verifier_scores():
+    from workbench.tasks.base import Example
+    from workbench.train.preference import win_rate
+
+    task = get_task("addition")
+    example = Example("1+1=", "2", "2")
+    assert win_rate(task, example, "2", ["2", "3", "4", "2"]) == pytest.approx((0.5 + 1 + 1 + 0.5) / 4)
+    assert win_rate(task, example, "5", ["2", "3"]) == pytest.approx(0.25)

@@ -61,6 +61,7 @@ class PreferenceRecipe:
     loss_kw: dict = field(default_factory=dict)
     loss_inputs: tuple = ()         # extra per-pair inputs passed by name: chosen_len, rejected_len
     online: bool = False            # pairs from the current policy's samples each step (labelled by the verifier)
+    iteration_steps: int = 0        # > 0: the reference becomes the current policy every this many steps
 
     def components(self) -> list[tuple[str, str]]:
         return [("preference", self.loss)]
@@ -247,3 +248,15 @@ define(PreferenceRecipe(
     key="kto", title="KTO: Model Alignment as Prospect Theoretic Optimization",
     summary="Unpaired prospect-theoretic loss: chosen answers as desirable, rejected as undesirable.",
     loss="kto", loss_kw={"beta": 0.1}))
+
+define(PreferenceRecipe(
+    key="online-dpo", title="Direct Language Model Alignment from Online AI Feedback",
+    summary="DPO on pairs sampled from the current policy each step and judged by the verifier.",
+    loss="online-dpo", loss_kw={"beta": 0.1}, online=True))
+
+define(PreferenceRecipe(
+    key="sppo", title="Self-Play Preference Optimization for Language Model Alignment",
+    summary="Iterative self-play: regress each response's log-ratio to the previous iterate onto eta * "
+            "(win rate against the policy - 1/2); the reference moves to the policy every iteration.",
+    loss="sppo", loss_kw={"beta": 0.1}, loss_inputs=("chosen_winrate", "rejected_winrate"), online=True,
+    iteration_steps=5))

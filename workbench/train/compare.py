@@ -65,9 +65,10 @@ def compare(recipes: list[str], *, task: str, preset: str = "smoke", seeds: int 
             folder = out / f"{recipe}-s{seed}"
             summary = train(config, folder, progress=progress, report=False)
             runs.setdefault(recipe, []).append({"summary": summary, "rows": read_rows(folder / "metrics.jsonl")})
-    if target is None:
-        starts = [r["accuracy"] for seeds_ in runs.values() for s in seeds_ for r in s["rows"][:10]]
-        target = round(statistics.fmean(starts) + 0.05, 3)
+    if target is None:  # preference runs log no sampled accuracy: then no steps-to-target column
+        starts = [r["accuracy"] for seeds_ in runs.values() for s in seeds_ for r in s["rows"][:10]
+                  if r.get("accuracy") is not None]
+        target = round(statistics.fmean(starts) + 0.05, 3) if starts else float("nan")
     table = summarize(runs, target)
     result = {"task": task, "preset": preset, "target_accuracy": target, "recipes": table}
     (out / "compare.json").write_text(json.dumps(result, indent=2))

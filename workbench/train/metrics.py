@@ -78,6 +78,8 @@ GLOSSARY: dict[str, str] = {
     "simpo/margin": "SimPO: mean length-normalized reward margin minus gamma.",
     "simpo/gamma": "SimPO: the target reward margin gamma in use.",
     "kto/desirable_frac": "KTO: share of desirable (chosen) completions in the batch.",
+    "sppo/target_chosen": "SPPO: mean regression target eta * (win rate - 1/2) of the chosen responses.",
+    "sppo/target_rejected": "SPPO: mean regression target of the rejected responses (negative when they lose).",
     "eval/accuracy": "Greedy accuracy on the held-out set (only on evaluation steps).",
     "time/step": "Wall-clock seconds for the whole step.",
     "time/rollout": "Seconds spent generating (rollout) in the step.",

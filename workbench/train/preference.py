@@ -41,6 +41,13 @@ def sequence_logps(model, tokenizer, pairs: list[PreferencePair], temperature: f
     return totals[:B], totals[B:], lengths[:B], lengths[B:]
 
 
+def win_rate(task, example, response: str, samples: list[str]) -> float:
+    """P(response beats a sample of the policy), from verifier scores: 1 if higher, 1/2 if equal."""
+    mine = task.score(response, example)
+    scores = [task.score(s, example) for s in samples]
+    return sum(1.0 if mine > s else 0.5 if mine == s else 0.0 for s in scores) / len(scores)
+
+
 def held_out_pairs(task, n: int) -> list[PreferencePair]:
     """target ≻ corrupted target on the task's fixed held-out prompts."""
     rng = random.Random("held-out-pairs")
@@ -93,24 +100,37 @@ class PreferenceTrainer:
 
     # ------------------------------------------------------------------ one step
 
-    def step_pairs(self, step: int) -> tuple[list[PreferencePair], torch.Tensor | None]:
-        """The step's pairs and their reference log-probs ([B, 2]) when cached."""
+    def step_pairs(self, step: int) -> tuple[list[PreferencePair], torch.Tensor | None, dict]:
+        """The step's pairs, their reference log-probs ([B, 2]) when cached, and per-pair extras (win rates)."""
         c = self.config
         rng = random.Random(f"{c.seed}-{step}")
         if not self.recipe.online:
             idx = rng.sample(range(len(self.pairs)), min(c.prompts_per_step, len(self.pairs)))
-            return [self.pairs[i] for i in idx], self.ref_cache[idx]
+            return [self.pairs[i] for i in idx], self.ref_cache[idx], {}
         torch.manual_seed(c.seed * 1_000_003 + step)
         examples = self.task.sample(c.prompts_per_step, rng)
         gen = self.engine.generate([e.prompt for e in examples], n=c.group_size, max_new_tokens=c.max_new_tokens,
                                    temperature=c.temperature, top_p=c.top_p)
         G = c.group_size
-        pairs = [pair_from(self.task, e, gen.texts[i * G:(i + 1) * G]) for i, e in enumerate(examples)]
-        return [p for p in pairs if p is not None and p.chosen and p.rejected], None
+        pairs, winrates = [], []
+        for i, e in enumerate(examples):
+            samples = [t for t in gen.texts[i * G:(i + 1) * G]]
+            pair = pair_from(self.task, e, samples)
+            if pair is None or not pair.chosen or not pair.rejected:
+                continue
+            pairs.append(pair)
+            winrates.append([win_rate(self.task, e, y, samples) for y in (pair.chosen, pair.rejected)])
+        extras = {}
+        if pairs:
+            rates = torch.tensor(winrates, dtype=torch.float32)
+            extras = {"chosen_winrate": rates[:, 0], "rejected_winrate": rates[:, 1]}
+        return pairs, None, extras
 
     def step(self, step: int) -> dict:
         c, t0 = self.config, time.perf_counter()
-        pairs, ref = self.step_pairs(step)
+        if self.recipe.iteration_steps and step % self.recipe.iteration_steps == 0:
+            self.ref.load_state_dict(self.model.state_dict())  # the new iteration's reference pi_t
+        pairs, ref, extras = self.step_pairs(step)
         row = {"step": step, "pairs": len(pairs)}
         if not pairs:
             return {**row, "time/step": time.perf_counter() - t0}  # online: no prompt separated its samples
@@ -119,7 +139,7 @@ class PreferenceTrainer:
                 ref = torch.stack(sequence_logps(self.ref, self.tokenizer, pairs, c.temperature)[:2], -1)
         self.model.train()
         chosen, rejected, chosen_len, rejected_len = sequence_logps(self.model, self.tokenizer, pairs, c.temperature)
-        available = {"chosen_len": chosen_len, "rejected_len": rejected_len}
+        available = {"chosen_len": chosen_len, "rejected_len": rejected_len, **extras}
         inputs = {name: available[name] for name in self.recipe.loss_inputs}
         loss, metrics = self.loss.fn(chosen, rejected, ref[:, 0], ref[:, 1], **self.recipe.loss_kw, **inputs)
         self.optimizer.zero_grad(set_to_none=True)
@@ -156,6 +176,7 @@ class PreferenceTrainer:
         else:
             state = load_checkpoint(ckpt)
             self.model.load_state_dict(state["model"])
+            self.ref.load_state_dict(state["ref"])  # iterative recipes move their reference
             self.optimizer.load_state_dict(state["optimizer"])
             start, before = state["step"], state["before"]
             self.log.truncate(start)
@@ -168,6 +189,7 @@ class PreferenceTrainer:
                 self.callback(row)
             if (step + 1) % c.checkpoint_every == 0 or step + 1 == c.steps:
                 save_checkpoint(self.out, step + 1, {"step": step + 1, "model": self.model.state_dict(),
+                                                     "ref": self.ref.state_dict(),
                                                      "optimizer": self.optimizer.state_dict(), "before": before},
                                 c.keep_checkpoints)
         after = self.evaluate()

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from workbench import registry
 from workbench.recipes import get_recipe
@@ -20,11 +19,12 @@ from workbench.rollout import HFEngine, policy_forward
 from workbench.rollout.engine import encode_responses
 from workbench.tasks import get_task
 from workbench.tasks.preferences import PreferencePair, corrupt, pair_from, read_pairs, task_pairs
-from workbench.train.checkpoint import latest_checkpoint, load_checkpoint, prepare_run_folder, save_checkpoint
+from workbench.train.checkpoint import latest_checkpoint, load_checkpoint, prepare_run_folder
 from workbench.train.evaluate import greedy_accuracy
 from workbench.models import load_model
 from workbench.train.metrics import MetricsLog, read_rows
 from workbench.train.sft import warm_start
+from workbench.train.steps import run_steps
 
 
 def sequence_logps(model, tokenizer, pairs: list[PreferencePair], temperature: float = 1.0):
@@ -180,18 +180,10 @@ class PreferenceTrainer:
             self.optimizer.load_state_dict(state["optimizer"])
             start, before = state["step"], state["before"]
             self.log.truncate(start)
-        bar = tqdm(range(start, c.steps), initial=start, total=c.steps, desc=f"{c.recipe} on {c.task}",
-                   disable=not self.progress)
-        for step in bar:
-            row = self.step(step)
-            self.log.append(row)
-            if self.callback is not None:
-                self.callback(row)
-            if (step + 1) % c.checkpoint_every == 0 or step + 1 == c.steps:
-                save_checkpoint(self.out, step + 1, {"step": step + 1, "model": self.model.state_dict(),
-                                                     "ref": self.ref.state_dict(),
-                                                     "optimizer": self.optimizer.state_dict(), "before": before},
-                                c.keep_checkpoints)
+        run_steps(self.step, lambda done: {"step": done, "model": self.model.state_dict(), "ref": self.ref.state_dict(),
+                                           "optimizer": self.optimizer.state_dict(), "before": before},
+                  out=self.out, log=self.log, start=start, config=c, desc=f"{c.recipe} on {c.task}",
+                  progress=self.progress, callback=self.callback)
         after = self.evaluate()
         summary = {"recipe": c.recipe, "task": c.task, "model": c.model, "preset": c.preset, "seed": c.seed,
                    "steps": c.steps, "accuracy_before": before["accuracy"], "accuracy_after": after["accuracy"],

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from workbench import ops, registry
 from workbench.advantages.group import group_stats
@@ -25,11 +24,12 @@ from workbench.regularizers.kl_penalty import AdaptiveKLController, kl_in_loss, 
 from workbench.regularizers.masks import fill_groups
 from workbench.rollout import HFEngine, policy_forward, sample_groups
 from workbench.tasks import get_task
-from workbench.train.checkpoint import latest_checkpoint, load_checkpoint, prepare_run_folder, save_checkpoint
+from workbench.train.checkpoint import latest_checkpoint, load_checkpoint, prepare_run_folder
 from workbench.train.config import RunConfig
 from workbench.train.evaluate import greedy_accuracy
 from workbench.train.metrics import MetricsLog, read_rows
 from workbench.train.sft import warm_start
+from workbench.train.steps import run_steps
 
 
 def resolve_recipe(config: RunConfig) -> Recipe:
@@ -314,16 +314,10 @@ class Trainer:
         if accuracy_before is None:
             accuracy_before, _ = self.evaluate()
         t_start = time.perf_counter()
-        bar = tqdm(range(start, c.steps), initial=start, total=c.steps, desc=f"{c.recipe} on {c.task}",
-                   disable=not self.progress)
-        for step in bar:
-            row = self.step(step)
-            self.log.append(row)
-            bar.set_postfix(reward=f"{row['reward/mean']:.2f}", H=f"{row['entropy']:.2f}")
-            if self.callback is not None:
-                self.callback(row)
-            if (step + 1) % c.checkpoint_every == 0 or step + 1 == c.steps:
-                save_checkpoint(self.out, step + 1, self.state(step + 1, accuracy_before), c.keep_checkpoints)
+        run_steps(self.step, lambda done: self.state(done, accuracy_before), out=self.out, log=self.log,
+                  start=start, config=c, desc=f"{c.recipe} on {c.task}", progress=self.progress,
+                  callback=self.callback,
+                  postfix=lambda row: {"reward": f"{row['reward/mean']:.2f}", "H": f"{row['entropy']:.2f}"})
         accuracy_after, records = self.evaluate()
         summary = {"recipe": c.recipe, "task": c.task, "model": c.model, "preset": c.preset, "seed": c.seed,
                    "steps": c.steps, "accuracy_before": accuracy_before, "accuracy_after": accuracy_after,

@@ -123,3 +123,15 @@ def test_win_rate_from_verifier_scores():
     example = Example("1+1=", "2", "2")
     assert win_rate(task, example, "2", ["2", "3", "4", "2"]) == pytest.approx((0.5 + 1 + 1 + 0.5) / 4)
     assert win_rate(task, example, "5", ["2", "3"]) == pytest.approx(0.25)
+
+
+def test_pairs_from_samples_never_prefer_a_shorter_wrong_answer():
+    from workbench.tasks.base import Example
+    from workbench.tasks.preferences import pair_from
+
+    task = get_task("countdown")
+    example = Example("3 5 7>22:", "22|3 5 7", "3*5+7")
+    assert pair_from(task, example, ["3+5", "3+5+7+1"]) is None            # both wrong: no pair
+    assert pair_from(task, example, ["3*5+7", "(3*5)+7"]) == \
+        __import__("workbench.tasks.preferences", fromlist=["x"]).PreferencePair("3 5 7>22:", "3*5+7", "(3*5)+7")
+    assert pair_from(task, example, ["3+5", "3*5+7"]).chosen == "3*5+7"   # correct beats wrong

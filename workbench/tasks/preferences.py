@@ -2,7 +2,7 @@
 
 A pair is (prompt, chosen, rejected). From a procedural task, candidates are the verified target and
 corrupted answers (one character changed), ranked by the verifier; shorter-correct beats longer-correct
-where a task admits several correct answers. From a model, candidates are its own samples (online).
+where a task admits several correct answers (two wrong answers are never paired). From a model, candidates are its own samples (online).
 """
 from __future__ import annotations
 
@@ -38,10 +38,14 @@ def rank(task: Task, example: Example, candidates: list[str]) -> list[str]:
 
 
 def pair_from(task: Task, example: Example, candidates: list[str]) -> PreferencePair | None:
-    """Best vs worst candidate when the verifier (or length among equals) separates them, else None."""
+    """Best vs worst candidate: correct ≻ incorrect, or shorter-correct ≻ longer-correct; else None.
+
+    Two wrong answers are never paired by length: that would teach "say less" whatever the answer.
+    """
     ordered = rank(task, example, candidates)
     best, worst = ordered[0], ordered[-1]
-    if len(ordered) < 2 or (task.score(best, example) == task.score(worst, example) and len(best) == len(worst)):
+    s_best, s_worst = task.score(best, example), task.score(worst, example)
+    if len(ordered) < 2 or (s_best == s_worst and (s_best < 1.0 or len(best) == len(worst))):
         return None
     return PreferencePair(example.prompt, best, worst)
 

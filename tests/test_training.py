@@ -152,3 +152,10 @@ def test_adaptive_kl_controller_moves_beta_and_resumes_exactly(tmp_path):
     assert resumes_exactly(config, tmp_path)
     betas = [r["kl/beta"] for r in read_rows(tmp_path / "straight" / "metrics.jsonl")]
     assert betas[0] == 0.1 and betas[-1] > betas[0]  # KL above a tiny target: beta grows
+
+
+def test_a_run_folder_written_before_a_config_field_existed_still_resumes(grpo_run):
+    out, _ = grpo_run
+    saved = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({k: v for k, v in saved.items() if k != "track_kl"}))
+    train(make_config("smoke", recipe="grpo", **TINY), out, progress=False, report=False)  # no error

@@ -35,15 +35,16 @@ def load_checkpoint(path: Path) -> dict:
     return torch.load(path / "state.pt", weights_only=False)
 
 
-def prepare_run_folder(out: Path, config_json: str) -> None:
+def prepare_run_folder(out: Path, config_json: str, defaults_json: str = "{}") -> None:
     """Create the run folder, or check that an existing one holds this same config (then it resumes).
 
-    A different config is an error: nothing a user ran is overwritten.
+    A different config is an error: nothing a user ran is overwritten. Fields added to the config since
+    the folder was written count as their defaults (`defaults_json`), so an upgrade does not orphan runs.
     """
     out.mkdir(parents=True, exist_ok=True)
     path = out / "config.json"
     if path.exists():
-        saved, mine = json.loads(path.read_text()), json.loads(config_json)
+        saved, mine = {**json.loads(defaults_json), **json.loads(path.read_text())}, json.loads(config_json)
         if saved != mine:
             diff = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k))
             raise ValueError(f"{out} holds a run with a different config (differs in {diff}); "

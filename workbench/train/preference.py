@@ -67,7 +67,7 @@ class PreferenceTrainer:
     def setup(self) -> "PreferenceTrainer":
         if hasattr(self, "model"):
             return self
-        prepare_run_folder(self.out, self.config.to_json())
+        prepare_run_folder(self.out, self.config.to_json(), type(self.config)().to_json())
         c = self.config
         torch.set_num_threads(c.threads)
         folder = warm_start(c, self.task, progress=self.progress)

@@ -303,7 +303,7 @@ class Trainer:
     def setup(self) -> "Trainer":
         """Create/check the run folder and build the models (once)."""
         if not hasattr(self, "model"):
-            prepare_run_folder(self.out, self.config.to_json())
+            prepare_run_folder(self.out, self.config.to_json(), type(self.config)().to_json())
             self.build_models()
         return self
 

@@ -30,6 +30,15 @@ def assert_agree(ours, theirs, leaf=None, **tol):
         torch.testing.assert_close(g_ours, g_theirs.to(torch.float64), **tol)
 
 
+def batch_with_mask(rewards, group, mask, **fields) -> RolloutBatch:
+    """A RolloutBatch over an explicit response mask (holes allowed), with extra fields set."""
+    batch = RolloutBatch(response_ids=torch.zeros(mask.shape, dtype=torch.long), mask=mask,
+                         group=torch.as_tensor(group).long(), rewards=torch.as_tensor(rewards, dtype=torch.float64))
+    for name, value in fields.items():
+        setattr(batch, name, value)
+    return batch
+
+
 def random_mask(B, T, generator, min_len=1):
     lengths = torch.randint(min_len, T + 1, (B,), generator=generator)
     return (torch.arange(T)[None, :] < lengths[:, None]).double()
@@ -60,15 +69,16 @@ class Interrupt(Exception):
 
 
 def run_task(config, out, task=None, stop_after_step=None):
-    """Run (or resume) `config` into `out` on `task` (default DigitFirst); optionally die after a step."""
-    from workbench.train import Trainer
+    """Run (or resume) `config` into `out` (on `task` when given); optionally die after a step."""
+    from workbench.train import make_trainer
 
     def crash(row):
         if row["step"] == stop_after_step:
             raise Interrupt
 
-    trainer = Trainer(config, out, progress=False, callback=crash if stop_after_step is not None else None)
-    trainer.task = task or DigitFirst()
+    trainer = make_trainer(config, out, progress=False, callback=crash if stop_after_step is not None else None)
+    if task is not None:
+        trainer.task = task
     return trainer.run()
 
 
@@ -80,12 +90,12 @@ def metric_rows(out):
             for r in read_rows(out / "metrics.jsonl")]
 
 
-def resumes_exactly(config, tmp_path, stop_after_step=2) -> bool:
+def resumes_exactly(config, tmp_path, stop_after_step=2, task=None) -> bool:
     """A run killed after `stop_after_step` and resumed logs exactly what an uninterrupted run logs."""
-    run_task(config, tmp_path / "straight")
+    run_task(config, tmp_path / "straight", task)
     try:
-        run_task(config, tmp_path / "resumed", stop_after_step=stop_after_step)
+        run_task(config, tmp_path / "resumed", task, stop_after_step=stop_after_step)
     except Interrupt:
         pass
-    run_task(config, tmp_path / "resumed")
+    run_task(config, tmp_path / "resumed", task)
     return metric_rows(tmp_path / "resumed") == metric_rows(tmp_path / "straight")

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from tests.helpers import metric_rows
+from tests.helpers import resumes_exactly
 from workbench.recipes import PreferenceRecipe, RECIPES
 from workbench.tasks import get_task
 from workbench.tasks.preferences import corrupt, read_pairs, task_lists, task_pairs, write_pairs
@@ -59,18 +59,7 @@ def test_offline_dpo_run_logs_trl_metrics_and_resumes_exactly(tmp_path):
     assert (tmp_path / "straight" / "ref_logps.pt").exists() and (tmp_path / "straight" / "report.html").exists()
     assert {"preference_accuracy_before", "preference_accuracy_after", "accuracy_before"} <= set(summary)
     assert rows[-1]["rewards/margins"] > rows[0]["rewards/margins"]  # DPO widens the margin on its data
-
-    class Interrupt(Exception):
-        pass
-
-    def crash(row):
-        if row["step"] == 2:
-            raise Interrupt
-
-    with pytest.raises(Interrupt):
-        make_trainer(config, tmp_path / "resumed", progress=False, callback=crash).run()
-    make_trainer(config, tmp_path / "resumed", progress=False).run()
-    assert metric_rows(tmp_path / "resumed") == metric_rows(tmp_path / "straight")
+    assert resumes_exactly(config, tmp_path / "again")
 
 
 @pytest.mark.parametrize("recipe", sorted(k for k, r in RECIPES.items() if isinstance(r, PreferenceRecipe)))
@@ -101,18 +90,7 @@ def test_iterative_sppo_moves_its_reference_and_resumes_exactly(tmp_path):
     # the reference moved with the iterations: it is no longer the warm start a fresh set-up builds
     after_4 = make_trainer(config, tmp_path / "straight", progress=False)
     assert not all(torch.equal(a, b) for a, b in zip(trainer.ref.parameters(), after_4.setup().ref.parameters()))
-
-    class Interrupt(Exception):
-        pass
-
-    def crash(row):
-        if row["step"] == 3:
-            raise Interrupt
-
-    with pytest.raises(Interrupt):
-        make_trainer(config, tmp_path / "resumed", progress=False, callback=crash).run()
-    make_trainer(config, tmp_path / "resumed", progress=False).run()
-    assert metric_rows(tmp_path / "resumed") == metric_rows(tmp_path / "straight")
+    assert resumes_exactly(config, tmp_path / "again", stop_after_step=3)
 
 
 def test_win_rate_from_verifier_scores():

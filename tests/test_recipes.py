@@ -184,7 +184,8 @@ def test_ppo_max_with_every_trick_off_is_ppo_and_resumes_exactly(tmp_path):
     from tests.helpers import metric_rows, resumes_exactly, run_task
 
     off = {"reward_shaping": [["ppo-max", {"normalize": False, "clip": False}]]}
-    run_task(make_config("smoke", recipe="ppo-max", **{**TINY, "recipe_overrides": off}), tmp_path / "off")
-    run_task(make_config("smoke", recipe="ppo", **TINY), tmp_path / "ppo")
+    run_task(make_config("smoke", recipe="ppo-max", **{**TINY, "recipe_overrides": off}), tmp_path / "off",
+             DigitFirst())
+    run_task(make_config("smoke", recipe="ppo", **TINY), tmp_path / "ppo", DigitFirst())
     assert metric_rows(tmp_path / "off") == metric_rows(tmp_path / "ppo")
-    assert resumes_exactly(make_config("smoke", recipe="ppo-max", **TINY), tmp_path)
+    assert resumes_exactly(make_config("smoke", recipe="ppo-max", **TINY), tmp_path, task=DigitFirst())

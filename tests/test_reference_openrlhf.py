@@ -29,7 +29,7 @@ import pytest
 import torch
 
 from tests import reference_formulas as ref
-from tests.helpers import assert_agree
+from tests.helpers import assert_agree, batch_with_mask
 from workbench import kl, ops, registry
 from workbench.batch import RolloutBatch
 from workbench.regularizers.kl_penalty import AdaptiveKLController, kl_in_loss, kl_in_reward
@@ -53,12 +53,7 @@ def _mask(B, T, g):
     return (torch.arange(T)[None, :] < lengths[:, None]).to(F64)
 
 
-def _batch(rewards, group, mask, **fields) -> RolloutBatch:
-    b = RolloutBatch(response_ids=torch.zeros(mask.shape, dtype=torch.long), mask=mask,
-                     group=torch.as_tensor(group).long(), rewards=torch.as_tensor(rewards, dtype=F64))
-    for k, v in fields.items():
-        setattr(b, k, v)
-    return b
+_batch = batch_with_mask
 
 
 def _outcome_case(seed, G=4, n_groups=3, T=7):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.helpers import assert_agree
+from tests.helpers import assert_agree, batch_with_mask
 
 # Skips (naming the missing module: verl itself, or one of its import deps such as ray) when the anchor is
 # absent; `make install` installs it (pip install --no-deps verl==0.9.1 plus its pinned import deps).
@@ -58,12 +58,7 @@ def _mask(B, T, g, holes=False):
     return mask
 
 
-def _batch(rewards, group, mask, **fields) -> RolloutBatch:
-    b = RolloutBatch(response_ids=torch.zeros(mask.shape, dtype=torch.long), mask=mask,
-                     group=torch.as_tensor(group).long(), rewards=torch.as_tensor(rewards, dtype=F64))
-    for k, v in fields.items():
-        setattr(b, k, v)
-    return b
+_batch = batch_with_mask
 
 
 def _outcome_case(seed, G=4, n_groups=3, T=7, holes=False, dense=True, equal_group=True):

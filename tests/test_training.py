@@ -149,7 +149,7 @@ def test_lora_run_trains_only_the_adapter(tmp_path):
 def test_adaptive_kl_controller_moves_beta_and_resumes_exactly(tmp_path):
     overrides = {"recipe_overrides": {"kl_target": 1e-6, "kl_horizon": 10}, "kl_coef": 0.1}
     config = make_config("smoke", recipe="grpo", **{**TINY, **overrides})
-    assert resumes_exactly(config, tmp_path)
+    assert resumes_exactly(config, tmp_path, task=DigitFirst())
     betas = [r["kl/beta"] for r in read_rows(tmp_path / "straight" / "metrics.jsonl")]
     assert betas[0] == 0.1 and betas[-1] > betas[0]  # KL above a tiny target: beta grows
 

@@ -113,3 +113,15 @@ def test_pairs_from_samples_never_prefer_a_shorter_wrong_answer():
     assert pair_from(task, example, ["3*5+7", "(3*5)+7"]) == \
         __import__("workbench.tasks.preferences", fromlist=["x"]).PreferencePair("3 5 7>22:", "3*5+7", "(3*5)+7")
     assert pair_from(task, example, ["3+5", "3*5+7"]).chosen == "3*5+7"   # correct beats wrong
+
+
+def test_pairs_from_a_reward_function():
+    from workbench.tasks.preferences import reward_pairs
+
+    def brevity(completions, prompts):  # TRL-style reward: shorter is better
+        return [-float(len(c)) for c in completions]
+
+    pairs = reward_pairs(["a", "b"], [["xx", "x", "xxx"], ["y", "z"]], brevity)
+    assert [(p.chosen, p.rejected) for p in pairs] == [("x", "xxx")]  # "y"/"z" tie: no pair
+    with pytest.raises(ValueError, match="returned"):
+        reward_pairs(["a"], [["x", "y"]], lambda completions, prompts: [float("nan"), 0.0])

@@ -100,3 +100,19 @@ def read_pairs(path: str | Path) -> list[PreferencePair]:
 def write_pairs(pairs: list[PreferencePair], path: str | Path) -> None:
     with open(path, "w") as f:
         f.writelines(json.dumps(asdict(p)) + "\n" for p in pairs)
+
+
+def reward_pairs(prompts: list[str], candidates: list[list[str]], reward_fn) -> list[PreferencePair]:
+    """Pairs from any reward function in TRL's convention `reward_fn(completions, prompts=...) -> list[float]`:
+    for each prompt, its highest- vs lowest-scored candidate (ties in reward give no pair)."""
+    if len(prompts) != len(candidates):
+        raise ValueError(f"{len(prompts)} prompts but {len(candidates)} candidate lists")
+    pairs = []
+    for prompt, responses in zip(prompts, candidates):
+        scores = reward_fn(responses, prompts=[prompt] * len(responses))
+        if len(scores) != len(responses) or any(s != s for s in scores):
+            raise ValueError(f"reward_fn returned {scores!r} for {len(responses)} completions of {prompt!r}")
+        ranked = sorted(zip(scores, responses), key=lambda sr: -sr[0])
+        if ranked[0][0] > ranked[-1][0]:
+            pairs.append(PreferencePair(prompt, ranked[0][1], ranked[-1][1]))
+    return pairs

@@ -125,3 +125,10 @@ def test_pairs_from_a_reward_function():
     assert [(p.chosen, p.rejected) for p in pairs] == [("x", "xxx")]  # "y"/"z" tie: no pair
     with pytest.raises(ValueError, match="returned"):
         reward_pairs(["a"], [["x", "y"]], lambda completions, prompts: [float("nan"), 0.0])
+
+
+def test_a_recipe_needing_rewards_rejects_jsonl_pairs_clearly(tmp_path):
+    write_pairs(task_pairs(get_task("addition"), 8), tmp_path / "pairs.jsonl")
+    config = make_config("smoke", recipe="refuel", **{**PREF, "steps": 1, "data_path": str(tmp_path / "pairs.jsonl")})
+    with pytest.raises(ValueError, match="needs per-pair inputs"):
+        train(config, tmp_path / "run", progress=False, report=False)

@@ -260,3 +260,13 @@ define(PreferenceRecipe(
             "(win rate against the policy - 1/2); the reference moves to the policy every iteration.",
     loss="sppo", loss_kw={"beta": 0.1}, loss_inputs=("chosen_winrate", "rejected_winrate"), online=True,
     iteration_steps=5))
+
+define(PreferenceRecipe(
+    key="refuel", title="Regressing the Relative Future: Efficient Policy Optimization for Multi-turn RLHF",
+    summary="Regress the log-ratio margin onto eta * (reward difference) of the verified pair.",
+    loss="refuel", loss_kw={"eta": 1.0}, loss_inputs=("chosen_reward", "rejected_reward")))
+
+define(PreferenceRecipe(
+    key="p3o", title="Pairwise Proximal Policy Optimization: Harnessing Relative Feedback for LLM Alignment",
+    summary="Pairwise policy gradient on the reward difference with PPO-style clipping, KL-regularized reward.",
+    loss="p3o", loss_kw={"beta": 0.1}, loss_inputs=("chosen_reward", "rejected_reward")))

@@ -106,13 +106,13 @@ class PreferenceTrainer:
         rng = random.Random(f"{c.seed}-{step}")
         if not self.recipe.online:
             idx = rng.sample(range(len(self.pairs)), min(c.prompts_per_step, len(self.pairs)))
-            return [self.pairs[i] for i in idx], self.ref_cache[idx], {}
+            return [self.pairs[i] for i in idx], self.ref_cache[idx], self.pair_rewards(len(idx))
         torch.manual_seed(c.seed * 1_000_003 + step)
         examples = self.task.sample(c.prompts_per_step, rng)
         gen = self.engine.generate([e.prompt for e in examples], n=c.group_size, max_new_tokens=c.max_new_tokens,
                                    temperature=c.temperature, top_p=c.top_p)
         G = c.group_size
-        pairs, winrates = [], []
+        pairs, winrates, rewards = [], [], []
         for i, e in enumerate(examples):
             samples = [t for t in gen.texts[i * G:(i + 1) * G]]
             pair = pair_from(self.task, e, samples)
@@ -120,11 +120,19 @@ class PreferenceTrainer:
                 continue
             pairs.append(pair)
             winrates.append([win_rate(self.task, e, y, samples) for y in (pair.chosen, pair.rejected)])
+            rewards.append([self.task.score(y, e) for y in (pair.chosen, pair.rejected)])
         extras = {}
         if pairs:
-            rates = torch.tensor(winrates, dtype=torch.float32)
-            extras = {"chosen_winrate": rates[:, 0], "rejected_winrate": rates[:, 1]}
+            rates, scores = torch.tensor(winrates), torch.tensor(rewards)
+            extras = {"chosen_winrate": rates[:, 0], "rejected_winrate": rates[:, 1],
+                      "chosen_reward": scores[:, 0], "rejected_reward": scores[:, 1]}
         return pairs, None, extras
+
+    def pair_rewards(self, n: int) -> dict:
+        """Offline task pairs are verified-correct ≻ wrong: rewards 1 and 0 (a JSONL file carries none)."""
+        if self.config.data_path:
+            return {}
+        return {"chosen_reward": torch.ones(n), "rejected_reward": torch.zeros(n)}
 
     def step(self, step: int) -> dict:
         c, t0 = self.config, time.perf_counter()
@@ -140,6 +148,10 @@ class PreferenceTrainer:
         self.model.train()
         chosen, rejected, chosen_len, rejected_len = sequence_logps(self.model, self.tokenizer, pairs, c.temperature)
         available = {"chosen_len": chosen_len, "rejected_len": rejected_len, **extras}
+        missing = [name for name in self.recipe.loss_inputs if name not in available]
+        if missing:
+            raise ValueError(f"recipe {self.recipe.key!r} needs per-pair inputs {missing}, which this data source "
+                             "does not provide (JSONL pairs carry no rewards)")
         inputs = {name: available[name] for name in self.recipe.loss_inputs}
         loss, metrics = self.loss.fn(chosen, rejected, ref[:, 0], ref[:, 1], **self.recipe.loss_kw, **inputs)
         self.optimizer.zero_grad(set_to_none=True)

@@ -132,3 +132,15 @@ def test_a_recipe_needing_rewards_rejects_jsonl_pairs_clearly(tmp_path):
     config = make_config("smoke", recipe="refuel", **{**PREF, "steps": 1, "data_path": str(tmp_path / "pairs.jsonl")})
     with pytest.raises(ValueError, match="needs per-pair inputs"):
         train(config, tmp_path / "run", progress=False, report=False)
+
+
+@pytest.mark.covers("lipo")
+def test_listwise_recipe_caches_k_reference_logps_per_list(tmp_path):
+    import torch
+
+    config = make_config("smoke", recipe="lipo", **{**PREF, "steps": 2})
+    trainer = make_trainer(config, tmp_path, progress=False)
+    trainer.run()
+    cached = torch.load(tmp_path / "ref_logps.pt")
+    assert cached.shape == (PREF["pairs"], 4)
+    assert read_rows(tmp_path / "metrics.jsonl")[0]["lipo/pairs_per_list"] > 0

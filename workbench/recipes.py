@@ -62,6 +62,7 @@ class PreferenceRecipe:
     loss_inputs: tuple = ()         # extra per-pair inputs passed by name: chosen_len, rejected_len
     online: bool = False            # pairs from the current policy's samples each step (labelled by the verifier)
     iteration_steps: int = 0        # > 0: the reference becomes the current policy every this many steps
+    list_size: int = 0              # > 0: listwise, K responses per prompt ranked by the verifier (offline)
 
     def components(self) -> list[tuple[str, str]]:
         return [("preference", self.loss)]
@@ -270,3 +271,9 @@ define(PreferenceRecipe(
     key="p3o", title="Pairwise Proximal Policy Optimization: Harnessing Relative Feedback for LLM Alignment",
     summary="Pairwise policy gradient on the reward difference with PPO-style clipping, KL-regularized reward.",
     loss="p3o", loss_kw={"beta": 0.1}, loss_inputs=("chosen_reward", "rejected_reward")))
+
+define(PreferenceRecipe(
+    key="lipo", title="LiPO: Listwise Preference Optimization through Learning-to-Rank",
+    summary="Listwise: K = 4 responses per prompt ranked by the verifier (and length), LambdaLoss-weighted "
+            "pairwise logistic terms.",
+    loss="lipo", loss_kw={"beta": 0.1}, list_size=4))

@@ -18,7 +18,7 @@ from workbench.recipes import get_recipe
 from workbench.rollout import HFEngine, policy_forward
 from workbench.rollout.engine import encode_responses
 from workbench.tasks import get_task
-from workbench.tasks.preferences import PreferencePair, corrupt, pair_from, read_pairs, task_pairs
+from workbench.tasks.preferences import PreferencePair, corrupt, pair_from, read_pairs, task_lists, task_pairs
 from workbench.train.checkpoint import latest_checkpoint, load_checkpoint, prepare_run_folder
 from workbench.train.evaluate import greedy_accuracy
 from workbench.models import load_model
@@ -27,18 +27,24 @@ from workbench.train.sft import warm_start
 from workbench.train.steps import run_steps
 
 
-def sequence_logps(model, tokenizer, pairs: list[PreferencePair], temperature: float = 1.0):
-    """Summed response log-probs of chosen and rejected ([B] each) and their token counts, one forward pass."""
+def list_logps(model, tokenizer, prompts: list[str], lists: list[list[str]], temperature: float = 1.0):
+    """Summed response log-probs and token counts of K responses per prompt, [B, K] each, in one forward pass."""
+    K = len(lists[0])
+    if any(len(responses) != K for responses in lists):
+        raise ValueError("every list needs the same number of responses")
     device = next(model.parameters()).device
-    prompts = [p.prompt for p in pairs] * 2
-    responses = [p.chosen for p in pairs] + [p.rejected for p in pairs]
-    enc = tokenizer(prompts, return_tensors="pt", padding=True)
-    ids, mask = encode_responses(tokenizer, responses, device)
+    enc = tokenizer([p for p in prompts for _ in range(K)], return_tensors="pt", padding=True)
+    ids, mask = encode_responses(tokenizer, [r for responses in lists for r in responses], device)
     logp, _, _ = policy_forward(model, enc["input_ids"].to(device), enc["attention_mask"].to(device), ids, mask,
                                 temperature)
-    totals, lengths = (logp * mask).sum(-1), mask.sum(-1)
-    B = len(pairs)
-    return totals[:B], totals[B:], lengths[:B], lengths[B:]
+    return (logp * mask).sum(-1).view(-1, K), mask.sum(-1).view(-1, K)
+
+
+def sequence_logps(model, tokenizer, pairs: list[PreferencePair], temperature: float = 1.0):
+    """Summed log-probs of chosen and rejected ([B] each) and their token counts: a pair is a list of two."""
+    logps, lengths = list_logps(model, tokenizer, [p.prompt for p in pairs], [[p.chosen, p.rejected] for p in pairs],
+                                temperature)
+    return logps[:, 0], logps[:, 1], lengths[:, 0], lengths[:, 1]
 
 
 def win_rate(task, example, response: str, samples: list[str]) -> float:
@@ -80,28 +86,34 @@ class PreferenceTrainer:
         self.ref_cache = self.reference_logps(self.pairs) if self.pairs else None
         return self
 
-    def dataset(self) -> list[PreferencePair]:
-        c = self.config
-        return read_pairs(c.data_path) if c.data_path else task_pairs(self.task, c.pairs, seed=c.seed)
+    def dataset(self) -> list[tuple[str, list[str]]]:
+        """Offline items (prompt, responses best first): pairs, or K-lists for listwise recipes."""
+        c, k = self.config, self.recipe.list_size
+        if k:
+            return task_lists(self.task, c.pairs, k, seed=c.seed)
+        pairs = read_pairs(c.data_path) if c.data_path else task_pairs(self.task, c.pairs, seed=c.seed)
+        return [(p.prompt, [p.chosen, p.rejected]) for p in pairs]
 
-    def reference_logps(self, pairs) -> torch.Tensor:
-        """[N, 2] reference log-probs of every (chosen, rejected), computed once and cached in the run folder."""
+    def item_logps(self, model, items) -> tuple[torch.Tensor, torch.Tensor]:
+        return list_logps(model, self.tokenizer, [p for p, _ in items], [r for _, r in items], self.config.temperature)
+
+    def reference_logps(self, items) -> torch.Tensor:
+        """[N, K] reference log-probs of every offline item, computed once and cached in the run folder."""
         path = self.out / "ref_logps.pt"
         if path.exists():
             cached = torch.load(path)
-            if cached.shape[0] == len(pairs):
+            if cached.shape[0] == len(items):
                 return cached
         with torch.no_grad():
-            rows = [torch.stack(sequence_logps(self.ref, self.tokenizer, pairs[i:i + 256])[:2], -1)
-                    for i in range(0, len(pairs), 256)]
-        cached = torch.cat(rows)
+            cached = torch.cat([self.item_logps(self.ref, items[i:i + 256])[0] for i in range(0, len(items), 256)])
         torch.save(cached, path)
         return cached
 
     # ------------------------------------------------------------------ one step
 
-    def step_pairs(self, step: int) -> tuple[list[PreferencePair], torch.Tensor | None, dict]:
-        """The step's pairs, their reference log-probs ([B, 2]) when cached, and per-pair extras (win rates)."""
+    def step_pairs(self, step: int) -> tuple[list[tuple[str, list[str]]], torch.Tensor | None, dict]:
+        """The step's items (prompt, responses best first), their cached reference log-probs [B, K] (offline),
+        and per-item extras (win rates, rewards)."""
         c = self.config
         rng = random.Random(f"{c.seed}-{step}")
         if not self.recipe.online:
@@ -118,7 +130,7 @@ class PreferenceTrainer:
             pair = pair_from(self.task, e, samples)
             if pair is None or not pair.chosen or not pair.rejected:
                 continue
-            pairs.append(pair)
+            pairs.append((pair.prompt, [pair.chosen, pair.rejected]))
             winrates.append([win_rate(self.task, e, y, samples) for y in (pair.chosen, pair.rejected)])
             rewards.append([self.task.score(y, e) for y in (pair.chosen, pair.rejected)])
         extras = {}
@@ -144,16 +156,20 @@ class PreferenceTrainer:
             return {**row, "time/step": time.perf_counter() - t0}  # online: no prompt separated its samples
         if ref is None:
             with torch.no_grad():
-                ref = torch.stack(sequence_logps(self.ref, self.tokenizer, pairs, c.temperature)[:2], -1)
+                ref = self.item_logps(self.ref, pairs)[0]
         self.model.train()
-        chosen, rejected, chosen_len, rejected_len = sequence_logps(self.model, self.tokenizer, pairs, c.temperature)
-        available = {"chosen_len": chosen_len, "rejected_len": rejected_len, **extras}
+        logps, lengths = self.item_logps(self.model, pairs)
+        available = {"chosen_len": lengths[:, 0], "rejected_len": lengths[:, -1], **extras}
         missing = [name for name in self.recipe.loss_inputs if name not in available]
         if missing:
             raise ValueError(f"recipe {self.recipe.key!r} needs per-pair inputs {missing}, which this data source "
                              "does not provide (JSONL pairs carry no rewards)")
         inputs = {name: available[name] for name in self.recipe.loss_inputs}
-        loss, metrics = self.loss.fn(chosen, rejected, ref[:, 0], ref[:, 1], **self.recipe.loss_kw, **inputs)
+        if self.recipe.list_size:  # listwise: the whole [B, K] list in the "chosen" slots
+            loss, metrics = self.loss.fn(logps, None, ref, None, **self.recipe.loss_kw, **inputs)
+        else:
+            loss, metrics = self.loss.fn(logps[:, 0], logps[:, 1], ref[:, 0], ref[:, 1], **self.recipe.loss_kw,
+                                         **inputs)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip))

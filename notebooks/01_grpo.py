@@ -65,7 +65,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import plotly.graph_objects as go
 import torch
 
-from workbench import registry
 from workbench.train import Trainer, make_config, train
 from workbench.viz import (accuracy_bar, advantage_bars, advantage_explorer, clipping_explorer, entropy_heatmap,
                            surrogate_curves, training_curves)

@@ -39,6 +39,21 @@ def batch_with_mask(rewards, group, mask, **fields) -> RolloutBatch:
     return batch
 
 
+def seeded(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def anchor_mask(B, T, g, holes=False):
+    """Right-padded [B, T] float64 mask with row 0 full length (the reference-agreement tests' layout);
+    `holes` zeroes two interior positions of long rows, like observation tokens in a multi-turn response."""
+    lengths = torch.randint(1, T + 1, (B,), generator=g)
+    lengths[0] = T
+    mask = (torch.arange(T)[None, :] < lengths[:, None]).to(torch.float64)
+    if holes:
+        mask[lengths >= 5, 1:3] = 0.0
+    return mask
+
+
 def random_mask(B, T, generator, min_len=1):
     lengths = torch.randint(min_len, T + 1, (B,), generator=generator)
     return (torch.arange(T)[None, :] < lengths[:, None]).double()

@@ -29,28 +29,16 @@ import pytest
 import torch
 
 from tests import reference_formulas as ref
-from tests.helpers import assert_agree, batch_with_mask
+from tests.helpers import AGREE_TOL, anchor_mask as _mask, assert_agree, seeded as _gen, batch_with_mask
 from workbench import kl, ops, registry
-from workbench.batch import RolloutBatch
 from workbench.regularizers.kl_penalty import AdaptiveKLController, kl_in_loss, kl_in_reward
 from workbench.rewards.shaping import soft_overlong
 
 F64 = torch.float64
-TOL = dict(rtol=1e-6, atol=1e-6)
+TOL = AGREE_TOL
 
 
 # ---------------------------------------------------------------------------------------------- inputs
-
-
-def _gen(seed):
-    return torch.Generator().manual_seed(seed)
-
-
-def _mask(B, T, g):
-    """Right-padded [B, T] float64 mask, row 0 full length, every row >= 1 token."""
-    lengths = torch.randint(1, T + 1, (B,), generator=g)
-    lengths[0] = T
-    return (torch.arange(T)[None, :] < lengths[:, None]).to(F64)
 
 
 _batch = batch_with_mask

@@ -18,7 +18,7 @@ import warnings
 import pytest
 import torch
 
-from tests.helpers import assert_agree
+from tests.helpers import AGREE_TOL, anchor_mask as _mask, assert_agree, seeded as _gen
 
 trl = pytest.importorskip("trl", reason="TRL reference not installed; `make install` installs the `refs` extra")
 
@@ -36,18 +36,8 @@ from workbench.batch import RolloutBatch  # noqa: E402
 from workbench.regularizers.kl_penalty import kl_in_loss, kl_in_reward  # noqa: E402
 
 F64 = torch.float64
-TOL = dict(rtol=1e-6, atol=1e-6)
+TOL = AGREE_TOL
 TOL_F32 = dict(rtol=1e-5, atol=1e-5)
-
-
-def _gen(seed):
-    return torch.Generator().manual_seed(seed)
-
-
-def _mask(B, T, g):
-    lengths = torch.randint(1, T + 1, (B,), generator=g)
-    lengths[0] = T
-    return (torch.arange(T)[None, :] < lengths[:, None]).to(F64)
 
 
 def _policy_case(seed, B=8, T=6, spread=0.3):

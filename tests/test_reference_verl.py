@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.helpers import assert_agree, batch_with_mask
+from tests.helpers import AGREE_TOL, anchor_mask as _mask, assert_agree, seeded as _gen, batch_with_mask
 
 # Skips (naming the missing module: verl itself, or one of its import deps such as ray) when the anchor is
 # absent; `make install` installs it (pip install --no-deps verl==0.9.1 plus its pinned import deps).
@@ -32,30 +32,14 @@ from verl.workers.config.actor import PolicyLossConfig  # noqa: E402
 
 from workbench import kl, ops, registry  # noqa: E402
 from workbench.advantages.gae import gae_returns  # noqa: E402
-from workbench.batch import RolloutBatch  # noqa: E402
 from workbench.regularizers.kl_penalty import AdaptiveKLController, kl_in_reward  # noqa: E402
 
 F64 = torch.float64
-TOL = dict(rtol=1e-6, atol=1e-6)
+TOL = AGREE_TOL
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 
 
 # ---------------------------------------------------------------------------------------------- inputs
-
-
-def _gen(seed):
-    return torch.Generator().manual_seed(seed)
-
-
-def _mask(B, T, g, holes=False):
-    """Right-padded [B, T] float64 mask (row 0 full length); `holes` zeroes two interior positions of long
-    rows, like observation tokens in a multi-turn response."""
-    lengths = torch.randint(1, T + 1, (B,), generator=g)
-    lengths[0] = T
-    mask = (torch.arange(T)[None, :] < lengths[:, None]).to(F64)
-    if holes:
-        mask[lengths >= 5, 1:3] = 0.0
-    return mask
 
 
 _batch = batch_with_mask

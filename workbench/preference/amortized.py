@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from workbench import registry
-from workbench.preference.base import check_pairs, implicit_rewards, preference_metrics
-from workbench.preference.listwise import as_list, check_beta, check_list, pair_loss
+from workbench.preference.base import check_beta, check_pairs, dpo_metrics, implicit_rewards, preference_metrics
+from workbench.preference.listwise import as_list, check_list, pair_loss
 
 # ---------------------------------------------------------------------------------------------- BRAIn
 
@@ -161,8 +161,7 @@ def spo_prefdeg(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, 
     check_pairs(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp)
     logits = (chosen_logp - ref_chosen_logp) - (rejected_logp - ref_rejected_logp)
     base_loss = pair_loss(logits, beta, base).mean()
-    rc, rr = implicit_rewards(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
-    metrics = preference_metrics(rc, rr, chosen_logp, rejected_logp)
+    metrics = dpo_metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
     if degraded_logp is None and ref_degraded_logp is None:
         if lam != 0:
             raise ValueError("spo-prefdeg with lam != 0 needs degraded_logp and ref_degraded_logp [B, D] (log-probs "

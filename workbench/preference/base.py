@@ -11,7 +11,10 @@ rewards/chosen, rewards/rejected, rewards/margins, rewards/accuracies, logps/cho
 """
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 
 
 def check_pairs(*tensors: torch.Tensor | None, names=("chosen_logp", "rejected_logp", "ref_chosen_logp",
@@ -48,3 +51,19 @@ def preference_metrics(chosen_reward, rejected_reward, chosen_logp, rejected_log
             "logps/chosen": float(chosen_logp.detach().mean()),
             "logps/rejected": float(rejected_logp.detach().mean()),
         }
+
+
+def dpo_metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta: float) -> dict[str, float]:
+    """TRL's metrics with the implicit reward beta * (log pi - log ref) of chosen and rejected."""
+    rc, rr = implicit_rewards(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
+    return preference_metrics(rc, rr, chosen_logp, rejected_logp)
+
+
+def check_beta(beta: float, name: str = "beta") -> None:
+    if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {beta!r}")
+
+
+def smoothed_logistic(z: torch.Tensor, label_smoothing=0.0) -> torch.Tensor:
+    """-(1 - eps) log sigma(z) - eps log sigma(-z) per pair: DPO's loss with cDPO label smoothing eps."""
+    return -(1 - label_smoothing) * F.logsigmoid(z) - label_smoothing * F.logsigmoid(-z)

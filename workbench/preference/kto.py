@@ -15,7 +15,7 @@ import warnings
 import torch
 
 from workbench import registry
-from workbench.preference.base import check_pairs, preference_metrics
+from workbench.preference.base import check_beta, check_pairs, preference_metrics
 
 
 def kto_baseline(kl_logp, kl_ref_logp) -> torch.Tensor:
@@ -71,8 +71,7 @@ def kto(chosen_logp=None, rejected_logp=None, ref_chosen_logp=None, ref_rejected
     rewards/margins (when both classes are present); paired form adds rewards/accuracies;
     `kto/desirable_frac`.
     """
-    if not beta > 0:
-        raise ValueError(f"beta must be > 0, got {beta}")
+    check_beta(beta)
     if desirable_weight < 0 or undesirable_weight < 0:
         raise ValueError(f"KTO class weights must be >= 0, got desirable_weight={desirable_weight}, "
                          f"undesirable_weight={undesirable_weight}")

@@ -12,13 +12,12 @@ decreasing). Log-probs are per-sequence sums over response tokens, as everywhere
 """
 from __future__ import annotations
 
-import math
 
 import torch
 import torch.nn.functional as F
 
 from workbench import registry
-from workbench.preference.base import check_pairs, preference_metrics
+from workbench.preference.base import check_beta, check_pairs, preference_metrics, smoothed_logistic
 
 
 def as_list(first: torch.Tensor, rest: torch.Tensor | None = None) -> torch.Tensor:
@@ -50,16 +49,10 @@ def pair_loss(logits: torch.Tensor, beta: float, loss_type: str = "sigmoid",
     ipo (sum convention): (z - 1/(2 beta))^2
     """
     if loss_type == "sigmoid":
-        ls = torch.as_tensor(label_smoothing, dtype=logits.dtype, device=logits.device)
-        return -(1 - ls) * F.logsigmoid(beta * logits) - ls * F.logsigmoid(-beta * logits)
+        return smoothed_logistic(beta * logits, label_smoothing)
     if loss_type == "ipo":
         return (logits - 1 / (2 * beta)) ** 2
     raise ValueError(f"unknown loss_type {loss_type!r}; choose 'sigmoid' (DPO) or 'ipo'")
-
-
-def check_beta(beta: float, name: str = "beta") -> None:
-    if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {beta!r}")
 
 
 # ---------------------------------------------------------------------------------------------- LiPO

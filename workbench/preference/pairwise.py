@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from workbench import registry
-from workbench.preference.base import check_pairs, implicit_rewards, preference_metrics
+from workbench.preference.base import check_beta, check_pairs, dpo_metrics, preference_metrics, smoothed_logistic
 
 
 def response_lengths(chosen_len, rejected_len, like: torch.Tensor, method: str):
@@ -42,19 +42,9 @@ def response_lengths(chosen_len, rejected_len, like: torch.Tensor, method: str):
     return out[0], out[1]
 
 
-def _check_beta(beta: float) -> None:
-    if not beta > 0:
-        raise ValueError(f"beta must be > 0, got {beta}")
-
-
 def _margins(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp):
     check_pairs(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp)
     return chosen_logp - ref_chosen_logp, rejected_logp - ref_rejected_logp
-
-
-def _dpo_metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta):
-    rc, rr = implicit_rewards(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
-    return preference_metrics(rc, rr, chosen_logp, rejected_logp)
 
 
 # ---------------------------------------------------------------------------------------------- dpo
@@ -74,11 +64,11 @@ def dpo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=
     `cdpo-robust`). Metrics: TRL's rewards/* and logps/* (implicit reward β·u), plus `dpo/weight` =
     mean σ(−βΔ), the per-pair gradient weight divided by β.
     """
-    _check_beta(beta)
+    check_beta(beta)
     u_w, u_l = _margins(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp)
     z = beta * (u_w - u_l)
     loss = -F.logsigmoid(z).mean()
-    metrics = _dpo_metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
+    metrics = dpo_metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
     metrics["dpo/weight"] = float(torch.sigmoid(-z.detach()).mean())
     return loss, metrics
 
@@ -107,7 +97,7 @@ def ipo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=
     Metrics: TRL's rewards/* (β·u on summed log-ratios, as TRL logs them), `ipo/margin` = mean h,
     `ipo/target` = 1/(2β).
     """
-    _check_beta(beta)
+    check_beta(beta)
     u_w, u_l = _margins(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp)
     if length_average:
         n_w, n_l = response_lengths(chosen_len, rejected_len, chosen_logp, "ipo(length_average=True)")
@@ -120,7 +110,7 @@ def ipo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=
         h = u_w - u_l
     target = 1.0 / (2.0 * beta)
     loss = ((h - target) ** 2).mean()
-    metrics = _dpo_metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
+    metrics = dpo_metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
     metrics["ipo/margin"] = float(h.detach().mean())
     metrics["ipo/target"] = target
     return loss, metrics
@@ -151,7 +141,7 @@ def cdpo_robust(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, 
     Metrics: TRL's rewards/*, `cdpo/weight` = mean of −∂L/∂(βΔ) (cdpo: (1−ε)σ(−βΔ) − εσ(βΔ); rdpo:
     [(1−ε)σ(−βΔ) + εσ(βΔ)]/(1−2ε)).
     """
-    _check_beta(beta)
+    check_beta(beta)
     eps = float(label_smoothing)
     if form not in CDPO_FORMS:
         raise ValueError(f"cdpo-robust form must be one of {CDPO_FORMS} ('cdpo' label smoothing, 'rdpo' TRL "
@@ -164,12 +154,12 @@ def cdpo_robust(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, 
     u_w, u_l = _margins(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp)
     z = beta * (u_w - u_l)
     if form == "cdpo":
-        per_pair = -(1 - eps) * F.logsigmoid(z) - eps * F.logsigmoid(-z)
+        per_pair = smoothed_logistic(z, eps)
         weight = (1 - eps) * torch.sigmoid(-z.detach()) - eps * torch.sigmoid(z.detach())
     else:
         per_pair = (-(1 - eps) * F.logsigmoid(z) + eps * F.logsigmoid(-z)) / (1 - 2 * eps)
         weight = ((1 - eps) * torch.sigmoid(-z.detach()) + eps * torch.sigmoid(z.detach())) / (1 - 2 * eps)
-    metrics = _dpo_metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
+    metrics = dpo_metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
     metrics["cdpo/weight"] = float(weight.mean())
     return per_pair.mean(), metrics
 
@@ -193,7 +183,7 @@ def hinge(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, bet
     loss). Metrics: TRL's rewards/* (β·u), `hinge/active` = fraction of pairs below the margin (the only
     ones with a gradient).
     """
-    _check_beta(beta)
+    check_beta(beta)
     if (ref_chosen_logp is None) != (ref_rejected_logp is None):
         raise ValueError("hinge needs both reference log-probs or neither (reference-free SLiC)")
     if ref_chosen_logp is None:
@@ -202,7 +192,7 @@ def hinge(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, bet
     delta = u_w - u_l
     slack = 1 - beta * delta if margin is None else margin - delta
     per_pair = torch.relu(slack)
-    metrics = _dpo_metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
+    metrics = dpo_metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
     metrics["hinge/active"] = float((slack.detach() > 0).to(delta.dtype).mean())
     return per_pair.mean(), metrics
 
@@ -237,7 +227,7 @@ def simpo(chosen_logp, rejected_logp, ref_chosen_logp=None, ref_rejected_logp=No
     on it, logps/* the summed policy log-probs (inputs), `logps/chosen_avg`, `logps/rejected_avg`,
     `simpo/margin` = mean Δ̄, `simpo/gamma` = γ.
     """
-    _check_beta(beta)
+    check_beta(beta)
     if gamma is not None and gamma_beta_ratio is not None:
         raise ValueError(f"{SIMPO_CONVENTIONS}; got gamma={gamma} together with gamma_beta_ratio="
                          f"{gamma_beta_ratio} (set gamma_beta_ratio=None to use gamma)")
@@ -251,7 +241,7 @@ def simpo(chosen_logp, rejected_logp, ref_chosen_logp=None, ref_rejected_logp=No
     n_w, n_l = response_lengths(chosen_len, rejected_len, chosen_logp, "simpo")
     avg_w, avg_l = chosen_logp / n_w, rejected_logp / n_l
     z = beta * (avg_w - avg_l) - g
-    per_pair = -(1 - eps) * F.logsigmoid(z) - eps * F.logsigmoid(-z)
+    per_pair = smoothed_logistic(z, eps)
     with torch.no_grad():
         metrics = preference_metrics(beta * avg_w, beta * avg_l, chosen_logp, rejected_logp)
         metrics["logps/chosen_avg"] = float(avg_w.mean())

@@ -19,8 +19,8 @@ from typing import Mapping, Sequence
 import torch
 
 from workbench import kl, ops, registry
-from workbench.preference.base import check_pairs, implicit_rewards, preference_metrics
-from workbench.preference.listwise import check_beta, pair_loss
+from workbench.preference.base import check_beta, check_pairs, dpo_metrics
+from workbench.preference.listwise import pair_loss
 from workbench.regularizers.kl_penalty import kl_in_loss, kl_in_reward
 
 # ---------------------------------------------------------------------------------------------- P3O
@@ -98,8 +98,7 @@ def p3o(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, chose
     else:
         raise ValueError(f"unknown variant {variant!r}; choose 'separate' (P3O-V1) or 'joint' (P3O-V2)")
     loss = per_pair.mean()
-    rc, rr = implicit_rewards(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, 1.0)
-    metrics = preference_metrics(rc, rr, chosen_logp, rejected_logp)
+    metrics = dpo_metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, 1.0)
     metrics.update({"clip/region": float(active.float().mean()), "clip/out_of_band": float(out.float().mean()),
                     "p3o/advantage_abs": float(adv.abs().mean()), "p3o/kl": float(torch.cat([kl1, kl2]).mean())})
     return loss, metrics
@@ -161,8 +160,7 @@ def apo_accelerated(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_lo
         ref_r = extrapolated_reference(ref_rejected_logp, prev_ref_rejected_logp, alpha)
     logits = (chosen_logp - ref_c) - (rejected_logp - ref_r)
     loss = pair_loss(logits, beta, loss_type).mean()
-    rc, rr = implicit_rewards(chosen_logp, rejected_logp, ref_c, ref_r, beta)
-    metrics = preference_metrics(rc, rr, chosen_logp, rejected_logp)
+    metrics = dpo_metrics(chosen_logp, rejected_logp, ref_c, ref_r, beta)
     with torch.no_grad():
         metrics["apo/ref_shift"] = float(torch.cat([(ref_c - ref_chosen_logp).abs(),
                                                     (ref_r - ref_rejected_logp).abs()]).mean())

@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 
 from workbench import registry
-from workbench.preference.base import check_pairs, implicit_rewards, preference_metrics
+from workbench.preference.base import check_pairs, dpo_metrics
 
 SPPO_LOSS_TYPES = ("sppo", "sppo_single", "sppo_hard")
 ONLINE_DPO_LOSS_TYPES = {"sigmoid": "dpo", "ipo": "ipo"}
@@ -63,11 +63,6 @@ def _as_like(x, like: torch.Tensor, name: str, lo: float | None = None, hi: floa
         raise ValueError(f"{name} must lie in [{lo}, {hi}] (a probability); got min {float(t.min())}, "
                          f"max {float(t.max())}")
     return t
-
-
-def _metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta) -> dict[str, float]:
-    rc, rr = implicit_rewards(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
-    return preference_metrics(rc, rr, chosen_logp, rejected_logp)
 
 
 # ---------------------------------------------------------------------------------------------- sppo
@@ -125,7 +120,7 @@ def sppo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta
                              "win rates")
         t_w, t_l = torch.full_like(a, 0.5 * eta), torch.full_like(a, -0.5 * eta)
         per_pair = (a - t_w) ** 2 + (b - t_l) ** 2
-    metrics = _metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
+    metrics = dpo_metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
     metrics["sppo/target_chosen"] = float(t_w.mean())
     metrics["sppo/target_rejected"] = float(t_l.mean())
     return per_pair.mean(), metrics
@@ -185,7 +180,7 @@ def inpo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta
     target = 1.0 / (2.0 * eta)
     per_pair, h = _anchored_regression(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, prev_w,
                                        prev_l, tau / eta, target)
-    metrics = _metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, eta)
+    metrics = dpo_metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, eta)
     metrics["inpo/h"] = float(h.detach().mean())
     metrics["inpo/target"] = target
     return per_pair.mean(), metrics
@@ -219,7 +214,7 @@ def nash_mp(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, b
     target = eta / (2.0 * (1.0 + eta * beta))
     per_pair, h = _anchored_regression(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, prev_w,
                                        prev_l, kappa, target)
-    metrics = _metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
+    metrics = dpo_metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
     metrics["nash_mp/h"] = float(h.detach().mean())
     metrics["nash_mp/target"] = target
     return per_pair.mean(), metrics

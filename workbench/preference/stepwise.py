@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 
 from workbench import registry
-from workbench.preference.base import check_pairs, implicit_rewards, preference_metrics
-from workbench.preference.listwise import check_beta, pair_loss
+from workbench.preference.base import check_beta, check_pairs, dpo_metrics
+from workbench.preference.listwise import pair_loss
 
 # ---------------------------------------------------------------------------------------------- primitives
 
@@ -139,8 +139,7 @@ def mcts_dpo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, 
         raise ValueError("the IPO loss takes no label smoothing; use loss_type='sigmoid' with chosen_q/rejected_q")
     logits = (chosen_logp - ref_chosen_logp) - (rejected_logp - ref_rejected_logp)
     loss = pair_loss(logits, beta, loss_type, eps.to(logits.device)).mean()
-    rc, rr = implicit_rewards(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
-    metrics = preference_metrics(rc, rr, chosen_logp, rejected_logp)
+    metrics = dpo_metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)
     metrics["mcts/label_smoothing"] = float(eps.mean())
     return loss, metrics
 
@@ -185,8 +184,7 @@ def refuel(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, ch
     ratio = (chosen_logp - ref_chosen_logp) - (rejected_logp - ref_rejected_logp)
     reg_diff = ratio - eta * (rw.detach() - rl.detach())
     loss = (reg_diff ** 2).mean()
-    rc, rr = implicit_rewards(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, 1.0)
-    metrics = preference_metrics(rc, rr, chosen_logp, rejected_logp)
+    metrics = dpo_metrics(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, 1.0)
     metrics["refuel/sign_align"] = float((ratio.detach() > 0).float().mean())
     metrics["refuel/reward_gap"] = float((rw - rl).mean())
     return loss, metrics

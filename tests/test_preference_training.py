@@ -130,7 +130,7 @@ def test_pairs_from_a_reward_function():
 def test_a_recipe_needing_rewards_rejects_jsonl_pairs_clearly(tmp_path):
     write_pairs(task_pairs(get_task("addition"), 8), tmp_path / "pairs.jsonl")
     config = make_config("smoke", recipe="refuel", **{**PREF, "steps": 1, "data_path": str(tmp_path / "pairs.jsonl")})
-    with pytest.raises(ValueError, match="needs per-pair inputs"):
+    with pytest.raises(ValueError, match="needs per-item inputs"):
         train(config, tmp_path / "run", progress=False, report=False)
 
 

@@ -59,10 +59,15 @@ class PreferenceRecipe:
     summary: str
     loss: str                       # registered preference objective key
     loss_kw: dict = field(default_factory=dict)
-    loss_inputs: tuple = ()         # extra per-pair inputs passed by name: chosen_len, rejected_len
-    online: bool = False            # pairs from the current policy's samples each step (labelled by the verifier)
-    iteration_steps: int = 0        # > 0: the reference becomes the current policy every this many steps
-    list_size: int = 0              # > 0: listwise, K responses per prompt ranked by the verifier (offline)
+    loss_inputs: tuple = ()         # extra per-item inputs by name, "kw=source" to rename (e.g. "rewards=list_rewards")
+    online: bool = False            # items from the current policy's samples each step (labelled by the verifier)
+    data: str = "pairs"             # offline: pairs | lists | degraded | steps; online: pairs | lists | siblings
+    iteration_steps: int = 0        # > 0: the anchors move (iteration_update) every this many steps
+    iteration_update: str = "ref"   # "ref": π_ref ← π; "prev": π_t ← π, π_ref fixed; "momentum": π̂_{t-1} ← π_ref ← π
+    list_size: int = 0              # K responses per prompt for data="lists" (ranked by the verifier)
+    degrade_fractions: tuple = (1 / 3, 2 / 3)  # data="degraded": share of the chosen answer's digits removed per copy
+    step_chars: int = 0             # step-level data: characters per reasoning step
+    rollouts_per_state: int = 4     # step-level data: continuations per state for the Monte Carlo value V̂(s)
 
     def components(self) -> list[tuple[str, str]]:
         return [("preference", self.loss)]
@@ -276,4 +281,59 @@ define(PreferenceRecipe(
     key="lipo", title="LiPO: Listwise Preference Optimization through Learning-to-Rank",
     summary="Listwise: K = 4 responses per prompt ranked by the verifier (and length), LambdaLoss-weighted "
             "pairwise logistic terms.",
-    loss="lipo", loss_kw={"beta": 0.1}, list_size=4))
+    loss="lipo", loss_kw={"beta": 0.1}, data="lists", list_size=4))
+
+define(PreferenceRecipe(
+    key="inpo", title="Iterative Nash Policy Optimization: Aligning LLMs with General Preferences via No-Regret Learning",
+    summary="Online mirror descent on the preference game: IPO-style regression anchored at the geometric mixture "
+            "of the fixed reference and the previous iterate pi_t, which moves to the policy every 5 steps.",
+    loss="inpo", loss_kw={"beta": 0.1, "tau": 0.03}, loss_inputs=("prev_chosen_logp", "prev_rejected_logp"),
+    online=True, iteration_steps=5, iteration_update="prev"))
+
+define(PreferenceRecipe(
+    key="nash-mp", title="Accelerating Nash Learning from Human Feedback via Mirror Prox",
+    summary="Mirror-prox steps of the regularized preference game: pairs from the moving iterate (the opponent), "
+            "prox centre pi^k = the previous iterate, updated every 5 steps; fixed reference.",
+    loss="nash-mp", loss_kw={"beta": 0.1, "eta": 5.0}, loss_inputs=("prev_chosen_logp", "prev_rejected_logp"),
+    online=True, iteration_steps=5, iteration_update="prev"))
+
+define(PreferenceRecipe(
+    key="apo-accelerated", title="Accelerated Preference Optimization for Large Language Model Alignment",
+    summary="Iterative DPO with Nesterov momentum: every 5 steps the reference becomes the policy, and DPO is "
+            "taken against (1 + alpha) log pi^_t - alpha log pi^_{t-1} (alpha = 0.3).",
+    loss="apo-accelerated", loss_kw={"beta": 0.1, "alpha": 0.3},
+    loss_inputs=("prev_ref_chosen_logp=prev_chosen_logp", "prev_ref_rejected_logp=prev_rejected_logp"),
+    online=True, iteration_steps=5, iteration_update="momentum"))
+
+define(PreferenceRecipe(
+    key="brain", title="BRAIn: Bayesian Reward-conditioned Amortized Inference for natural language generation "
+                       "from feedback",
+    summary="K = 4 policy samples per prompt; distil the reward-conditioned posterior pi_ref(y) sigma((r - r0)/beta) "
+            "into the policy by self-normalised importance weights (verifier rewards, beta = 0.25).",
+    loss="brain", loss_kw={"beta": 0.25}, loss_inputs=("rewards=list_rewards",), online=True, data="lists",
+    list_size=4))
+
+define(PreferenceRecipe(
+    key="spo-prefdeg", title="Self-supervised Preference Optimization: Enhance Your Language Model with Preference "
+                             "Degree Awareness",
+    summary="DPO plus a ranking loss over copies of the chosen answer with 1/3 and 2/3 of its digits removed "
+            "(the key content), lambda = 0.1.",
+    loss="spo-prefdeg", loss_kw={"beta": 0.1, "lam": 0.1}, loss_inputs=("degraded_logp", "ref_degraded_logp"),
+    data="degraded"))
+
+define(PreferenceRecipe(
+    key="mcts-dpo", title="Monte Carlo Tree Search Boosts Reasoning via Iterative Preference Learning",
+    summary="Step-level DPO on sibling steps: from a random step boundary of a sampled answer, G next steps "
+            "(2 characters) valued by 4 rollouts each; best vs worst sibling, summed from the branching point. The "
+            "values' conservative label smoothing is off: on [0, 1] values it is q_w/(1+q_w), 0.5 (no gradient) "
+            "for a surely correct step.",
+    loss="mcts-dpo", loss_kw={"beta": 0.1}, online=True, data="siblings", step_chars=2, rollouts_per_state=4))
+
+define(PreferenceRecipe(
+    key="direct-advantage-po",
+    title="Improving Multi-Step Reasoning Abilities of Large Language Models with Direct Advantage Policy "
+          "Optimization",
+    summary="Offline step-level regression of beta log(pi/pi_ref) of each 2-character step of a reference sample "
+            "onto its advantage V(s+a) - V(s), values from 4 Monte Carlo rollouts per state.",
+    loss="direct-advantage-po", loss_kw={"beta": 0.1}, loss_inputs=("advantages",), data="steps", step_chars=2,
+    rollouts_per_state=4))

@@ -47,9 +47,15 @@ def policy_forward(model, prompt_ids, prompt_mask, response_ids, mask, temperatu
     return logp, entropy, hidden
 
 
-def encode_responses(tokenizer, texts: list[str], device=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded token ids of `texts` followed by EOS, and their mask: [B, T] each (teacher forcing)."""
-    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for t in texts]
+def encode_responses(tokenizer, texts: list[str], device=None, eos: list[bool] | None = None,
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded token ids of `texts`, each followed by EOS (unless `eos[i]` is False: a partial response,
+    e.g. one reasoning step), and their mask: [B, T] each (teacher forcing)."""
+    eos = [True] * len(texts) if eos is None else eos
+    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] * bool(end)
+           for t, end in zip(texts, eos, strict=True)]
+    if not all(ids):
+        raise ValueError("an empty partial response (eos=False, no text) has no token to score")
     width = max(len(row) for row in ids)
     out = torch.full((len(ids), width), tokenizer.pad_token_id, dtype=torch.long)
     mask = torch.zeros(len(ids), width)

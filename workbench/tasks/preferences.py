@@ -11,6 +11,9 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import torch
+
+from workbench.preference.amortized import degrade_response
 from workbench.tasks.base import Example, Task
 
 DIGITS = "0123456789"
@@ -75,6 +78,23 @@ def task_lists(task: Task, n: int, k: int, seed: int = 0) -> list[tuple[str, lis
         while len(candidates) < k:
             candidates.add(corrupt(rng.choice(sorted(candidates)), rng))
         out.append((example.prompt, rank(task, example, sorted(candidates))))
+    return out
+
+
+def degraded_lists(pairs: list[PreferencePair], fractions=(1 / 3, 2 / 3), seed: int = 0,
+                   ) -> list[tuple[str, list[str]]]:
+    """(prompt, [chosen, degraded copies of chosen, rejected]) for SPO's preference-degree loss.
+
+    The copy for fraction f drops round(f · n) of the chosen answer's n digits (the key content of an arithmetic
+    answer, where SPO extracts keywords with RAKE); removals are nested, so higher f is a worse answer.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for p in pairs:
+        codes = torch.tensor([ord(ch) for ch in p.chosen])
+        key = torch.tensor([ch in DIGITS for ch in p.chosen])
+        copies = degrade_response(codes, key, fractions, generator=gen)
+        out.append((p.prompt, [p.chosen, *["".join(map(chr, c.tolist())) for c in copies], p.rejected]))
     return out
 
 

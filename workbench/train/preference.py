@@ -9,6 +9,7 @@ import copy
 import json
 import random
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -18,7 +19,9 @@ from workbench.recipes import get_recipe
 from workbench.rollout import HFEngine, policy_forward
 from workbench.rollout.engine import encode_responses
 from workbench.tasks import get_task
-from workbench.tasks.preferences import PreferencePair, corrupt, pair_from, read_pairs, task_lists, task_pairs
+from workbench.tasks.preferences import (PreferencePair, corrupt, degraded_lists, pair_from, read_pairs, task_lists,
+                                         task_pairs)
+from workbench.tasks.steps import advantage_steps, sibling_pairs
 from workbench.train.checkpoint import latest_checkpoint, load_checkpoint, prepare_run_folder
 from workbench.train.evaluate import greedy_accuracy
 from workbench.models import load_model
@@ -27,14 +30,18 @@ from workbench.train.sft import warm_start
 from workbench.train.steps import run_steps
 
 
-def list_logps(model, tokenizer, prompts: list[str], lists: list[list[str]], temperature: float = 1.0):
-    """Summed response log-probs and token counts of K responses per prompt, [B, K] each, in one forward pass."""
+def list_logps(model, tokenizer, prompts: list[str], lists: list[list[str]], temperature: float = 1.0,
+               ends: list[list[bool]] | None = None):
+    """Summed response log-probs and token counts of K responses per prompt, [B, K] each, in one forward pass.
+
+    `ends[b][k]` False scores a partial response (a reasoning step) without the EOS token."""
     K = len(lists[0])
     if any(len(responses) != K for responses in lists):
         raise ValueError("every list needs the same number of responses")
     device = next(model.parameters()).device
     enc = tokenizer([p for p in prompts for _ in range(K)], return_tensors="pt", padding=True)
-    ids, mask = encode_responses(tokenizer, [r for responses in lists for r in responses], device)
+    ids, mask = encode_responses(tokenizer, [r for responses in lists for r in responses], device,
+                                 eos=None if ends is None else [e for row in ends for e in row])
     logp, _, _ = policy_forward(model, enc["input_ids"].to(device), enc["attention_mask"].to(device), ids, mask,
                                 temperature)
     return (logp * mask).sum(-1).view(-1, K), mask.sum(-1).view(-1, K)
@@ -60,12 +67,58 @@ def held_out_pairs(task, n: int) -> list[PreferencePair]:
     return [PreferencePair(e.prompt, e.target, corrupt(e.target, rng)) for e in task.eval_set(n)]
 
 
+@dataclass
+class Items:
+    """One batch of preference data: per prompt, K responses best first (a pair is K = 2), the partial-step
+    flags of step-level data, and per-item inputs for the loss ([N] or [N, K] tensors, by name)."""
+
+    prompts: list[str]
+    responses: list[list[str]]
+    ends: list[list[bool]] | None = None   # False: a partial step, scored without EOS (None: all complete)
+    inputs: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+    def select(self, idx: list[int]) -> "Items":
+        return Items([self.prompts[i] for i in idx], [self.responses[i] for i in idx],
+                     None if self.ends is None else [self.ends[i] for i in idx],
+                     {k: v[idx] for k, v in self.inputs.items()})
+
+    def to_json(self) -> str:
+        return json.dumps({"prompts": self.prompts, "responses": self.responses, "ends": self.ends,
+                           "inputs": {k: v.tolist() for k, v in self.inputs.items()}})
+
+    @staticmethod
+    def from_json(text: str) -> "Items":
+        d = json.loads(text)
+        return Items(d["prompts"], d["responses"], d["ends"], {k: torch.tensor(v) for k, v in d["inputs"].items()})
+
+
+def pair_items(pairs: list[PreferencePair], inputs: dict | None = None) -> Items:
+    return Items([p.prompt for p in pairs], [[p.chosen, p.rejected] for p in pairs], inputs=inputs or {})
+
+
+ITERATION_UPDATES = ("ref", "prev", "momentum")
+
+
 class PreferenceTrainer:
-    """Trains a preference recipe (see `workbench.recipes.PREFERENCE_RECIPES`)."""
+    """Trains a preference recipe (see `workbench.recipes.PREFERENCE_RECIPES`).
+
+    Models: the policy, the reference π_ref and, for recipes anchored at an earlier iterate, `prev`. Every
+    `iteration_steps` steps the recipe's `iteration_update` moves them: "ref" π_ref ← π (SPPO, iterative DPO),
+    "prev" π_t ← π with π_ref fixed (INPO, Nash-MP), "momentum" π̂_{t−1} ← π_ref ← π (APO).
+    """
 
     def __init__(self, config, out, progress: bool = True, callback=None):
         self.config, self.out, self.progress, self.callback = config, Path(out), progress, callback
         self.recipe = get_recipe(config.recipe)
+        if self.recipe.iteration_update not in ITERATION_UPDATES:
+            raise ValueError(f"recipe {self.recipe.key!r}: iteration_update must be one of {ITERATION_UPDATES}, "
+                             f"got {self.recipe.iteration_update!r}")
+        if any("prev_" in spec for spec in self.recipe.loss_inputs) and self.recipe.iteration_update == "ref":
+            raise ValueError(f"recipe {self.recipe.key!r} asks for prev_* inputs but keeps no previous model "
+                             "(set iteration_update to 'prev' or 'momentum')")
         self.loss = registry.get("preference", self.recipe.loss)
         self.task = get_task(config.task, **config.task_kw)
         self.log = MetricsLog(self.out / "metrics.jsonl")
@@ -80,96 +133,155 @@ class PreferenceTrainer:
         self.model, self.tokenizer = load_model(str(folder) if folder else c.model, dtype=c.dtype,
                                                 device=c.device, seed=c.seed)
         self.ref = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.prev = copy.deepcopy(self.ref) if self.recipe.iteration_update != "ref" else None
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
         self.engine = HFEngine(self.model, self.tokenizer)
-        self.pairs = [] if self.recipe.online else self.dataset()
-        self.ref_cache = self.reference_logps(self.pairs) if self.pairs else None
+        self.items = None if self.recipe.online else self.dataset()
+        self.ref_cache = self.reference_logps(self.items) if self.items is not None else None
         return self
 
-    def dataset(self) -> list[tuple[str, list[str]]]:
-        """Offline items (prompt, responses best first): pairs, or K-lists for listwise recipes."""
-        c, k = self.config, self.recipe.list_size
-        if k:
-            return task_lists(self.task, c.pairs, k, seed=c.seed)
-        pairs = read_pairs(c.data_path) if c.data_path else task_pairs(self.task, c.pairs, seed=c.seed)
-        return [(p.prompt, [p.chosen, p.rejected]) for p in pairs]
+    # ------------------------------------------------------------------ data
 
-    def item_logps(self, model, items) -> tuple[torch.Tensor, torch.Tensor]:
-        return list_logps(model, self.tokenizer, [p for p, _ in items], [r for _, r in items], self.config.temperature)
+    def dataset(self) -> Items:
+        """Offline items, built once and kept in the run folder (items.json) so a resumed run trains on the
+        same data: verified pairs, K-lists, pairs with degraded copies of the chosen answer, or steps."""
+        path = self.out / "items.json"
+        if path.exists():
+            return Items.from_json(path.read_text())
+        c, r = self.config, self.recipe
+        if r.data == "lists":
+            lists = task_lists(self.task, c.pairs, r.list_size, seed=c.seed)
+            items = Items([p for p, _ in lists], [ranked for _, ranked in lists])
+        elif r.data == "steps":
+            torch.manual_seed(c.seed)
+            steps = advantage_steps(self.engine, self.task, self.task.sample(c.pairs, random.Random(f"steps-{c.seed}")),
+                                    step_chars=r.step_chars, k=r.rollouts_per_state, max_new_tokens=c.max_new_tokens,
+                                    temperature=c.temperature)
+            items = Items([s.prompt for s in steps], [[s.step] for s in steps], [[s.final] for s in steps],
+                          {"advantages": torch.tensor([s.advantage for s in steps])})
+        elif c.data_path:
+            items = pair_items(read_pairs(c.data_path))
+        else:
+            pairs = task_pairs(self.task, c.pairs, seed=c.seed)
+            # task pairs are verified-correct ≻ wrong: rewards 1 and 0 (a JSONL file carries none)
+            items = pair_items(pairs, {"chosen_reward": torch.ones(len(pairs)), "rejected_reward": torch.zeros(len(pairs))})
+            if r.data == "degraded":
+                lists = degraded_lists(pairs, r.degrade_fractions, seed=c.seed)
+                items.responses = [ranked for _, ranked in lists]
+        if r.data not in ("pairs", "lists", "degraded", "steps"):
+            raise ValueError(f"recipe {r.key!r}: unknown offline data {r.data!r} (pairs, lists, degraded, steps)")
+        path.write_text(items.to_json())
+        return items
 
-    def reference_logps(self, items) -> torch.Tensor:
+    def online_items(self, step: int) -> Items:
+        """Items sampled from the current policy and labelled by the verifier: best-vs-worst pairs with win
+        rates and rewards, K-lists with rewards, or step-level sibling pairs with their values."""
+        c, r = self.config, self.recipe
+        rng = random.Random(f"{c.seed}-{step}")
+        torch.manual_seed(c.seed * 1_000_003 + step)
+        examples = self.task.sample(c.prompts_per_step, rng)
+        if r.data == "siblings":
+            pairs = sibling_pairs(self.engine, self.task, examples, rng, step_chars=r.step_chars,
+                                  children=c.group_size, k=r.rollouts_per_state, max_new_tokens=c.max_new_tokens,
+                                  temperature=c.temperature)
+            return Items([p[0] for p in pairs], [[p[1], p[2]] for p in pairs], [[p[3], p[4]] for p in pairs],
+                         {"chosen_q": torch.tensor([p[5] for p in pairs]),
+                          "rejected_q": torch.tensor([p[6] for p in pairs])})
+        G = r.list_size if r.data == "lists" else c.group_size
+        gen = self.engine.generate([e.prompt for e in examples], n=G, max_new_tokens=c.max_new_tokens,
+                                   temperature=c.temperature, top_p=c.top_p)
+        groups = [(e, gen.texts[i * G:(i + 1) * G]) for i, e in enumerate(examples)]
+        if r.data == "lists":  # BRAIn: all K samples, each with its reward
+            return Items([e.prompt for e, _ in groups], [samples for _, samples in groups],
+                         inputs={"list_rewards": torch.tensor([self.task.rewards(s, [e] * G) for e, s in groups])})
+        items, winrates, rewards = [], [], []
+        for e, samples in groups:
+            pair = pair_from(self.task, e, samples)
+            if pair is None or not pair.chosen or not pair.rejected:
+                continue
+            items.append(pair)
+            winrates.append([win_rate(self.task, e, y, samples) for y in (pair.chosen, pair.rejected)])
+            rewards.append([self.task.score(y, e) for y in (pair.chosen, pair.rejected)])
+        rates, scores = torch.tensor(winrates).view(-1, 2), torch.tensor(rewards).view(-1, 2)
+        return pair_items(items, {"chosen_winrate": rates[:, 0], "rejected_winrate": rates[:, 1],
+                                  "chosen_reward": scores[:, 0], "rejected_reward": scores[:, 1]})
+
+    def item_logps(self, model, items: Items) -> tuple[torch.Tensor, torch.Tensor]:
+        return list_logps(model, self.tokenizer, items.prompts, items.responses, self.config.temperature, items.ends)
+
+    @torch.no_grad()
+    def frozen_logps(self, model, items: Items) -> torch.Tensor:
+        """[N, K] log-probs under a frozen model, in chunks of 256 items."""
+        return torch.cat([self.item_logps(model, items.select(list(range(i, min(i + 256, len(items))))))[0]
+                          for i in range(0, len(items), 256)])
+
+    def reference_logps(self, items: Items) -> torch.Tensor:
         """[N, K] reference log-probs of every offline item, computed once and cached in the run folder."""
         path = self.out / "ref_logps.pt"
         if path.exists():
             cached = torch.load(path)
             if cached.shape[0] == len(items):
                 return cached
-        with torch.no_grad():
-            cached = torch.cat([self.item_logps(self.ref, items[i:i + 256])[0] for i in range(0, len(items), 256)])
+        cached = self.frozen_logps(self.ref, items)
         torch.save(cached, path)
         return cached
 
     # ------------------------------------------------------------------ one step
 
-    def step_pairs(self, step: int) -> tuple[list[tuple[str, list[str]]], torch.Tensor | None, dict]:
-        """The step's items (prompt, responses best first), their cached reference log-probs [B, K] (offline),
-        and per-item extras (win rates, rewards)."""
-        c = self.config
-        rng = random.Random(f"{c.seed}-{step}")
-        if not self.recipe.online:
-            idx = rng.sample(range(len(self.pairs)), min(c.prompts_per_step, len(self.pairs)))
-            return [self.pairs[i] for i in idx], self.ref_cache[idx], self.pair_rewards(len(idx))
-        torch.manual_seed(c.seed * 1_000_003 + step)
-        examples = self.task.sample(c.prompts_per_step, rng)
-        gen = self.engine.generate([e.prompt for e in examples], n=c.group_size, max_new_tokens=c.max_new_tokens,
-                                   temperature=c.temperature, top_p=c.top_p)
-        G = c.group_size
-        pairs, winrates, rewards = [], [], []
-        for i, e in enumerate(examples):
-            samples = [t for t in gen.texts[i * G:(i + 1) * G]]
-            pair = pair_from(self.task, e, samples)
-            if pair is None or not pair.chosen or not pair.rejected:
-                continue
-            pairs.append((pair.prompt, [pair.chosen, pair.rejected]))
-            winrates.append([win_rate(self.task, e, y, samples) for y in (pair.chosen, pair.rejected)])
-            rewards.append([self.task.score(y, e) for y in (pair.chosen, pair.rejected)])
-        extras = {}
-        if pairs:
-            rates, scores = torch.tensor(winrates), torch.tensor(rewards)
-            extras = {"chosen_winrate": rates[:, 0], "rejected_winrate": rates[:, 1],
-                      "chosen_reward": scores[:, 0], "rejected_reward": scores[:, 1]}
-        return pairs, None, extras
+    def step_items(self, step: int) -> tuple[Items, torch.Tensor | None]:
+        """The step's items and, offline, their cached reference log-probs [B, K]."""
+        if self.recipe.online:
+            return self.online_items(step), None
+        rng = random.Random(f"{self.config.seed}-{step}")
+        idx = rng.sample(range(len(self.items)), min(self.config.prompts_per_step, len(self.items)))
+        return self.items.select(idx), self.ref_cache[idx]
 
-    def pair_rewards(self, n: int) -> dict:
-        """Offline task pairs are verified-correct ≻ wrong: rewards 1 and 0 (a JSONL file carries none)."""
-        if self.config.data_path:
-            return {}
-        return {"chosen_reward": torch.ones(n), "rejected_reward": torch.zeros(n)}
+    def next_iteration(self) -> None:
+        """Move the anchors at an iteration boundary (see the class docstring)."""
+        if self.recipe.iteration_update == "momentum":
+            self.prev.load_state_dict(self.ref.state_dict())
+        anchor = self.prev if self.recipe.iteration_update == "prev" else self.ref
+        anchor.load_state_dict(self.model.state_dict())
+
+    def loss_inputs(self, items: Items, logps, lengths, ref) -> dict:
+        """The recipe's extra loss inputs, by name ("kw=source" renames): lengths, rewards, win rates, values,
+        the previous iterate's log-probs, the degraded copies' log-probs."""
+        available = {"chosen_len": lengths[:, 0], "rejected_len": lengths[:, -1], **items.inputs}
+        if logps.shape[1] > 2:
+            available.update(degraded_logp=logps[:, 1:-1], ref_degraded_logp=ref[:, 1:-1])
+        specs = [(kw, source or kw) for kw, _, source in (spec.partition("=") for spec in self.recipe.loss_inputs)]
+        if any(source.startswith("prev_") for _, source in specs):
+            prev = self.frozen_logps(self.prev, items)
+            available.update(prev_chosen_logp=prev[:, 0], prev_rejected_logp=prev[:, -1])
+        missing = [source for _, source in specs if source not in available]
+        if missing:
+            raise ValueError(f"recipe {self.recipe.key!r} needs per-item inputs {missing}, which this data source "
+                             "does not provide (JSONL pairs carry no rewards)")
+        return {kw: available[source] for kw, source in specs}
+
+    def compute_loss(self, logps, ref, inputs: dict):
+        """The registered loss on the recipe's layout: a whole list, one step per item, or a pair (first vs
+        last response)."""
+        fn, kw = self.loss.fn, self.recipe.loss_kw
+        if self.recipe.data == "lists":
+            return fn(logps, None, ref, None, **kw, **inputs)
+        if self.recipe.data == "steps":
+            return fn(logps[:, 0], ref[:, 0], **kw, **inputs)
+        return fn(logps[:, 0], logps[:, -1], ref[:, 0], ref[:, -1], **kw, **inputs)
 
     def step(self, step: int) -> dict:
         c, t0 = self.config, time.perf_counter()
-        if self.recipe.iteration_steps and step % self.recipe.iteration_steps == 0:
-            self.ref.load_state_dict(self.model.state_dict())  # the new iteration's reference pi_t
-        pairs, ref, extras = self.step_pairs(step)
-        row = {"step": step, "pairs": len(pairs)}
-        if not pairs:
+        if self.recipe.iteration_steps and step % self.recipe.iteration_steps == 0 and step > 0:
+            self.next_iteration()
+        items, ref = self.step_items(step)
+        row = {"step": step, "pairs": len(items)}
+        if not len(items):
             return {**row, "time/step": time.perf_counter() - t0}  # online: no prompt separated its samples
         if ref is None:
-            with torch.no_grad():
-                ref = self.item_logps(self.ref, pairs)[0]
+            ref = self.frozen_logps(self.ref, items)
         self.model.train()
-        logps, lengths = self.item_logps(self.model, pairs)
-        available = {"chosen_len": lengths[:, 0], "rejected_len": lengths[:, -1], **extras}
-        missing = [name for name in self.recipe.loss_inputs if name not in available]
-        if missing:
-            raise ValueError(f"recipe {self.recipe.key!r} needs per-pair inputs {missing}, which this data source "
-                             "does not provide (JSONL pairs carry no rewards)")
-        inputs = {name: available[name] for name in self.recipe.loss_inputs}
-        if self.recipe.list_size:  # listwise: the whole [B, K] list in the "chosen" slots
-            loss, metrics = self.loss.fn(logps, None, ref, None, **self.recipe.loss_kw, **inputs)
-        else:
-            loss, metrics = self.loss.fn(logps[:, 0], logps[:, 1], ref[:, 0], ref[:, 1], **self.recipe.loss_kw,
-                                         **inputs)
+        logps, lengths = self.item_logps(self.model, items)
+        loss, metrics = self.compute_loss(logps, ref, self.loss_inputs(items, logps, lengths, ref))
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip))
@@ -205,11 +317,14 @@ class PreferenceTrainer:
             state = load_checkpoint(ckpt)
             self.model.load_state_dict(state["model"])
             self.ref.load_state_dict(state["ref"])  # iterative recipes move their reference
+            if self.prev is not None:
+                self.prev.load_state_dict(state["prev"])
             self.optimizer.load_state_dict(state["optimizer"])
             start, before = state["step"], state["before"]
             self.log.truncate(start)
         run_steps(self.step, lambda done: {"step": done, "model": self.model.state_dict(), "ref": self.ref.state_dict(),
-                                           "optimizer": self.optimizer.state_dict(), "before": before},
+                                           "optimizer": self.optimizer.state_dict(), "before": before,
+                                           "prev": self.prev.state_dict() if self.prev is not None else None},
                   out=self.out, log=self.log, start=start, config=c, desc=f"{c.recipe} on {c.task}",
                   progress=self.progress, callback=self.callback)
         after = self.evaluate()

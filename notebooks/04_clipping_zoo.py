@@ -57,6 +57,7 @@ task = "countdown"   # the task of the real rollouts in sections 4 and 5
 rl_steps = 3         # rollout batches per setting of mu in section 4
 stale_updates = 6    # policy updates after which the stale batch of section 5 is re-scored
 seed = 0
+runs_dir = "runs"   # where the run folders go (`make run` / `workbench notebook` point it at their folder)
 
 # %%
 import dataclasses
@@ -196,7 +197,7 @@ def record_updates(trainer):
 records, trainers = [], {}
 for mu, (minibatches, epochs) in SETTINGS.items():
     config = make_config(preset, task=task, seed=seed, steps=rl_steps, minibatches=minibatches, ppo_epochs=epochs)
-    out = Path("runs") / f"04_clipping_zoo-mu{mu}-{config.short_hash()}"
+    out = Path(runs_dir) / f"04_clipping_zoo-mu{mu}-{config.short_hash()}"
     trainer = trainers[mu] = Trainer(config, out, progress=False).setup()
     calls = record_updates(trainer)
     for step in range(rl_steps):

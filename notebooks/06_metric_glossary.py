@@ -48,6 +48,7 @@ task = "countdown"
 steps = None         # None: 20 on smoke, the preset's count on full
 eval_every = 10      # also log eval/accuracy every k steps (0: only before and after)
 seed = 0
+runs_dir = "runs"   # where the run folders go (`make run` / `workbench notebook` point it at their folder)
 
 # %%
 import os
@@ -69,7 +70,7 @@ overrides = {"recipe": recipe, "task": task, "seed": seed, "eval_every": eval_ev
 if steps or preset == "smoke":
     overrides["steps"] = steps or 20
 config = make_config(preset, **overrides)  # SFT fields keep the preset's: the warm start is shared with 01
-out = Path("runs") / f"06_metric_glossary-{recipe}-{task.replace(':', '_')}-{config.short_hash()}"
+out = Path(runs_dir) / f"06_metric_glossary-{recipe}-{task.replace(':', '_')}-{config.short_hash()}"
 trainer = Trainer(config, out, progress=False).setup()
 summary = train(config, out, trainer=trainer, progress=False, report=False)  # resumes if already run
 rows = read_rows(out / "metrics.jsonl")

@@ -37,6 +37,7 @@ task = "countdown"
 seeds = 1          # seeds 0..seeds-1 for every recipe
 steps = None       # None: 15 on smoke, the preset's count on full
 seed = 0           # unused here (each run uses its own seed index); kept for the common parameter set
+runs_dir = "runs"   # where the run folders go (`make run` / `workbench notebook` point it at their folder)
 
 # %%
 import os
@@ -66,7 +67,7 @@ for key in recipes:
 # Each (recipe, seed) is its own resumable run folder; re-running this cell only finishes what is missing.
 
 # %%
-out = Path("runs") / f"07_compare-{task.replace(':', '_')}-{preset}-{'-'.join(sorted(sets))}".replace("=", "")
+out = Path(runs_dir) / f"07_compare-{task.replace(':', '_')}-{preset}-{'-'.join(sorted(sets))}".replace("=", "")
 result = compare(recipes, task=task, preset=preset, seeds=seeds, out=out, sets=sets, progress=False)
 for key, row in result["recipes"].items():
     print(f"{key:12s} greedy accuracy {row['accuracy_before']:.3f} -> {row['accuracy_after']:.3f}   "

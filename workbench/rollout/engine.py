@@ -65,6 +65,25 @@ def encode_responses(tokenizer, texts: list[str], device=None, eos: list[bool] |
     return out.to(device), mask.to(device)
 
 
+def encode_prompts(tokenizer, prompts: list[str], device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded prompt ids and mask [B, P]. A tokenizer loaded with `chat_template=True` wraps each prompt
+    as one user turn of its chat template, with the assistant's generation prompt (instruct models)."""
+    chat = getattr(tokenizer, "use_chat_template", False)
+    if chat:
+        prompts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
+                                                 add_generation_prompt=True) for p in prompts]
+    enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=not chat)
+    return enc["input_ids"].to(device), enc["attention_mask"].to(device)
+
+
+def check_sampling_args(prompts: list[str], temperature: float, greedy: bool) -> None:
+    """The arguments every engine's `generate` rejects, with the same messages."""
+    if not prompts:
+        raise ValueError("generate needs at least one prompt")
+    if temperature <= 0 and not greedy:
+        raise ValueError(f"temperature must be > 0 for sampling, got {temperature} (use greedy=True)")
+
+
 class HFEngine:
     """Generation with transformers' `generate` on the training model itself (weights always in sync)."""
 
@@ -76,16 +95,12 @@ class HFEngine:
         return next(self.model.parameters()).device
 
     def encode(self, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        enc = self.tokenizer(prompts, return_tensors="pt", padding=True)
-        return enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
+        return encode_prompts(self.tokenizer, prompts, self.device)
 
     @torch.no_grad()
     def generate(self, prompts: list[str], *, n: int = 1, max_new_tokens: int = 16, temperature: float = 1.0,
                  top_p: float = 1.0, greedy: bool = False) -> Generation:
-        if not prompts:
-            raise ValueError("generate needs at least one prompt")
-        if temperature <= 0 and not greedy:
-            raise ValueError(f"temperature must be > 0 for sampling, got {temperature} (use greedy=True)")
+        check_sampling_args(prompts, temperature, greedy)
         rows = [p for p in prompts for _ in range(n)]
         prompt_ids, prompt_mask = self.encode(rows)
         was_training = self.model.training
@@ -113,3 +128,15 @@ class HFEngine:
 
     def load_weights(self, state_dict) -> None:
         """HF generate runs on the training model itself, so there is nothing to push."""
+
+
+def make_engine(config, model, tokenizer):
+    """The rollout engine `config.engine` names: "hf" (generate on the training model) or "vllm"."""
+    if config.engine == "hf":
+        return HFEngine(model, tokenizer)
+    if config.engine == "vllm":
+        from workbench.rollout.vllm_engine import VLLMEngine
+
+        return VLLMEngine(model, tokenizer, kv_cache_mb=config.vllm_kv_cache_mb,
+                          max_model_len=config.vllm_max_model_len, seed=config.seed)
+    raise ValueError(f"unknown engine {config.engine!r}; choose 'hf' or 'vllm'")

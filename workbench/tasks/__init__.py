@@ -3,12 +3,14 @@
     get_task("addition", digits=3)
     get_task("countdown")
     get_task("reasoning_gym:leg_counting", size=200)   # needs `pip install reasoning-gym`
+    get_task("file:data/train.jsonl", verifier="math")  # needs `pip install datasets math-verify`
 """
 from __future__ import annotations
 
 from workbench.tasks.addition import AdditionTask
 from workbench.tasks.base import Example, Task
 from workbench.tasks.countdown import CountdownTask
+from workbench.tasks.dataset import FILE_PREFIX, file_task  # datasets / math-verify are imported on use
 
 TASKS: dict[str, type[Task]] = {"addition": AdditionTask, "countdown": CountdownTask}
 REASONING_GYM_PREFIX = "reasoning_gym:"
@@ -27,7 +29,9 @@ def get_task(spec: str, **kwargs) -> Task:
         from workbench.tasks.reasoning_gym import ReasoningGymTask  # optional dependency
 
         return ReasoningGymTask(spec[len(REASONING_GYM_PREFIX):], **kwargs)
+    if spec.startswith(FILE_PREFIX):
+        return file_task(spec[len(FILE_PREFIX):], **kwargs)
     if spec not in TASKS:
-        valid = ", ".join(task_names() + [REASONING_GYM_PREFIX + "<dataset>"])
+        valid = ", ".join(task_names() + [REASONING_GYM_PREFIX + "<dataset>", FILE_PREFIX + "<path>"])
         raise ValueError(f"unknown task {spec!r}; valid names: {valid}")
     return TASKS[spec](**kwargs)

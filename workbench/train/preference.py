@@ -16,15 +16,15 @@ import torch
 
 from workbench import registry
 from workbench.recipes import get_recipe
-from workbench.rollout import HFEngine, policy_forward
-from workbench.rollout.engine import encode_responses
+from workbench.rollout import make_engine, merged_state_dict, policy_forward
+from workbench.rollout.engine import encode_prompts, encode_responses
 from workbench.tasks import get_task
 from workbench.tasks.preferences import (PreferencePair, corrupt, degraded_lists, pair_from, read_pairs, task_lists,
                                          task_pairs)
 from workbench.tasks.steps import advantage_steps, sibling_pairs
 from workbench.train.checkpoint import latest_checkpoint, load_checkpoint, prepare_run_folder
 from workbench.train.evaluate import greedy_accuracy
-from workbench.models import load_model
+from workbench.models import add_lora, checkpoint_state, frozen_reference, load_checkpoint_state, load_model
 from workbench.train.metrics import MetricsLog, read_rows
 from workbench.train.sft import warm_start
 from workbench.train.steps import run_steps
@@ -39,11 +39,10 @@ def list_logps(model, tokenizer, prompts: list[str], lists: list[list[str]], tem
     if any(len(responses) != K for responses in lists):
         raise ValueError("every list needs the same number of responses")
     device = next(model.parameters()).device
-    enc = tokenizer([p for p in prompts for _ in range(K)], return_tensors="pt", padding=True)
+    prompt_ids, prompt_mask = encode_prompts(tokenizer, [p for p in prompts for _ in range(K)], device)
     ids, mask = encode_responses(tokenizer, [r for responses in lists for r in responses], device,
                                  eos=None if ends is None else [e for row in ends for e in row])
-    logp, _, _ = policy_forward(model, enc["input_ids"].to(device), enc["attention_mask"].to(device), ids, mask,
-                                temperature)
+    logp, _, _ = policy_forward(model, prompt_ids, prompt_mask, ids, mask, temperature)
     return (logp * mask).sum(-1).view(-1, K), mask.sum(-1).view(-1, K)
 
 
@@ -102,6 +101,11 @@ def pair_items(pairs: list[PreferencePair], inputs: dict | None = None) -> Items
 ITERATION_UPDATES = ("ref", "prev", "momentum")
 
 
+def has_own_weights(model) -> bool:
+    """A reference with weights of its own (a copy, checkpointed), not the adapter-disabled policy."""
+    return isinstance(model, torch.nn.Module)
+
+
 class PreferenceTrainer:
     """Trains a preference recipe (see `workbench.recipes.PREFERENCE_RECIPES`).
 
@@ -130,12 +134,17 @@ class PreferenceTrainer:
         c = self.config
         torch.set_num_threads(c.threads)
         folder = warm_start(c, self.task, progress=self.progress)
-        self.model, self.tokenizer = load_model(str(folder) if folder else c.model, dtype=c.dtype,
-                                                device=c.device, seed=c.seed)
-        self.ref = copy.deepcopy(self.model).eval().requires_grad_(False)
-        self.prev = copy.deepcopy(self.ref) if self.recipe.iteration_update != "ref" else None
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
-        self.engine = HFEngine(self.model, self.tokenizer)
+        self.model, self.tokenizer = load_model(str(folder) if folder else c.model, **c.model_kw())
+        if c.lora_r > 0:
+            self.model = add_lora(self.model, r=c.lora_r, alpha=2 * c.lora_r)
+        r = self.recipe
+        moving_ref = r.iteration_steps and r.iteration_update in ("ref", "momentum")
+        # a reference that moves to the policy needs its own weights; a fixed one under LoRA is the base itself
+        self.ref = copy.deepcopy(self.model).eval().requires_grad_(False) if moving_ref else frozen_reference(self.model)
+        self.prev = copy.deepcopy(self.model).eval().requires_grad_(False) if r.iteration_update != "ref" else None
+        self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=c.lr,
+                                           weight_decay=c.weight_decay)
+        self.engine = make_engine(c, self.model, self.tokenizer)  # samples online items and step data
         self.items = None if self.recipe.online else self.dataset()
         self.ref_cache = self.reference_logps(self.items) if self.items is not None else None
         return self
@@ -286,6 +295,8 @@ class PreferenceTrainer:
         loss.backward()
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip))
         self.optimizer.step()
+        if self.recipe.online:  # a separate engine (vLLM) samples the next step's items with the new weights
+            self.engine.load_weights(merged_state_dict(self.model))
         return {**row, "loss/preference": loss.item(), **metrics, "grad_norm": grad_norm,
                 "time/step": time.perf_counter() - t0}
 
@@ -315,16 +326,19 @@ class PreferenceTrainer:
                 self.log.truncate(0)
         else:
             state = load_checkpoint(ckpt)
-            self.model.load_state_dict(state["model"])
-            self.ref.load_state_dict(state["ref"])  # iterative recipes move their reference
+            load_checkpoint_state(self.model, state["model"])
+            if state["ref"] is not None:
+                load_checkpoint_state(self.ref, state["ref"])  # iterative recipes move their reference
             if self.prev is not None:
-                self.prev.load_state_dict(state["prev"])
+                load_checkpoint_state(self.prev, state["prev"])
             self.optimizer.load_state_dict(state["optimizer"])
+            self.engine.load_weights(merged_state_dict(self.model))  # a separate engine still holds the start
             start, before = state["step"], state["before"]
             self.log.truncate(start)
-        run_steps(self.step, lambda done: {"step": done, "model": self.model.state_dict(), "ref": self.ref.state_dict(),
+        run_steps(self.step, lambda done: {"step": done, "model": checkpoint_state(self.model),
+                                           "ref": checkpoint_state(self.ref) if has_own_weights(self.ref) else None,
                                            "optimizer": self.optimizer.state_dict(), "before": before,
-                                           "prev": self.prev.state_dict() if self.prev is not None else None},
+                                           "prev": checkpoint_state(self.prev) if self.prev is not None else None},
                   out=self.out, log=self.log, start=start, config=c, desc=f"{c.recipe} on {c.task}",
                   progress=self.progress, callback=self.callback)
         after = self.evaluate()

@@ -17,15 +17,18 @@ import torch
 from workbench import ops, registry
 from workbench.advantages.group import group_stats
 from workbench.batch import RolloutBatch
-from workbench.models import add_lora, load_model
+from workbench.models import add_lora, checkpoint_state, frozen_reference, load_checkpoint_state, load_model
+from workbench.preference.proximal import soup_model
+from workbench.preference.selfplay import preferences_from_scores
 from workbench.recipes import Recipe, get_recipe
 from workbench.regularizers.entropy import entropy_bonus
 from workbench.regularizers.kl_penalty import AdaptiveKLController, kl_in_loss, kl_in_reward
 from workbench.regularizers.masks import fill_groups
-from workbench.rollout import HFEngine, policy_forward, sample_groups
+from workbench.rollout import make_engine, merged_state_dict, policy_forward, sample_groups
 from workbench.tasks import get_task
 from workbench.train.checkpoint import latest_checkpoint, load_checkpoint, prepare_run_folder
 from workbench.train.config import RunConfig
+from workbench.train.distributed import DataParallel
 from workbench.train.evaluate import greedy_accuracy
 from workbench.train.metrics import MetricsLog, read_rows
 from workbench.train.sft import warm_start
@@ -60,6 +63,21 @@ class ValueHead(torch.nn.Module):
         return self.proj(hidden.float()).squeeze(-1)
 
 
+def mismatch_metrics(old_logp, mu_logp, mask) -> dict:
+    """How far the rollout engine's log-probs (mu) are from the trainer's (old) on the same tokens [B, T].
+
+    ratio = exp(old - mu) is the importance weight that TIS/MiniRL correct with; both are ~0 / ~1 with HF
+    generate (same model, same kernels) and grow with a separate engine (vLLM) or stale weights.
+    """
+    valid = mask > 0
+    diff = torch.where(valid, old_logp - mu_logp, torch.zeros_like(old_logp))  # [B, T], 0 off the mask
+    ratio = torch.where(valid, diff.exp(), torch.zeros_like(diff))
+    return {"mismatch/logp_abs_mean": float(ops.masked_mean(diff.abs(), mask)),
+            "mismatch/logp_abs_max": float(diff.abs().max()),
+            "mismatch/is_ratio_mean": float(ops.masked_mean(ratio, mask)),
+            "mismatch/is_ratio_max": float(ratio.max())}
+
+
 class Trainer:
     """One run folder: config.json, metrics.jsonl, summary.json, checkpoints/, report.html."""
 
@@ -76,39 +94,49 @@ class Trainer:
             raise ValueError(f"recipe {self.recipe.key!r}: unknown aggregation {self.recipe.agg!r}")
         self.task = get_task(config.task, **config.task_kw)
         self.log = MetricsLog(self.out / "metrics.jsonl")
+        self.parallel = DataParallel(config.distributed, config.device)  # one process unless launched with N
 
     # ------------------------------------------------------------------ set-up
 
     def build_models(self) -> None:
         c = self.config
         torch.set_num_threads(c.threads)
-        folder = warm_start(c, self.task, progress=self.progress)
-        self.model, self.tokenizer = load_model(str(folder) if folder else c.model, dtype=c.dtype,
-                                                device=c.device, seed=c.seed)
-        self.ref = None
-        if self.recipe.kl_placement != "none" or c.track_kl:
-            self.ref = copy.deepcopy(self.model).eval().requires_grad_(False)
+        folder = warm_start(c, self.task, progress=self.progress and self.parallel.is_main)
+        self.model, self.tokenizer = load_model(str(folder) if folder else c.model, **c.model_kw())
+        if self.recipe.reference == "soup":
+            self.model = self.soup_of_two_sft_runs()
         if c.lora_r > 0:
             self.model = add_lora(self.model, r=c.lora_r, alpha=2 * c.lora_r)
+        needs_ref = self.recipe.kl_placement != "none" or c.track_kl
+        self.ref = frozen_reference(self.model) if needs_ref else None  # LoRA: the adapter-disabled base
         self.value_head = ValueHead(self.model.config.hidden_size).to(c.device) if self.recipe.critic else None
         params = [p for p in self.model.parameters() if p.requires_grad]
         if self.value_head is not None:
             params += list(self.value_head.parameters())
         self.params = params
         self.optimizer = torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
-        self.engine = HFEngine(self.model, self.tokenizer)
+        self.engine = make_engine(c, self.model, self.tokenizer)
         r = self.recipe
         self.kl_controller = AdaptiveKLController(r.kl_coef, r.kl_target, r.kl_horizon) if r.kl_target else None
         self.shaping = [(registry.get("reward", key).fn, kw) for key, kw in r.reward_shaping]
         self.shaping_state = {i: fn.init_state() for i, (fn, _) in enumerate(self.shaping)
                               if hasattr(fn, "init_state")}  # running statistics, checkpointed
 
+    def soup_of_two_sft_runs(self):
+        """SALSA: the uniform weight average of this config's SFT model and a second one fine-tuned from seed + 1
+        (the policy starts there and the KL reference is that soup). Without SFT the second ingredient is the
+        model loaded with seed + 1: the same checkpoint for a pretrained model (the soup is then that model)."""
+        c = self.config
+        other = warm_start(dataclasses.replace(c, seed=c.seed + 1), self.task, progress=self.progress)
+        second, _ = load_model(str(other) if other else c.model, **{**c.model_kw(), "seed": c.seed + 1})
+        return soup_model([self.model, second]).train().requires_grad_(True)
+
     @property
     def kl_beta(self) -> float:
         return self.kl_controller.beta if self.kl_controller else self.recipe.kl_coef
 
     def state(self, step: int, accuracy_before: float) -> dict:
-        return {"step": step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+        return {"step": step, "model": checkpoint_state(self.model), "optimizer": self.optimizer.state_dict(),
                 "value_head": self.value_head.state_dict() if self.value_head else None,
                 "kl_beta": self.kl_beta, "shaping_state": copy.deepcopy(self.shaping_state),
                 "accuracy_before": accuracy_before}
@@ -116,18 +144,20 @@ class Trainer:
     def restore(self) -> tuple[int, float | None]:
         ckpt = latest_checkpoint(self.out)
         if ckpt is None:
-            if read_rows(self.out / "metrics.jsonl"):
+            if read_rows(self.out / "metrics.jsonl") and self.parallel.is_main:
                 self.log.truncate(0)  # logged steps without a checkpoint are recomputed from scratch
             return 0, None
         state = load_checkpoint(ckpt)
-        self.model.load_state_dict(state["model"])
+        load_checkpoint_state(self.model, state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if self.value_head is not None:
             self.value_head.load_state_dict(state["value_head"])
         if self.kl_controller is not None:
             self.kl_controller.beta = state.get("kl_beta", self.kl_controller.beta)
         self.shaping_state = state.get("shaping_state", self.shaping_state)  # absent in older checkpoints
-        self.log.truncate(state["step"])
+        self.engine.load_weights(merged_state_dict(self.model))  # a separate engine still holds the initial weights
+        if self.parallel.is_main:
+            self.log.truncate(state["step"])
         return state["step"], state["accuracy_before"]
 
     # ------------------------------------------------------------------ one step
@@ -135,10 +165,15 @@ class Trainer:
     def sample(self, step: int, round: int = 0) -> RolloutBatch:
         """Draw prompts for (step, round), sample G responses each, score and shape the rewards."""
         c, recipe = self.config, self.recipe
-        examples = self.task.sample(c.prompts_per_step, random.Random(f"{c.seed}-{step}-{round}"))
+        self.sample_info = {}  # metrics of the reward step (SPO's win-rate statistics)
+        examples = self.parallel.shard(self.task.sample(c.prompts_per_step, random.Random(f"{c.seed}-{step}-{round}")))
         batch = sample_groups(self.engine, self.task, examples, group_size=c.group_size,
                               max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p)
         batch.scores = batch.rewards.clone()
+        if recipe.preference_reward:  # SPO: reward = win rate against the group under the verifier's judgments
+            judge = registry.get("preference", recipe.preference_reward).fn
+            wins, self.sample_info = judge(preferences_from_scores(batch.rewards.view(-1, c.group_size)))
+            batch.rewards = wins.flatten().to(batch.rewards.dtype)
         for i, (fn, kw) in enumerate(self.shaping):
             state = {"state": self.shaping_state[i]} if i in self.shaping_state else {}
             batch.rewards = fn(batch.rewards, batch.lengths, max_len=c.max_new_tokens, **kw, **state)
@@ -165,7 +200,7 @@ class Trainer:
         Sampling metrics (dynamic-sampling rounds, filtered share) are left in `self.rollout_info`.
         """
         c, recipe = self.config, self.recipe
-        torch.manual_seed(c.seed * 1_000_003 + step)
+        torch.manual_seed(c.seed * 1_000_003 + step + 7_919 * self.parallel.rank)
         batch, info = self.sample_informative(step) if recipe.dynamic_sampling_rounds else (self.sample(step), {})
         old_logp, entropy, hidden = policy_forward(
             self.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.mask, c.temperature,
@@ -190,10 +225,11 @@ class Trainer:
             keep = batch.advantages.abs().amax(-1) >= recipe.min_abs_advantage
             batch.mask = batch.mask * keep[:, None].to(batch.mask.dtype)
             info["filtered_frac"] = float(1 - keep.float().mean())
-        self.rollout_info = info
+        self.rollout_info = {**info, **self.sample_info}
         return batch
 
-    def minibatch_loss(self, mb: RolloutBatch, denom: ops.Denominators, step: int = 0):
+    def minibatch_loss(self, mb: RolloutBatch, denom: ops.Denominators, step: int = 0,
+                       value_denom: ops.Denominators | None = None):
         c, recipe = self.config, self.recipe
         logp, entropy, hidden = policy_forward(
             self.model, mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.mask, c.temperature,
@@ -212,24 +248,28 @@ class Trainer:
         if recipe.entropy_coef:
             total = total + entropy_bonus(entropy, mb.mask, coef=recipe.entropy_coef, agg=recipe.agg, denom=denom)
         if self.value_head is not None:
-            v_loss, v_metrics = self.value_loss(self.value_head(hidden), mb, denom)
+            v_loss, v_metrics = self.value_loss(self.value_head(hidden), mb,
+                                                value_denom or ops.Denominators.of(mb.value_mask, denom.norm_constant))
             total = total + recipe.vf_coef * v_loss
             metrics.update(v_metrics)
         metrics["loss/total"] = total.item()
         return total, metrics
 
     def value_loss(self, values, mb: RolloutBatch, denom: ops.Denominators):
-        """Clipped value loss on the recipe's value mask (0 when a minibatch has no critic target)."""
+        """Clipped value loss on the recipe's value mask (0 when a minibatch has no critic target); `denom`
+        counts the value mask's tokens over the optimizer step."""
         if mb.value_mask.sum() == 0:
             return values.sum() * 0, {}
-        denom = ops.Denominators.of(mb.value_mask, norm_constant=denom.norm_constant)
         return registry.get("objective", "value-loss").fn(values, mb.old_values, mb.returns, mb.value_mask,
                                                           agg=self.recipe.agg, denom=denom)
 
     def train_on(self, batch: RolloutBatch, step: int) -> dict:
-        """ppo_epochs passes, each split into `minibatches` optimizer steps; returns mean metrics."""
-        c = self.config
-        if batch.mask.sum() == 0:
+        """ppo_epochs passes, each split into `minibatches` optimizer steps; returns mean metrics.
+
+        Under data parallelism every rank takes the same number of optimizer steps on its shard; losses are
+        divided by the step's global counts and gradients summed, so the update is the one-process update."""
+        c, parallel = self.config, self.parallel
+        if parallel.sum([float(batch.mask.sum())])[0] == 0:
             return {}  # every response masked (e.g. all truncated): nothing to learn from this step
         gen = torch.Generator().manual_seed(c.seed * 7919 + step)
         sums: dict[str, float] = {}
@@ -239,12 +279,16 @@ class Trainer:
             order = torch.randperm(batch.size, generator=gen)
             for idx in order.chunk(c.minibatches):
                 mb = batch.select(idx)
-                if mb.mask.sum() == 0:
+                denom = parallel.denominators(mb.mask, c.max_new_tokens)
+                if denom.num_tokens == 0:
                     continue
-                denom = ops.Denominators.of(mb.mask, norm_constant=mb.size * c.max_new_tokens)
-                loss, metrics = self.minibatch_loss(mb, denom, step)
+                value_denom = parallel.denominators(mb.value_mask, c.max_new_tokens) if self.value_head else None
                 self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
+                metrics = {}
+                if mb.mask.sum() > 0:  # a rank with nothing to learn here still joins the gradient sum
+                    loss, metrics = self.minibatch_loss(mb, denom, step, value_denom)
+                    loss.backward()
+                parallel.sum_gradients(self.params)
                 metrics["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.params, c.grad_clip))
                 self.optimizer.step()
                 for k, v in metrics.items():
@@ -273,6 +317,8 @@ class Trainer:
             row["kl"] = float(ops.masked_mean(
                 registry.get("regularizer", self.recipe.kl_estimator.rstrip("+")).fn(batch.old_logp, batch.ref_logp),
                 valid))
+        if batch.mu_logp is not None:
+            row.update(mismatch_metrics(batch.old_logp, batch.mu_logp, valid))
         return row
 
     def step(self, step: int) -> dict:
@@ -280,6 +326,7 @@ class Trainer:
         batch = self.rollout(step)
         t1 = time.perf_counter()
         train_metrics = self.train_on(batch, step)
+        self.engine.load_weights(merged_state_dict(self.model))  # no-op for HF; vLLM samples the next step with these
         t2 = time.perf_counter()
         tokens = float(batch.mask.sum())
         row = {"step": step, **self.rollout_metrics(batch), **self.rollout_info, **train_metrics,
@@ -303,7 +350,8 @@ class Trainer:
     def setup(self) -> "Trainer":
         """Create/check the run folder and build the models (once)."""
         if not hasattr(self, "model"):
-            prepare_run_folder(self.out, self.config.to_json(), type(self.config)().to_json())
+            if self.parallel.is_main:
+                prepare_run_folder(self.out, self.config.to_json(), type(self.config)().to_json())
             self.build_models()
         return self
 
@@ -316,13 +364,15 @@ class Trainer:
         t_start = time.perf_counter()
         run_steps(self.step, lambda done: self.state(done, accuracy_before), out=self.out, log=self.log,
                   start=start, config=c, desc=f"{c.recipe} on {c.task}", progress=self.progress,
-                  callback=self.callback,
+                  callback=self.callback, main=self.parallel.is_main,
                   postfix=lambda row: {"reward": f"{row['reward/mean']:.2f}", "H": f"{row['entropy']:.2f}"})
         accuracy_after, records = self.evaluate()
         summary = {"recipe": c.recipe, "task": c.task, "model": c.model, "preset": c.preset, "seed": c.seed,
                    "steps": c.steps, "accuracy_before": accuracy_before, "accuracy_after": accuracy_after,
-                   "eval_size": len(records), "train_seconds_this_session": time.perf_counter() - t_start}
-        (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
-        with open(self.out / "eval_after.jsonl", "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in records)
+                   "eval_size": len(records), "train_seconds_this_session": time.perf_counter() - t_start,
+                   "ranks": self.parallel.world}
+        if self.parallel.is_main:
+            (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
+            with open(self.out / "eval_after.jsonl", "w") as f:
+                f.writelines(json.dumps(r) + "\n" for r in records)
         return summary

@@ -20,7 +20,7 @@ def train(config: RunConfig, out: str | Path, progress: bool = True, callback=No
     """Run (or resume) `config` into `out`; writes report.html at the end when `report`."""
     trainer = trainer or make_trainer(config, out, progress=progress, callback=callback)
     summary = trainer.run()
-    if report:
+    if report and getattr(getattr(trainer, "parallel", None), "is_main", True):
         from workbench.viz.report import write_report
 
         summary["report"] = str(write_report(out))

@@ -4,26 +4,24 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import shutil
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
 from workbench import ops
-from workbench.models import load_model, save_model
+from workbench.models import load_model, save_model_atomically
 from workbench.paths import cache_dir
-from workbench.rollout.engine import encode_responses, policy_forward
+from workbench.rollout.engine import encode_prompts, encode_responses, policy_forward
 from workbench.tasks import Task
 
 
 def sft_loss(model, tokenizer, examples) -> torch.Tensor:
     """Mean negative log-likelihood of target + EOS given the prompt, over target tokens."""
-    enc = tokenizer([e.prompt for e in examples], return_tensors="pt", padding=True)
     device = next(model.parameters()).device
+    prompt_ids, prompt_mask = encode_prompts(tokenizer, [e.prompt for e in examples], device)
     target_ids, target_mask = encode_responses(tokenizer, [e.target for e in examples], device)
-    logp, _, _ = policy_forward(model, enc["input_ids"].to(device), enc["attention_mask"].to(device),
-                                target_ids, target_mask)
+    logp, _, _ = policy_forward(model, prompt_ids, prompt_mask, target_ids, target_mask)
     return -ops.masked_mean(logp, target_mask)
 
 
@@ -50,6 +48,8 @@ def warm_start_key(config) -> str:
     spec = {"v": 1, "model": config.model, "task": config.task, "task_kw": config.task_kw,
             "steps": config.sft_steps, "lr": config.sft_lr, "batch": config.sft_batch, "seed": config.seed,
             "dtype": config.dtype}
+    if config.chat_template:  # prompts are formatted differently (only added when on: old keys stay valid)
+        spec["chat_template"] = True
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -61,13 +61,7 @@ def warm_start(config, task: Task, progress: bool = True) -> Path | None:
     if (folder / "config.json").exists():
         return folder
     torch.manual_seed(config.seed)
-    model, tokenizer = load_model(config.model, dtype=config.dtype, device=config.device, seed=config.seed)
+    model, tokenizer = load_model(config.model, **config.model_kw())
     train_sft(model, tokenizer, task, steps=config.sft_steps, lr=config.sft_lr, batch_size=config.sft_batch,
               seed=config.seed, progress=progress)
-    tmp = folder.with_name(folder.name + f".tmp{random.randrange(1 << 30)}")
-    save_model(model, tokenizer, tmp)
-    if (folder / "config.json").exists():  # another process finished first
-        shutil.rmtree(tmp)
-    else:
-        tmp.rename(folder)
-    return folder
+    return save_model_atomically(model, tokenizer, folder)  # another process may have finished first

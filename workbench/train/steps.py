@@ -12,12 +12,16 @@ from workbench.train.metrics import MetricsLog
 
 def run_steps(step_fn: Callable[[int], dict], state_fn: Callable[[int], dict], *, out: Path, log: MetricsLog,
               start: int, config, desc: str, progress: bool = True, callback=None,
-              postfix: Callable[[dict], dict] = lambda row: {}) -> None:
+              postfix: Callable[[dict], dict] = lambda row: {}, main: bool = True) -> None:
     """Run steps start..config.steps-1; after each, append its row, call `callback(row)`, and save
-    `state_fn(steps_done)` every `config.checkpoint_every` steps and at the end."""
-    bar = tqdm(range(start, config.steps), initial=start, total=config.steps, desc=desc, disable=not progress)
+    `state_fn(steps_done)` every `config.checkpoint_every` steps and at the end. Only the `main` process
+    (rank 0 of a data-parallel run) writes the log and the checkpoints."""
+    bar = tqdm(range(start, config.steps), initial=start, total=config.steps, desc=desc,
+               disable=not (progress and main))
     for step in bar:
         row = step_fn(step)
+        if not main:
+            continue
         log.append(row)
         bar.set_postfix(postfix(row))
         if callback is not None:

@@ -54,6 +54,8 @@ run: install
 
 bench: install
 	$(BIN)/python bench/bench_tiny.py
+	$(BIN)/python bench/bench_engines.py
+	$(BIN)/python bench/bench_vs_trl.py
 
 clean:
 	rm -rf $(VENV) runs book/_build book/notebooks book/_vendor

@@ -101,6 +101,21 @@ def test_top_p_logprobs_are_the_renormalized_nucleus(engine):
     assert torch.all(gen.mu_logp >= full - LOGP_TOL) and (gen.mu_logp - full).max() > 0.1
 
 
+def test_stop_strings_cut_responses_as_hf_does():
+    """Greedy decoding with stop strings: vLLM's ids, mask, truncation, texts and log-probs are HF's."""
+    model, tokenizer = build_tiny(seed=1)  # greedy on PROMPTS: "="*12, "="*8 + "U"*4, "==" + "U"*10
+    engine = make_vllm_engine(model.eval(), tokenizer)
+    hf = HFEngine(model, tokenizer)
+    for stop, texts in ((["=U"], ["=" * 12, "=" * 8 + "U", "==U"]), (["UU", "=U", "===="], ["====", "====", "==U"])):
+        ours = engine.generate(PROMPTS, max_new_tokens=12, greedy=True, stop=stop)
+        ref = hf.generate(PROMPTS, max_new_tokens=12, greedy=True, stop=stop)
+        assert ours.texts == ref.texts == texts
+        assert torch.equal(ours.response_ids, ref.response_ids) and torch.equal(ours.mask, ref.mask)
+        assert torch.equal(ours.truncated, ref.truncated) and torch.all(ours.mu_logp[ours.mask == 0] == 0)
+        torch.testing.assert_close(ours.mu_logp, ref.mu_logp, rtol=0, atol=LOGP_TOL)
+    assert ours.response_ids.shape[1] == 4  # vLLM itself stopped every row at its stop string
+
+
 def test_weight_sync_after_an_optimizer_step():
     model, tokenizer = build_tiny(seed=3)
     engine = make_vllm_engine(model, tokenizer)

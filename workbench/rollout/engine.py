@@ -1,9 +1,12 @@
 """The engine protocol (generate, logprobs, load_weights) and its HF `generate` implementation."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
+from tokenizers.decoders import DecodeStream
+from transformers import StoppingCriteria, StoppingCriteriaList
 
 from workbench import ops
 
@@ -14,11 +17,11 @@ class Generation:
 
     prompt_ids: torch.Tensor    # [B, P] left-padded
     prompt_mask: torch.Tensor   # [B, P]
-    response_ids: torch.Tensor  # [B, T] right-padded with pad after EOS
-    mask: torch.Tensor          # [B, T] float, 1 up to and including the first EOS
-    truncated: torch.Tensor     # [B] bool, no EOS within max_new_tokens
-    mu_logp: torch.Tensor       # [B, T] behaviour log-probs reported by the engine
-    texts: list[str]            # decoded responses without special tokens
+    response_ids: torch.Tensor  # [B, T] right-padded with pad after the end (EOS or stop string)
+    mask: torch.Tensor          # [B, T] float, 1 up to and including the first EOS or stop-string token
+    truncated: torch.Tensor     # [B] bool, neither EOS nor stop string within max_new_tokens
+    mu_logp: torch.Tensor       # [B, T] behaviour log-probs reported by the engine (0 off the mask)
+    texts: list[str]            # decoded responses without special tokens, cut right after a stop string
 
 
 def response_mask(response_ids: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -26,6 +29,105 @@ def response_mask(response_ids: torch.Tensor, eos_id: int) -> tuple[torch.Tensor
     is_eos = response_ids == eos_id
     before_eos = (is_eos.long().cumsum(-1) - is_eos.long()) == 0  # no EOS strictly before t
     return before_eos.float(), ~is_eos.any(-1)
+
+
+def check_stop_strings(stop) -> None:
+    """Stop strings must be a list of non-empty strings: an empty one would end every response before it begins
+    (and vLLM rejects it), a bare string would be read as a list of its characters."""
+    if stop is None:
+        return
+    if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) and s for s in stop):
+        raise ValueError(f"stop must be a list of non-empty strings, got {stop!r}")
+
+
+class StopStringScanner:
+    """Decodes one response token by token and says when its text first contains one of the stop strings.
+
+    The text grows by incremental decoding (tokenizers' DecodeStream, as vLLM's detokenizer), so each token costs
+    O(1) instead of re-decoding the prefix, and a character split over several tokens (byte-level BPE) appears
+    only with the token that completes it. A stop string that ends inside a token's text ends at that token.
+    Only the response is decoded (not the prompt): a stop string never spans the prompt/response boundary.
+    """
+
+    def __init__(self, tokenizer, stop: list[str]):
+        self.tokenizer, self.stop = tokenizer, stop
+        self.backend = getattr(tokenizer, "backend_tokenizer", None)  # None: a pure-Python tokenizer
+        self.stream = DecodeStream(skip_special_tokens=True) if self.backend is not None else None
+        self.ids: list[int] = []
+        self.text = ""                 # decoded text of the tokens pushed so far
+        self.end: int | None = None    # once stopped: the character offset right after the first stop string
+
+    def push(self, token_id: int) -> bool:
+        """Append the next token; True from the token that completes the first stop string on."""
+        if self.end is not None:
+            return True
+        self.ids.append(token_id)
+        if self.stream is not None:
+            searched = len(self.text)  # characters already searched, unchanged by the new token
+            self.text += self.stream.step(self.backend, token_id) or ""
+        else:  # no incremental decoder: re-decode the prefix (exact, quadratic in the length), which may rewrite
+            previous = self.text  # its end (an incomplete character decodes to U+FFFD until completed)
+            self.text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+            searched = len(os.path.commonprefix([previous, self.text]))
+        # a new occurrence ends in the new characters; the earliest-ending one wins (as in vLLM)
+        ends = [i + len(s) for s in self.stop if (i := self.text.find(s, max(0, searched - len(s) + 1))) >= 0]
+        if ends:
+            self.end = min(ends)
+        return self.end is not None
+
+
+def first_stop(tokenizer, token_ids: list[int], stop: list[str]) -> tuple[int, str] | None:
+    """(index of the token completing the first stop string, the text cut right after it), or None."""
+    scanner = StopStringScanner(tokenizer, stop)
+    for t, token_id in enumerate(token_ids):
+        if scanner.push(token_id):
+            return t, scanner.text[:scanner.end]
+    return None
+
+
+def apply_stop_strings(tokenizer, response_ids: torch.Tensor, mask: torch.Tensor, truncated: torch.Tensor,
+                       stop: list[str] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[str]]:
+    """End each response at the token that completes its first stop string; pad what the mask drops; decode.
+
+    response_ids [B, T], mask [B, T] (ones then zeros: up to the first EOS / the engine's last token),
+    truncated [B]. Returns new (response_ids, mask, truncated, texts): a stopped row keeps its tokens up to and
+    including the stop token, so the trainer scores exactly what was kept, the rest become pad and are masked
+    out; it counts as finished (truncated False); its text ends right after the stop string, which is kept
+    (vLLM's include_stop_str_in_output=True), even where the stop token decodes to more characters. Every
+    engine ends its `generate` here, so HF and vLLM cut responses identically. Without stop strings this only
+    pads the masked-out tokens and decodes.
+    """
+    mask, truncated, cut_texts = mask.clone(), truncated.clone(), {}
+    if stop:
+        lengths = mask.sum(-1).long().tolist()
+        for i, (row, length) in enumerate(zip(response_ids.tolist(), lengths)):
+            found = first_stop(tokenizer, row[:length], stop)
+            if found is not None:
+                t, cut_texts[i] = found
+                mask[i, t + 1:] = 0
+                truncated[i] = False
+    response_ids = torch.where(mask > 0, response_ids, torch.full_like(response_ids, tokenizer.pad_token_id))
+    texts = tokenizer.batch_decode(response_ids, skip_special_tokens=True)
+    for i, text in cut_texts.items():
+        texts[i] = text
+    return response_ids, mask, truncated, texts
+
+
+class ResponseStopCriteria(StoppingCriteria):
+    """HF `generate` stops a row once its response contains a stop string (saves the tokens after it).
+
+    Decided by the same StopStringScanner as `apply_stop_strings`, so generation never stops a row the
+    post-processing would keep going. transformers' own `stop_strings=` also matches a stop string spanning the
+    prompt's end and the response's start: such a row would stop with no stop string in its response, and its
+    padding would fall inside the mask.
+    """
+
+    def __init__(self, tokenizer, stop: list[str], rows: int):
+        self.scanners = [StopStringScanner(tokenizer, stop) for _ in range(rows)]
+
+    def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
+        newest = input_ids[:, -1].tolist()  # [B] the token just generated (pad once a row has ended)
+        return torch.tensor([s.push(t) for s, t in zip(self.scanners, newest)], device=input_ids.device)
 
 
 def policy_forward(model, prompt_ids, prompt_mask, response_ids, mask, temperature: float = 1.0,
@@ -76,36 +178,47 @@ def encode_prompts(tokenizer, prompts: list[str], device=None) -> tuple[torch.Te
     return enc["input_ids"].to(device), enc["attention_mask"].to(device)
 
 
-def check_sampling_args(prompts: list[str], temperature: float, greedy: bool) -> None:
+def check_sampling_args(prompts: list[str], temperature: float, greedy: bool, stop: list[str] | None = None) -> None:
     """The arguments every engine's `generate` rejects, with the same messages."""
     if not prompts:
         raise ValueError("generate needs at least one prompt")
     if temperature <= 0 and not greedy:
         raise ValueError(f"temperature must be > 0 for sampling, got {temperature} (use greedy=True)")
+    check_stop_strings(stop)
 
 
 class HFEngine:
-    """Generation with transformers' `generate` on the training model itself (weights always in sync)."""
+    """Generation with transformers' `generate` on the training model itself (weights always in sync), or on a
+    separate replica (`separate=True`, e.g. beside an FSDP-sharded policy) that `load_weights` updates."""
 
-    def __init__(self, model, tokenizer):
+    def __init__(self, model, tokenizer, separate: bool = False):
         self.model, self.tokenizer = model, tokenizer
+        self.needs_weights = separate  # does the trainer have to push its weights after each step?
 
     @property
     def device(self):
         return next(self.model.parameters()).device
 
-    def encode(self, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        return encode_prompts(self.tokenizer, prompts, self.device)
+    def encode(self, prompts: list[str], n: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+        """Prompt ids and mask [B·n, P], each prompt tokenized once and repeated n times (rows grouped)."""
+        ids, mask = encode_prompts(self.tokenizer, prompts, self.device)
+        return ids.repeat_interleave(n, dim=0), mask.repeat_interleave(n, dim=0)
 
     @torch.no_grad()
     def generate(self, prompts: list[str], *, n: int = 1, max_new_tokens: int = 16, temperature: float = 1.0,
-                 top_p: float = 1.0, greedy: bool = False) -> Generation:
-        check_sampling_args(prompts, temperature, greedy)
-        rows = [p for p in prompts for _ in range(n)]
-        prompt_ids, prompt_mask = self.encode(rows)
+                 top_p: float = 1.0, greedy: bool = False, stop: list[str] | None = None) -> Generation:
+        """n samples per prompt (rows grouped). A response ends at EOS or at the token completing one of the
+        `stop` strings; the stop string is kept in its text (vLLM's include_stop_str_in_output=True), see
+        `apply_stop_strings`."""
+        check_sampling_args(prompts, temperature, greedy, stop)
+        prompt_ids, prompt_mask = self.encode(prompts, n)  # [B, P], B = len(prompts) · n
+        rows = prompt_ids.shape[0]
         was_training = self.model.training
         self.model.eval()
         sample_kw = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": 0}
+        if stop:  # stop generating once every row has ended; the cut itself is apply_stop_strings'
+            criteria = ResponseStopCriteria(self.tokenizer, stop, rows)
+            sample_kw["stopping_criteria"] = StoppingCriteriaList([criteria])
         out = self.model.generate(
             input_ids=prompt_ids, attention_mask=prompt_mask, do_sample=not greedy,
             max_new_tokens=max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
@@ -114,10 +227,9 @@ class HFEngine:
         self.model.train(was_training)
         response_ids = out.sequences[:, prompt_ids.shape[1]:]
         mask, truncated = response_mask(response_ids, self.tokenizer.eos_token_id)
-        response_ids = torch.where(mask > 0, response_ids, torch.full_like(response_ids, self.tokenizer.pad_token_id))
+        response_ids, mask, truncated, texts = apply_stop_strings(self.tokenizer, response_ids, mask, truncated, stop)
         scores = torch.stack(out.scores, dim=1)  # [B, T, V], already divided by the temperature
         mu_logp = ops.logprobs_from_logits(scores, response_ids) * mask
-        texts = self.tokenizer.batch_decode(response_ids, skip_special_tokens=True)
         return Generation(prompt_ids, prompt_mask, response_ids, mask.to(prompt_ids.device), truncated, mu_logp, texts)
 
     @torch.no_grad()
@@ -127,16 +239,19 @@ class HFEngine:
         return logp * gen.mask
 
     def load_weights(self, state_dict) -> None:
-        """HF generate runs on the training model itself, so there is nothing to push."""
+        """Copy the trainer's full weights into a separate replica; on the training model itself a no-op."""
+        if self.needs_weights:
+            self.model.load_state_dict(state_dict)
 
 
-def make_engine(config, model, tokenizer):
-    """The rollout engine `config.engine` names: "hf" (generate on the training model) or "vllm"."""
+def make_engine(config, model, tokenizer, replica=None):
+    """The rollout engine `config.engine` names: "hf" (generate on the training model, or on `replica` when the
+    training model cannot generate by itself, e.g. FSDP-sharded) or "vllm" (started from `replica or model`)."""
     if config.engine == "hf":
-        return HFEngine(model, tokenizer)
+        return HFEngine(replica, tokenizer, separate=True) if replica is not None else HFEngine(model, tokenizer)
     if config.engine == "vllm":
         from workbench.rollout.vllm_engine import VLLMEngine
 
-        return VLLMEngine(model, tokenizer, kv_cache_mb=config.vllm_kv_cache_mb,
+        return VLLMEngine(model if replica is None else replica, tokenizer, kv_cache_mb=config.vllm_kv_cache_mb,
                           max_model_len=config.vllm_max_model_len, seed=config.seed)
     raise ValueError(f"unknown engine {config.engine!r}; choose 'hf' or 'vllm'")

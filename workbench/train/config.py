@@ -5,6 +5,8 @@ import dataclasses
 import json
 from dataclasses import dataclass, field, fields
 
+from workbench.rollout.engine import check_stop_strings
+
 ENGINES = ("hf", "vllm")  # rollout engines (workbench.rollout.make_engine)
 
 
@@ -22,6 +24,7 @@ class RunConfig:
     max_new_tokens: int = 10          # response budget L_max (truncated beyond)
     temperature: float = 1.0          # sampling temperature (log-probs use the same)
     top_p: float = 1.0                # nucleus sampling
+    stop: list[str] = field(default_factory=list)  # stop strings: a response ends after the first (kept in its text)
     lr: float = 1e-4                  # AdamW learning rate for RL
     weight_decay: float = 0.0         # AdamW weight decay
     ppo_epochs: int = 1               # passes over each rollout batch
@@ -57,6 +60,7 @@ class RunConfig:
         for name in ("vllm_kv_cache_mb", "vllm_max_model_len"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        check_stop_strings(self.stop)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)

@@ -198,7 +198,7 @@ class PreferenceTrainer:
                           "rejected_q": torch.tensor([p[6] for p in pairs])})
         G = r.list_size if r.data == "lists" else c.group_size
         gen = self.engine.generate([e.prompt for e in examples], n=G, max_new_tokens=c.max_new_tokens,
-                                   temperature=c.temperature, top_p=c.top_p)
+                                   temperature=c.temperature, top_p=c.top_p, stop=c.stop or None)
         groups = [(e, gen.texts[i * G:(i + 1) * G]) for i, e in enumerate(examples)]
         if r.data == "lists":  # BRAIn: all K samples, each with its reward
             return Items([e.prompt for e, _ in groups], [samples for _, samples in groups],
@@ -295,7 +295,7 @@ class PreferenceTrainer:
         loss.backward()
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip))
         self.optimizer.step()
-        if self.recipe.online:  # a separate engine (vLLM) samples the next step's items with the new weights
+        if self.engine.needs_weights:  # a separate engine (vLLM) samples the next items with the new weights
             self.engine.load_weights(merged_state_dict(self.model))
         return {**row, "loss/preference": loss.item(), **metrics, "grad_norm": grad_norm,
                 "time/step": time.perf_counter() - t0}
@@ -311,7 +311,7 @@ class PreferenceTrainer:
 
     def evaluate(self) -> dict:
         task_acc, records = greedy_accuracy(self.engine, self.task, self.task.eval_set(self.config.eval_size),
-                                            max_new_tokens=self.config.max_new_tokens)
+                                            max_new_tokens=self.config.max_new_tokens, stop=self.config.stop)
         return {"accuracy": task_acc, "preference_accuracy": self.preference_accuracy(), "records": records}
 
     # ------------------------------------------------------------------ the run
@@ -332,7 +332,8 @@ class PreferenceTrainer:
             if self.prev is not None:
                 load_checkpoint_state(self.prev, state["prev"])
             self.optimizer.load_state_dict(state["optimizer"])
-            self.engine.load_weights(merged_state_dict(self.model))  # a separate engine still holds the start
+            if self.engine.needs_weights:  # a separate engine still holds the start
+                self.engine.load_weights(merged_state_dict(self.model))
             start, before = state["step"], state["before"]
             self.log.truncate(start)
         run_steps(self.step, lambda done: {"step": done, "model": checkpoint_state(self.model),

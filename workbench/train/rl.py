@@ -17,14 +17,14 @@ import torch
 from workbench import ops, registry
 from workbench.advantages.group import group_stats
 from workbench.batch import RolloutBatch
-from workbench.models import add_lora, checkpoint_state, frozen_reference, load_checkpoint_state, load_model
+from workbench.models import add_lora, frozen_reference, load_model
 from workbench.preference.proximal import soup_model
 from workbench.preference.selfplay import preferences_from_scores
 from workbench.recipes import Recipe, get_recipe
 from workbench.regularizers.entropy import entropy_bonus
 from workbench.regularizers.kl_penalty import AdaptiveKLController, kl_in_loss, kl_in_reward
 from workbench.regularizers.masks import fill_groups
-from workbench.rollout import make_engine, merged_state_dict, policy_forward, sample_groups
+from workbench.rollout import make_engine, policy_forward, sample_groups
 from workbench.tasks import get_task
 from workbench.train.checkpoint import latest_checkpoint, load_checkpoint, prepare_run_folder
 from workbench.train.config import RunConfig
@@ -107,16 +107,18 @@ class Trainer:
             self.model = self.soup_of_two_sft_runs()
         if c.lora_r > 0:
             self.model = add_lora(self.model, r=c.lora_r, alpha=2 * c.lora_r)
-        needs_ref = self.recipe.kl_placement != "none" or c.track_kl
+        r = self.recipe
+        kl_term = r.kl_placement != "none" and (r.kl_coef > 0 or r.kl_target is not None)
+        needs_ref = kl_term or c.track_kl  # beta = 0 and no KL logging: skip the reference forward pass
         self.ref = frozen_reference(self.model) if needs_ref else None  # LoRA: the adapter-disabled base
-        self.value_head = ValueHead(self.model.config.hidden_size).to(c.device) if self.recipe.critic else None
+        self.value_head = ValueHead(self.model.config.hidden_size).to(c.device) if r.critic else None
+        replica = self.parallel.wrap(self.model)  # FSDP: shards the policy, returns a full copy to sample from
         params = [p for p in self.model.parameters() if p.requires_grad]
         if self.value_head is not None:
             params += list(self.value_head.parameters())
         self.params = params
         self.optimizer = torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
-        self.engine = make_engine(c, self.model, self.tokenizer)
-        r = self.recipe
+        self.engine = make_engine(c, self.model, self.tokenizer, replica)
         self.kl_controller = AdaptiveKLController(r.kl_coef, r.kl_target, r.kl_horizon) if r.kl_target else None
         self.shaping = [(registry.get("reward", key).fn, kw) for key, kw in r.reward_shaping]
         self.shaping_state = {i: fn.init_state() for i, (fn, _) in enumerate(self.shaping)
@@ -131,12 +133,22 @@ class Trainer:
         second, _ = load_model(str(other) if other else c.model, **{**c.model_kw(), "seed": c.seed + 1})
         return soup_model([self.model, second]).train().requires_grad_(True)
 
+    def trained_modules(self) -> torch.nn.ModuleList:
+        """Everything the optimizer updates, in its parameter order (policy, then value head)."""
+        return torch.nn.ModuleList([self.model] + ([self.value_head] if self.value_head is not None else []))
+
+    def push_weights(self) -> None:
+        """Give a separate rollout engine (vLLM, or the replica beside an FSDP policy) the current weights."""
+        if self.engine.needs_weights:
+            self.engine.load_weights(self.parallel.full_weights(self.model))
+
     @property
     def kl_beta(self) -> float:
         return self.kl_controller.beta if self.kl_controller else self.recipe.kl_coef
 
     def state(self, step: int, accuracy_before: float) -> dict:
-        return {"step": step, "model": checkpoint_state(self.model), "optimizer": self.optimizer.state_dict(),
+        return {"step": step, "model": self.parallel.model_state(self.model),
+                "optimizer": self.parallel.optimizer_state(self.trained_modules(), self.optimizer),
                 "value_head": self.value_head.state_dict() if self.value_head else None,
                 "kl_beta": self.kl_beta, "shaping_state": copy.deepcopy(self.shaping_state),
                 "accuracy_before": accuracy_before}
@@ -148,14 +160,14 @@ class Trainer:
                 self.log.truncate(0)  # logged steps without a checkpoint are recomputed from scratch
             return 0, None
         state = load_checkpoint(ckpt)
-        load_checkpoint_state(self.model, state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.parallel.load_model_state(self.model, state["model"])
+        self.parallel.load_optimizer_state(self.trained_modules(), self.optimizer, state["optimizer"])
         if self.value_head is not None:
             self.value_head.load_state_dict(state["value_head"])
         if self.kl_controller is not None:
             self.kl_controller.beta = state.get("kl_beta", self.kl_controller.beta)
         self.shaping_state = state.get("shaping_state", self.shaping_state)  # absent in older checkpoints
-        self.engine.load_weights(merged_state_dict(self.model))  # a separate engine still holds the initial weights
+        self.push_weights()  # a separate engine still holds the initial weights
         if self.parallel.is_main:
             self.log.truncate(state["step"])
         return state["step"], state["accuracy_before"]
@@ -168,7 +180,8 @@ class Trainer:
         self.sample_info = {}  # metrics of the reward step (SPO's win-rate statistics)
         examples = self.parallel.shard(self.task.sample(c.prompts_per_step, random.Random(f"{c.seed}-{step}-{round}")))
         batch = sample_groups(self.engine, self.task, examples, group_size=c.group_size,
-                              max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p)
+                              max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_p=c.top_p,
+                              stop=c.stop)
         batch.scores = batch.rewards.clone()
         if recipe.preference_reward:  # SPO: reward = win rate against the group under the verifier's judgments
             judge = registry.get("preference", recipe.preference_reward).fn
@@ -179,7 +192,7 @@ class Trainer:
             batch.rewards = fn(batch.rewards, batch.lengths, max_len=c.max_new_tokens, **kw, **state)
         if recipe.baseline_rollout:
             greedy = self.engine.generate([e.prompt for e in examples], max_new_tokens=c.max_new_tokens,
-                                          greedy=True)
+                                          greedy=True, stop=c.stop)
             baseline = torch.tensor(self.task.rewards(greedy.texts, examples), dtype=batch.rewards.dtype)
             batch.baseline_rewards = baseline.repeat_interleave(c.group_size)
         return batch
@@ -241,7 +254,7 @@ class Trainer:
                                           denom=denom, **recipe.objective_kw, **inputs)
         metrics["loss/policy"] = loss.item()
         total = loss
-        if recipe.kl_placement == "loss":
+        if recipe.kl_placement == "loss" and self.kl_beta:
             kl_loss, _ = kl_in_loss(logp, mb.ref_logp, mb.mask, beta=self.kl_beta,
                                     estimator=recipe.kl_estimator, agg=recipe.agg, denom=denom)
             total = total + kl_loss
@@ -287,9 +300,9 @@ class Trainer:
                 metrics = {}
                 if mb.mask.sum() > 0:  # a rank with nothing to learn here still joins the gradient sum
                     loss, metrics = self.minibatch_loss(mb, denom, step, value_denom)
-                    loss.backward()
+                    (loss * parallel.loss_scale).backward()
                 parallel.sum_gradients(self.params)
-                metrics["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.params, c.grad_clip))
+                metrics["grad_norm"] = parallel.clip_grad_norm(self.params, c.grad_clip)
                 self.optimizer.step()
                 for k, v in metrics.items():
                     sums[k] = sums.get(k, 0.0) + v
@@ -326,7 +339,7 @@ class Trainer:
         batch = self.rollout(step)
         t1 = time.perf_counter()
         train_metrics = self.train_on(batch, step)
-        self.engine.load_weights(merged_state_dict(self.model))  # no-op for HF; vLLM samples the next step with these
+        self.push_weights()  # vLLM / an FSDP replica samples the next step with these
         t2 = time.perf_counter()
         tokens = float(batch.mask.sum())
         row = {"step": step, **self.rollout_metrics(batch), **self.rollout_info, **train_metrics,
@@ -343,7 +356,8 @@ class Trainer:
 
     def evaluate(self):
         examples = self.task.eval_set(self.config.eval_size)
-        return greedy_accuracy(self.engine, self.task, examples, max_new_tokens=self.config.max_new_tokens)
+        return greedy_accuracy(self.engine, self.task, examples, max_new_tokens=self.config.max_new_tokens,
+                               stop=self.config.stop)
 
     # ------------------------------------------------------------------ the run
 

@@ -20,11 +20,12 @@ def run_steps(step_fn: Callable[[int], dict], state_fn: Callable[[int], dict], *
                disable=not (progress and main))
     for step in bar:
         row = step_fn(step)
-        if not main:
-            continue
-        log.append(row)
-        bar.set_postfix(postfix(row))
-        if callback is not None:
-            callback(row)
+        if main:
+            log.append(row)
+            bar.set_postfix(postfix(row))
+            if callback is not None:
+                callback(row)
         if (step + 1) % config.checkpoint_every == 0 or step + 1 == config.steps:
-            save_checkpoint(out, step + 1, state_fn(step + 1), config.keep_checkpoints)
+            state = state_fn(step + 1)  # every rank: gathering sharded (FSDP) state is a collective
+            if main:
+                save_checkpoint(out, step + 1, state, config.keep_checkpoints)

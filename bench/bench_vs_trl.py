@@ -1,0 +1,404 @@
+"""One GRPO step of the workbench Trainer vs TRL's GRPOTrainer: same model, task, batch and loss (a table).
+
+    .venv/bin/python bench/bench_vs_trl.py [--prompts 16 --group 8 --max-tokens 32 --steps 5 --warmup 2]
+    .venv/bin/python bench/bench_vs_trl.py --full-length     # EOS suppressed: every row generates max-tokens
+
+What is compared. Both sides start from the same weights (the cached SFT warm start of the smoke preset on
+the task, or `--model random` for the untrained tiny Llama), written once with `save_model` to a temporary
+folder and loaded by each side with `from_pretrained`. Each side runs in its own subprocess (so peak RSS
+belongs to one trainer, and neither sees the other's imports or allocator state), with one torch thread.
+Per step both draw `--prompts` prompts from the task, sample `--group` completions each (temperature 1.0,
+top-p 1, top-k off, at most `--max-tokens` tokens), score them with the task's verifier, and make one PPO
+epoch over the batch in `--minibatches` optimizer steps (AdamW, constant lr, grad-norm clip 1.0).
+
+Loss mapping (ours recipe -> TRL GRPOConfig):
+    grpo     (group z-score, PPO clip 0.2, seq-mean-token-mean)  -> loss_type="grpo",    scale_rewards="group"
+    dr_grpo  (R - mean, PPO clip 0.2, sum / (B_mb * L_max))      -> loss_type="dr_grpo", scale_rewards="none"
+    beta (--beta, default 0) -> ours kl_coef with k3 in the loss; TRL beta (k3 in the loss). Advantage eps 1e-4.
+    ours `minibatches=k` (k optimizer steps per rollout) -> TRL per_device_train_batch_size = B / k,
+    steps_per_generation = k, gradient_accumulation_steps = 1, num_iterations = 1. With k > 1 TRL computes
+    old log-probs in an extra forward pass, as ours always does; with k = 1 TRL skips it.
+    GRPOConfig defaults to gradient_checkpointing=True (and bf16=True): both are turned off here, since ours
+    trains in fp32 without recomputation; `--trl-gradient-checkpointing` restores TRL's default.
+One "step" below is one rollout and all its optimizer steps (k TRL global steps).
+
+How to read the table (mean +- std over the timed steps, after the warm-up steps):
+    step s      wall time of one step (rollout + training, everything the loop does)
+    best s      the fastest step: the least disturbed by other processes on a shared CPU
+    gen s       tokenize + generate + decode (ours: HFEngine.generate, which also takes the behaviour
+                log-probs from the scores; TRL: GRPOTrainer._generate, which also logs length metrics)
+    prep s      the rest of the rollout: rewards, old/ref log-prob passes, advantages
+    train s     step s - rollout: the minibatch loop (forward, loss, backward, clip, optimizer step) and
+                the step's metrics
+    gen tok/s   generated tokens (up to and including EOS) / gen s
+    train tok/s trained response tokens / train s
+    tok/step    generated tokens per step (the sides agree only in distribution, unless --full-length)
+    peak MB     peak RSS of the side's process, mostly imports (TRL pulls in accelerate, datasets, and vLLM
+                when installed); +step MB is the rise during the timed loop over the RSS after warm-up
+The last row is ours / TRL (> 1: ours takes longer, is faster in tok/s, or uses more memory).
+"ours, no-ref" is ours with the frozen reference dropped (`track_kl=False` and, for grpo with beta 0,
+kl_placement "none"): the cost of the reference forward pass that only feeds the logged KL.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SIDES = ("ours", "ours-noref", "trl")
+LABELS = {"ours": "ours", "ours-noref": "ours, no-ref", "trl": "TRL"}
+LOSS_TYPES = {"grpo": ("grpo", "group"), "dr_grpo": ("dr_grpo", "none")}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--prompts", type=int, default=16, help="prompts per step")
+    p.add_argument("--group", type=int, default=8, help="completions per prompt (G)")
+    p.add_argument("--max-tokens", type=int, default=32, help="max completion length")
+    p.add_argument("--steps", type=int, default=5, help="timed steps")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    p.add_argument("--minibatches", type=int, default=2, help="optimizer steps per rollout")
+    p.add_argument("--recipe", choices=sorted(LOSS_TYPES), default="grpo")
+    p.add_argument("--beta", type=float, default=0.0, help="k3 KL coefficient in the loss (both sides)")
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--task", default="addition")
+    p.add_argument("--model", choices=("sft", "random"), default="sft",
+                   help="sft: the smoke preset's cached SFT warm start (trained once if missing); random: tiny init")
+    p.add_argument("--full-length", action="store_true", help="suppress EOS so every completion is max-tokens long")
+    p.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated subset of {SIDES}")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run the sides this many times, interleaved, and pool their steps (evens out CPU contention)")
+    p.add_argument("--trl-gradient-checkpointing", action="store_true",
+                   help="keep GRPOConfig's default gradient_checkpointing=True (ours never recomputes activations)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    # internal: run one side in this process and write its measurements as JSON
+    p.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
+    p.add_argument("--model-dir", help=argparse.SUPPRESS)
+    p.add_argument("--json-out", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if (args.prompts * args.group) % args.minibatches:
+        p.error("prompts * group must be divisible by minibatches")
+    return args
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+def rss_mb() -> float:
+    """Current resident set size of this process."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def timed(fn, into: list):
+    """Wrap `fn` so each call appends (seconds, result) to `into`."""
+    def wrapper(*args, **kwargs):
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        into.append((time.perf_counter() - t0, out))
+        return out
+    return wrapper
+
+
+def mean_std(xs: list[float]) -> tuple[float, float]:
+    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
+
+
+def prepare_model(args, folder: Path) -> tuple[Path, str]:
+    """The weights both sides load: the cached SFT warm start, or the random tiny model saved to `folder`."""
+    from workbench.models import build_tiny, load_model, save_model
+    from workbench.tasks import get_task
+    from workbench.train import make_config
+    from workbench.train.sft import warm_start
+
+    if args.model == "sft":
+        config = make_config("smoke", task=args.task, seed=args.seed)
+        cached = warm_start(config, get_task(args.task), progress=True)
+        model, tokenizer = load_model(str(cached))
+        return save_model(model, tokenizer, folder), f"SFT warm start ({config.sft_steps} steps, smoke preset)"
+    model, tokenizer = build_tiny(seed=args.seed)
+    return save_model(model, tokenizer, folder), "random init (build_tiny)"
+
+
+def raw_steps(step_s, gen_s, rollout_s, tokens, trained, extra: dict) -> dict:
+    """What a side's process reports: per-step lists (timed steps only) and its memory."""
+    return {"step_s": step_s, "gen_s": gen_s, "rollout_s": rollout_s, "tokens": tokens, "trained": trained, **extra}
+
+
+def summarize(runs: list[dict]) -> dict:
+    """Pool the timed steps of one side's runs (rounds) into the table's numbers."""
+    pooled = {key: [x for run in runs for x in run[key]]
+              for key in ("step_s", "gen_s", "rollout_s", "tokens", "trained")}
+    step_s, gen_s, rollout_s = pooled["step_s"], pooled["gen_s"], pooled["rollout_s"]
+    train_s = [s - r for s, r in zip(step_s, rollout_s)]
+    return {
+        **runs[0], "step_s": mean_std(step_s), "gen_s": mean_std(gen_s),
+        "prep_s": mean_std([r - g for r, g in zip(rollout_s, gen_s)]), "train_s": mean_std(train_s),
+        "gen_tok_s": sum(pooled["tokens"]) / sum(gen_s), "train_tok_s": sum(pooled["trained"]) / sum(train_s),
+        "tok_step": statistics.fmean(pooled["tokens"]), "best_step_s": min(step_s),
+        "peak_mb": max(run["peak_mb"] for run in runs), "step_mb": max(run["step_mb"] for run in runs),
+    }
+
+
+# ---------------------------------------------------------------------------------------------- ours
+
+
+def our_config(args, model_dir: str, keep_ref: bool):
+    from workbench.recipes import get_recipe
+    from workbench.train import make_config
+
+    recipe = get_recipe(args.recipe)
+    overrides = {"advantage_kw": {**recipe.advantage_kw, "eps": 1e-4}}  # TRL's std + 1e-4
+    if args.beta:
+        overrides.update(kl_placement="loss", kl_estimator="k3")
+    elif not keep_ref:
+        overrides["kl_placement"] = "none"
+    return make_config(
+        "smoke", recipe=args.recipe, task=args.task, model=model_dir, sft_steps=0, seed=args.seed,
+        prompts_per_step=args.prompts, group_size=args.group, max_new_tokens=args.max_tokens, temperature=1.0,
+        top_p=1.0, lr=args.lr, ppo_epochs=1, minibatches=args.minibatches, grad_clip=1.0, kl_coef=args.beta,
+        entropy_coef=0.0, eval_every=0, threads=args.threads, track_kl=keep_ref, recipe_overrides=overrides)
+
+
+def measure_ours(args, keep_ref: bool = True) -> dict:
+    """Trainer.step (the real loop) with generate, rollout and train_on timed by wrappers."""
+    import torch
+
+    from workbench.train import Trainer
+
+    config = our_config(args, args.model_dir, keep_ref)
+    with tempfile.TemporaryDirectory() as out:
+        trainer = Trainer(config, out, progress=False).setup()
+        if args.full_length:
+            trainer.model.generation_config.suppress_tokens = [trainer.tokenizer.eos_token_id]
+        gens, rollouts = [], []
+        trainer.engine.generate = timed(trainer.engine.generate, gens)
+        trainer.rollout = timed(trainer.rollout, rollouts)
+        for step in range(args.warmup):
+            trainer.step(step)
+        gens.clear()
+        rollouts.clear()
+        setup_rss = rss_mb()
+        step_s = []
+        for step in range(args.warmup, args.warmup + args.steps):
+            t0 = time.perf_counter()
+            trainer.step(step)
+            step_s.append(time.perf_counter() - t0)
+        batches = [b for _, b in rollouts]
+        return raw_steps(
+            step_s, [s for s, _ in gens], [s for s, _ in rollouts],
+            tokens=[float(b.lengths.sum()) for b in batches], trained=[float(b.mask.sum()) for b in batches],
+            extra={"peak_mb": peak_rss_mb(), "step_mb": peak_rss_mb() - setup_rss,
+                   "threads": torch.get_num_threads(), "ref_model": trainer.ref is not None,
+                   "reward": statistics.fmean(float(b.scores.mean()) for b in batches)})
+
+
+# ---------------------------------------------------------------------------------------------- TRL
+
+
+def trl_dataset(args, n: int):
+    """n distinct task prompts with the verifier's fields as columns (TRL passes them to the reward)."""
+    import random
+
+    from datasets import Dataset
+
+    from workbench.tasks import get_task
+
+    examples = get_task(args.task).sample(n, random.Random(f"{args.seed}-trl"))
+    return Dataset.from_dict({"prompt": [e.prompt for e in examples], "answer": [e.answer for e in examples],
+                              "target": [e.target for e in examples]})
+
+
+def measure_trl(args) -> dict:
+    """GRPOTrainer.train for (warmup + steps) * minibatches optimizer steps, timed per rollout.
+
+    TRL 1.16's own profiling (`profiling_context`) reports only to wandb/mlflow/trackio, so a subclass times
+    `_generate` (tokenize, generate, decode) and `_generate_and_score_completions` (the whole rollout), and a
+    callback stamps the end of each optimizer step.
+    """
+    import warnings
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback, TrainerCallback
+
+    warnings.filterwarnings("ignore")
+    import trl
+    from trl import GRPOConfig, GRPOTrainer
+
+    from workbench.models import quiet_local_io
+    from workbench.tasks import Example, get_task
+
+    quiet_local_io()
+    task = get_task(args.task)
+    k, batch = args.minibatches, args.prompts * args.group
+    total = args.warmup + args.steps
+    gens, rollouts, step_ends, setup_rss = [], [], [], []
+
+    class TimedGRPOTrainer(GRPOTrainer):
+        def _generate(self, prompts):
+            return timed(super()._generate, gens)(prompts)
+
+        def _generate_and_score_completions(self, inputs):
+            return timed(super()._generate_and_score_completions, rollouts)(inputs)
+
+    class StepClock(TrainerCallback):
+        def on_train_begin(self, *a, **kw):
+            step_ends.append(time.perf_counter())
+
+        def on_step_end(self, _args, state, *a, **kw):
+            step_ends.append(time.perf_counter())
+            if state.global_step == args.warmup * k:
+                setup_rss.append(rss_mb())  # the timed loop starts here
+
+    def verifier(completions, prompts, answer, target, **_):
+        return [task.score(c, Example(p, a, t)) for c, p, a, t in zip(completions, prompts, answer, target)]
+
+    torch.set_num_threads(args.threads)
+    loss_type, scale_rewards = LOSS_TYPES[args.recipe]
+    tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
+    model = AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=torch.float32)
+    gen_kw = {"suppress_tokens": [tokenizer.eos_token_id]} if args.full_length else None
+    with tempfile.TemporaryDirectory() as out:
+        config = GRPOConfig(
+            output_dir=out, use_cpu=True, report_to="none", save_strategy="no", logging_strategy="no",
+            disable_tqdm=True, seed=args.seed, bf16=False, fp16=False, max_steps=total * k,
+            per_device_train_batch_size=batch // k, gradient_accumulation_steps=1, steps_per_generation=k,
+            num_generations=args.group, num_iterations=1, max_completion_length=args.max_tokens,
+            temperature=1.0, top_p=1.0, top_k=0, generation_kwargs=gen_kw,
+            learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, optim="adamw_torch",
+            weight_decay=0.0, max_grad_norm=1.0, loss_type=loss_type, scale_rewards=scale_rewards,
+            beta=args.beta, epsilon=0.2, mask_truncated_completions=False, dataloader_num_workers=0,
+            gradient_checkpointing=args.trl_gradient_checkpointing)
+        trainer = TimedGRPOTrainer(model=model, reward_funcs=verifier, args=config, processing_class=tokenizer,
+                                   train_dataset=trl_dataset(args, args.prompts * (total + 1)),
+                                   callbacks=[StepClock()])
+        trainer.remove_callback(PrinterCallback)  # it prints the end-of-training metrics dict
+        trainer.train()
+    ends = step_ends[::k]  # train begin, then the end of every k-th optimizer step = the end of a rollout
+    step_s = [b - a for a, b in zip(ends, ends[1:])][args.warmup:]
+    timed_rollouts = rollouts[args.warmup:]
+    tokens = [float(out["completion_mask"].sum()) for _, out in timed_rollouts]
+    return raw_steps(
+        step_s, [s for s, _ in gens[args.warmup:]], [s for s, _ in timed_rollouts], tokens=tokens, trained=tokens,
+        extra={"peak_mb": peak_rss_mb(), "step_mb": peak_rss_mb() - (setup_rss or [rss_mb()])[0],
+               "threads": torch.get_num_threads(), "ref_model": trainer.ref_model is not None,
+               "trl_version": trl.__version__,
+               "old_logp_pass": config.gradient_accumulation_steps % (k * config.num_iterations) != 0})
+
+
+# ---------------------------------------------------------------------------------------------- driver
+
+
+def run_side(args, side: str, model_dir: Path) -> dict:
+    """Run one side in a fresh interpreter and read back its JSON."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        cmd = [sys.executable, __file__, *sys.argv[1:], "--side", side, "--model-dir", str(model_dir),
+               "--json-out", f.name]
+        env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1",
+               "TOKENIZERS_PARALLELISM": "false", "TRL_EXPERIMENTAL_SILENCE": "1"}
+        subprocess.run(cmd, check=True, env=env)
+        return json.loads(Path(f.name).read_text())
+
+
+COLUMNS = (  # key, header, format, ratio format
+    ("step_s", "step s", "{:.3f} ± {:.3f}", "{:.2f}"),
+    ("best_step_s", "best s", "{:.3f}", "{:.2f}"),
+    ("gen_s", "gen s", "{:.3f} ± {:.3f}", "{:.2f}"),
+    ("prep_s", "prep s", "{:.3f} ± {:.3f}", "{:.2f}"),
+    ("train_s", "train s", "{:.3f} ± {:.3f}", "{:.2f}"),
+    ("gen_tok_s", "gen tok/s", "{:.0f}", "{:.2f}"),
+    ("train_tok_s", "train tok/s", "{:.0f}", "{:.2f}"),
+    ("tok_step", "tok/step", "{:.0f}", "{:.2f}"),
+    ("peak_mb", "peak MB", "{:.0f}", "{:.2f}"),
+    ("step_mb", "+step MB", "{:.0f}", "{:.2f}"),
+)
+
+
+def cell(value, fmt: str) -> str:
+    return fmt.format(*value) if isinstance(value, (list, tuple)) else fmt.format(value)
+
+
+def first(value) -> float:
+    return value[0] if isinstance(value, (list, tuple)) else value
+
+
+def print_table(results: dict[str, dict]) -> None:
+    """One row per side, then ours / TRL per metric (means; no ratio for +step MB, often ~0)."""
+    rows = [[LABELS[side]] + [cell(r[k], f) for k, _, f, _ in COLUMNS] for side, r in results.items()]
+    if "trl" in results:
+        trl = results["trl"]
+        for side in [s for s in results if s != "trl"]:
+            rows.append([f"{LABELS[side]} / TRL"] + [
+                "-" if k == "step_mb" else rf.format(first(results[side][k]) / first(trl[k]))
+                for k, _, _, rf in COLUMNS])
+    header = ["", *[h for _, h, _, _ in COLUMNS]]
+    widths = [max(len(row[i]) for row in [header, *rows]) + (0 if i == 0 else 2) for i in range(len(header))]
+    for row in [header, *rows]:
+        print(row[0].ljust(widths[0]) + "".join(x.rjust(w) for x, w in zip(row[1:], widths[1:])))
+
+
+def main() -> None:
+    args = parse_args()
+    if args.side:  # child process: one side only
+        args.model_dir = str(args.model_dir)
+        result = measure_trl(args) if args.side == "trl" else measure_ours(args, keep_ref=args.side == "ours")
+        Path(args.json_out).write_text(json.dumps(result))
+        return
+    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    unknown = set(sides) - set(SIDES)
+    if unknown:
+        sys.exit(f"unknown sides {sorted(unknown)}; choose from {SIDES}")
+    if args.beta and "ours-noref" in sides:
+        sides.remove("ours-noref")  # with beta > 0 the reference is part of the loss, not an extra
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir, model_note = prepare_model(args, Path(tmp) / "model")
+        import torch
+        import transformers
+
+        from workbench.models import load_model
+
+        n_params = sum(p.numel() for p in load_model(str(model_dir))[0].parameters())
+        B = args.prompts * args.group
+        loss_type, scale = LOSS_TYPES[args.recipe]
+        print(f"ours vs TRL GRPO, one process per side; torch {torch.__version__}, transformers "
+              f"{transformers.__version__}, {args.threads} thread(s)")
+        print(f"model: tiny Llama {n_params / 1e6:.2f}M params, {model_note}; task {args.task}")
+        print(f"batch: {args.prompts} prompts x G={args.group} = {B} completions, max {args.max_tokens} tokens"
+              f"{' (EOS suppressed)' if args.full_length else ''}, temperature 1.0; lr {args.lr}; ours engine hf, "
+              f"TRL transformers generate")
+        print(f"loss: ours recipe {args.recipe} (kl_coef {args.beta}) <-> TRL loss_type={loss_type}, "
+              f"scale_rewards={scale}, beta={args.beta}; 1 epoch, {args.minibatches} optimizer steps/rollout "
+              f"(TRL per_device_train_batch_size={B // args.minibatches}, steps_per_generation={args.minibatches}, "
+              f"gradient_checkpointing={args.trl_gradient_checkpointing})")
+        print(f"timing: {args.warmup} warm-up + {args.steps} timed steps per side and round, {args.rounds} round(s)\n")
+        runs = {side: [] for side in sides}
+        for _ in range(args.rounds):
+            for side in sides:
+                runs[side].append(run_side(args, side, model_dir))
+        results = {side: summarize(side_runs) for side, side_runs in runs.items()}
+    print_table(results)
+    notes = []
+    for side, r in results.items():
+        flags = [f"threads={r['threads']}", f"ref model={'yes' if r['ref_model'] else 'no'}"]
+        if "reward" in r:
+            flags.append(f"mean reward {r['reward']:.2f}")
+        if "old_logp_pass" in r:
+            flags.append(f"old-logp pass={'yes' if r['old_logp_pass'] else 'no'}, trl {r['trl_version']}")
+        notes.append(f"  {LABELS[side]}: " + ", ".join(flags))
+    print("\n" + "\n".join(notes))
+
+
+if __name__ == "__main__":
+    main()

@@ -98,7 +98,8 @@ def execute_notebook(source: Path, output: Path, *, preset: str = PRESET, kernel
         jupytext.write(nb, ipynb)
         try:
             papermill.execute_notebook(
-                str(ipynb), str(output), parameters={"preset": preset, **(parameters or {})}, kernel_name=kernel, language="python",
+                str(ipynb), str(output), parameters={"preset": preset, **(parameters or {})}, kernel_name=kernel,
+                language="python",
                 cwd=str(cwd or source.parent), progress_bar=sys.stderr.isatty(), log_output=False,
                 # silence ipykernel's start/stop log lines (cell errors still raise below)
                 extra_arguments=["--IPKernelApp.log_level=CRITICAL"],

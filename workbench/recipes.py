@@ -69,7 +69,7 @@ class PreferenceRecipe:
     online: bool = False            # items from the current policy's samples each step (labelled by the verifier)
     data: str = "pairs"             # offline: pairs | lists | degraded | steps; online: pairs | lists | siblings
     iteration_steps: int = 0        # > 0: the anchors move (iteration_update) every this many steps
-    iteration_update: str = "ref"   # "ref": π_ref ← π; "prev": π_t ← π, π_ref fixed; "momentum": π̂_{t-1} ← π_ref ← π
+    iteration_update: str = "ref"   # "ref": π_ref ← π; "prev": π_t ← π (π_ref fixed); "momentum": π̂_{t-1} ← π_ref ← π
     list_size: int = 0              # K responses per prompt for data="lists" (ranked by the verifier)
     degrade_fractions: tuple = (1 / 3, 2 / 3)  # data="degraded": share of the chosen answer's digits removed per copy
     step_chars: int = 0             # step-level data: characters per reasoning step
@@ -303,7 +303,8 @@ define(PreferenceRecipe(
     loss="lipo", loss_kw={"beta": 0.1}, data="lists", list_size=4))
 
 define(PreferenceRecipe(
-    key="inpo", title="Iterative Nash Policy Optimization: Aligning LLMs with General Preferences via No-Regret Learning",
+    key="inpo",
+    title="Iterative Nash Policy Optimization: Aligning LLMs with General Preferences via No-Regret Learning",
     summary="Online mirror descent on the preference game: IPO-style regression anchored at the geometric mixture "
             "of the fixed reference and the previous iterate pi_t, which moves to the policy every 5 steps.",
     loss="inpo", loss_kw={"beta": 0.1, "tau": 0.03}, loss_inputs=("prev_chosen_logp", "prev_rejected_logp"),

@@ -12,10 +12,10 @@ The config switch is `RunConfig.distributed`:
     (what DDP's buckets do, without its wrapper, so the loss keeps its global normalisation).
   - "fsdp": the policy's decoder layers and root are sharded with FSDP2 (`fully_shard`). Its reduce-scatter
     averages gradients over the N ranks (gloo has no pre-multiplied sum to change that), so each rank scales
-    its loss by N (`loss_scale`), and replicated gradients (a value head) are averaged to match. Generation cannot run on sharded weights without every rank
-    taking the same number of decoding steps, so the rollout engine samples from a full replica whose
-    weights are gathered and pushed after every optimizer step (as with vLLM). Checkpoints hold the full
-    (gathered) model and optimizer state.
+    its loss by N (`loss_scale`), and replicated gradients (a value head) are averaged to match. Generation
+    cannot run on sharded weights without every rank taking the same number of decoding steps, so the rollout
+    engine samples from a full replica whose weights are gathered and pushed after every optimizer step (as
+    with vLLM). Checkpoints hold the full (gathered) model and optimizer state.
 Accelerate sets up the process group (gloo on CPU, NCCL on GPU) from the launcher's environment.
 """
 from __future__ import annotations

@@ -140,7 +140,8 @@ class PreferenceTrainer:
         r = self.recipe
         moving_ref = r.iteration_steps and r.iteration_update in ("ref", "momentum")
         # a reference that moves to the policy needs its own weights; a fixed one under LoRA is the base itself
-        self.ref = copy.deepcopy(self.model).eval().requires_grad_(False) if moving_ref else frozen_reference(self.model)
+        self.ref = (copy.deepcopy(self.model).eval().requires_grad_(False) if moving_ref
+                    else frozen_reference(self.model))
         self.prev = copy.deepcopy(self.model).eval().requires_grad_(False) if r.iteration_update != "ref" else None
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=c.lr,
                                            weight_decay=c.weight_decay)
@@ -173,7 +174,8 @@ class PreferenceTrainer:
         else:
             pairs = task_pairs(self.task, c.pairs, seed=c.seed)
             # task pairs are verified-correct ≻ wrong: rewards 1 and 0 (a JSONL file carries none)
-            items = pair_items(pairs, {"chosen_reward": torch.ones(len(pairs)), "rejected_reward": torch.zeros(len(pairs))})
+            items = pair_items(pairs, {"chosen_reward": torch.ones(len(pairs)),
+                                       "rejected_reward": torch.zeros(len(pairs))})
             if r.data == "degraded":
                 lists = degraded_lists(pairs, r.degrade_fractions, seed=c.seed)
                 items.responses = [ranked for _, ranked in lists]

@@ -194,3 +194,19 @@ def test_a_run_folder_written_before_a_config_field_existed_still_resumes(grpo_r
     saved = json.loads((out / "config.json").read_text())
     (out / "config.json").write_text(json.dumps({k: v for k, v in saved.items() if k != "track_kl"}))
     train(make_config("smoke", recipe="grpo", **TINY), out, progress=False, report=False)  # no error
+
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    from workbench.rollout.engine import encode_prompts, encode_responses
+
+    grads = []
+    for checkpointing in (False, True):
+        model, tok = load_model("tiny", seed=0, gradient_checkpointing=checkpointing)
+        assert model.is_gradient_checkpointing == checkpointing
+        model.train()
+        prompt_ids, prompt_mask = encode_prompts(tok, ["12+3=", "7+70="])
+        ids, mask = encode_responses(tok, ["15", "77"])
+        logp, _, _ = policy_forward(model, prompt_ids, prompt_mask, ids, mask)
+        (logp * mask).sum().backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(*grads))

@@ -210,3 +210,22 @@ def test_gradient_checkpointing_gives_the_same_gradients():
         (logp * mask).sum().backward()
         grads.append([p.grad.clone() for p in model.parameters()])
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(*grads))
+
+
+def test_qlora_trains_an_adapter_over_a_4bit_base_and_resumes_exactly(tmp_path):
+    pytest.importorskip("bitsandbytes", reason="QLoRA needs bitsandbytes (installed by make install)")
+    config = make_config("smoke", recipe="grpo", **{**TINY, "lora_r": 4, "load_in_4bit": True})
+    trainer = Trainer(config, tmp_path / "one", progress=False)
+    trainer.task = DigitFirst()
+    trainer.setup()
+    base = trainer.model.get_base_model()
+    assert type(base.model.layers[0].mlp.up_proj).__name__ == "Linear4bit"
+    assert {id(p) for p in trainer.ref.parameters()} == {id(p) for p in base.parameters()}  # the 4-bit base
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    trainer.run()
+    trained = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
+    assert trained and all("lora_" in n for n in trained)
+    assert any(not torch.equal(p, before[n]) for n, p in trainer.model.named_parameters() if n in before)
+    assert resumes_exactly(config, tmp_path / "resume", stop_after_step=1, task=DigitFirst())
+    with pytest.raises(ValueError, match="lora_r > 0"):
+        make_config("smoke", load_in_4bit=True)

@@ -9,6 +9,7 @@ import copy
 import importlib.util
 import random
 import shutil
+import tempfile
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,16 +68,23 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def load_model(name_or_path: str, *, dtype: str = "float32", device: str = "cpu", seed: int = 0,
-               chat_template: bool = False, gradient_checkpointing: bool = False):
+               chat_template: bool = False, gradient_checkpointing: bool = False, load_in_4bit: bool = False):
     """(model, tokenizer) from "tiny" (built in code), a `BUILTIN_MODELS` name ("smollm2") or a local folder /
     hub id via from_pretrained.
 
     chat_template: prompts are wrapped in the tokenizer's chat template (`rollout.engine.encode_prompts`);
-    gradient_checkpointing: recompute activations in the backward pass (memory for time, large models)."""
+    gradient_checkpointing: recompute activations in the backward pass (memory for time, large models);
+    load_in_4bit: the linear layers quantized to 4-bit NF4 by bitsandbytes (QLoRA's frozen base; train it only
+    through a LoRA adapter), computing in `dtype`."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     if name_or_path in BUILTIN_MODELS:
         name_or_path = str(BUILTIN_MODELS[name_or_path]())
+    if name_or_path == "tiny" and load_in_4bit:  # quantization happens while loading: go through a folder
+        with tempfile.TemporaryDirectory(prefix="workbench-tiny-") as folder:
+            save_model(*build_tiny(seed=seed), folder)
+            return load_model(folder, dtype=dtype, device=device, seed=seed, chat_template=chat_template,
+                              gradient_checkpointing=gradient_checkpointing, load_in_4bit=True)
     if name_or_path == "tiny":
         model, tokenizer = build_tiny(seed=seed)
     else:
@@ -85,7 +93,8 @@ def load_model(name_or_path: str, *, dtype: str = "float32", device: str = "cpu"
                 raise FileNotFoundError(f"{name_or_path} has no config.json: not a save_pretrained folder")
             quiet_local_io()
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=DTYPES[dtype])
+        quantized = {"quantization_config": nf4_config(DTYPES[dtype]), "device_map": device} if load_in_4bit else {}
+        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=DTYPES[dtype], **quantized)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
@@ -96,7 +105,22 @@ def load_model(name_or_path: str, *, dtype: str = "float32", device: str = "cpu"
     if gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.config.use_cache = False
+    if load_in_4bit:  # already placed by device_map; 4-bit weights cannot be cast
+        return model, tokenizer
     return model.to(device=device, dtype=DTYPES[dtype]), tokenizer
+
+
+def nf4_config(compute_dtype: torch.dtype):
+    """QLoRA's quantization: 4-bit NormalFloat weights, double quantization of the scales."""
+    try:
+        import bitsandbytes  # noqa: F401
+    except ImportError as err:
+        raise ImportError("load_in_4bit needs bitsandbytes: pip install bitsandbytes==0.50.2 "
+                          "(or pip install -e '.[qlora]')") from err
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=compute_dtype)
 
 
 def quiet_local_io() -> None:
@@ -149,7 +173,7 @@ def checkpoint_state(model) -> dict:
     if is_peft(model):
         from peft import get_peft_model_state_dict
 
-        return get_peft_model_state_dict(model)
+        return get_peft_model_state_dict(model, save_embedding_layers=False)  # LoRA targets no embedding
     return model.state_dict()
 
 

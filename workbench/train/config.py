@@ -44,6 +44,7 @@ class RunConfig:
     keep_checkpoints: int = 2         # how many checkpoints to keep
     track_kl: bool = True             # keep a frozen reference to log KL even when the recipe has no KL term
     lora_r: int = 0                   # LoRA rank (0 = full fine-tuning)
+    load_in_4bit: bool = False        # QLoRA: the frozen base in 4-bit NF4 (bitsandbytes); needs lora_r > 0
     chat_template: bool = False       # wrap prompts in the tokenizer's chat template (instruct models)
     gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30% slower
     distributed: str = "none"         # "ddp": data parallel over the ranks `accelerate launch` / torchrun starts
@@ -61,6 +62,9 @@ class RunConfig:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         check_stop_strings(self.stop)
+        if self.load_in_4bit and (self.lora_r <= 0 or self.engine == "vllm"):
+            raise ValueError("load_in_4bit (QLoRA) trains through a LoRA adapter only: set lora_r > 0, and use "
+                             "engine='hf' (vLLM cannot load the merged 4-bit weights)")
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -68,7 +72,7 @@ class RunConfig:
     def model_kw(self) -> dict:
         """The keywords `workbench.models.load_model` takes from this config."""
         return {"dtype": self.dtype, "device": self.device, "seed": self.seed, "chat_template": self.chat_template,
-                "gradient_checkpointing": self.gradient_checkpointing}
+                "gradient_checkpointing": self.gradient_checkpointing, "load_in_4bit": self.load_in_4bit}
 
     def short_hash(self) -> str:
         """8 hex digits identifying this exact configuration (for run-folder names)."""

@@ -61,7 +61,7 @@ def warm_start(config, task: Task, progress: bool = True) -> Path | None:
     if (folder / "config.json").exists():
         return folder
     torch.manual_seed(config.seed)
-    model, tokenizer = load_model(config.model, **config.model_kw())
+    model, tokenizer = load_model(config.model, **{**config.model_kw(), "load_in_4bit": False})  # SFT: all weights
     train_sft(model, tokenizer, task, steps=config.sft_steps, lr=config.sft_lr, batch_size=config.sft_batch,
               seed=config.seed, progress=progress)
     return save_model_atomically(model, tokenizer, folder)  # another process may have finished first

@@ -187,11 +187,36 @@ def load_checkpoint_state(model, state: dict) -> None:
         model.load_state_dict(state)
 
 
+def frozen_copy(model):
+    """A deep copy that never trains: a moving reference, a previous iterate, a replica to sample from."""
+    return copy.deepcopy(model).eval().requires_grad_(False)
+
+
 def frozen_reference(model):
     """The reference policy: the adapter-disabled base of a PEFT model, else a frozen deep copy."""
     if is_peft(model):
         return AdapterDisabled(model)
-    return copy.deepcopy(model).eval().requires_grad_(False)
+    return frozen_copy(model)
+
+
+@torch.no_grad()
+def merged_state_dict(model) -> dict[str, torch.Tensor]:
+    """Plain (non-PEFT) weights to serve: LoRA deltas folded into their base layers, PEFT prefixes dropped.
+
+    A separate inference engine loads the base architecture, not the adapter wrapper. The deltas are
+    computed with `get_delta_weight`, so the training model is left untouched (no merge/unmerge round trip
+    that would drift the frozen base weights in floating point). A plain model's state_dict passes through.
+    """
+    if not is_peft(model):
+        return model.state_dict()
+    base = model.get_base_model()
+    weights = {key.replace(".base_layer.", "."): value for key, value in base.state_dict().items()
+               if ".lora_" not in key}
+    for name, module in base.named_modules():
+        if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer") and not module.merged:
+            delta = sum(module.get_delta_weight(a) for a in module.active_adapters if a in module.lora_A)
+            weights[f"{name}.weight"] = weights[f"{name}.weight"] + delta
+    return weights
 
 
 def save_model_atomically(model, tokenizer, folder: Path) -> Path:

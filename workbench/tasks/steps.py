@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from workbench.tasks.base import Example, Task
 
@@ -26,6 +27,18 @@ class StepItem:
     step: str         # the step's text
     final: bool       # the step ends the response (EOS is part of it)
     advantage: float  # V̂(s ⊕ a) − V̂(s)
+
+
+class SiblingPair(NamedTuple):
+    """Two next steps from one state, the higher-valued first (MCTS-DPO's step-level pair)."""
+
+    prompt: str           # the task prompt followed by the shared prefix s
+    chosen: str
+    rejected: str
+    chosen_final: bool    # the step ends the response (scored with EOS)
+    rejected_final: bool
+    chosen_q: float       # V̂(s ⊕ step)
+    rejected_q: float
 
 
 def split_steps(response: str, step_chars: int) -> list[str]:
@@ -68,11 +81,10 @@ def advantage_steps(engine, task: Task, examples: list[Example], *, step_chars: 
 
 
 def sibling_pairs(engine, task: Task, examples: list[Example], rng: random.Random, *, step_chars: int,
-                  children: int, k: int, max_new_tokens: int, temperature: float = 1.0):
+                  children: int, k: int, max_new_tokens: int, temperature: float = 1.0) -> list[SiblingPair]:
     """MCTS-DPO's step-level pairs from a two-level tree: one sampled response per prompt is cut at a random
     step boundary s; `children` next steps are sampled from s and valued by V̂(s ⊕ child); the pair is the best
-    vs the worst child by value. Returns [(prompt ⊕ s, chosen step, rejected step,
-    chosen final, rejected final, Q chosen, Q rejected)] for the states whose children differ in value."""
+    vs the worst child by value. Returns a `SiblingPair` for each state whose children differ in value."""
     gen = engine.generate([e.prompt for e in examples], n=1, max_new_tokens=max_new_tokens, temperature=temperature)
     states = []
     for e, text in zip(examples, gen.texts):
@@ -95,5 +107,6 @@ def sibling_pairs(engine, task: Task, examples: list[Example], rng: random.Rando
         w = max(rows, key=lambda r: (q[r], -len(leaves[r][1])))  # best value, then shorter
         l = min(rows, key=lambda r: (q[r], -len(leaves[r][1])))
         if q[w] > q[l]:  # equal values: no preference between the siblings
-            pairs.append((e.prompt + s, leaves[w][1][len(s):], leaves[l][1][len(s):], ended[w], ended[l], q[w], q[l]))
+            pairs.append(SiblingPair(e.prompt + s, leaves[w][1][len(s):], leaves[l][1][len(s):], ended[w], ended[l],
+                                     q[w], q[l]))
     return pairs

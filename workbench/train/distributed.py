@@ -20,15 +20,13 @@ Accelerate sets up the process group (gloo on CPU, NCCL on GPU) from the launche
 """
 from __future__ import annotations
 
-import copy
-
 import torch
 import torch.distributed as dist
 
 from torch.distributed.tensor import DTensor
 
 from workbench import ops
-from workbench.models import checkpoint_state, load_checkpoint_state
+from workbench.models import checkpoint_state, frozen_copy, is_peft, load_checkpoint_state, merged_state_dict
 
 
 def full_tensor(t: torch.Tensor) -> torch.Tensor:
@@ -90,9 +88,9 @@ class DataParallel:
             return None
         from torch.distributed.fsdp import fully_shard
 
-        if hasattr(model, "disable_adapter"):
+        if is_peft(model):
             raise ValueError("distributed='fsdp' with LoRA is not supported; use distributed='ddp' for LoRA runs")
-        replica = copy.deepcopy(model).eval().requires_grad_(False)
+        replica = frozen_copy(model)
         layers = model.get_decoder().layers  # transformer blocks: the unit FSDP gathers at a time
         for layer in layers:
             fully_shard(layer)
@@ -110,8 +108,6 @@ class DataParallel:
             from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
             return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
-        from workbench.rollout.vllm_engine import merged_state_dict
-
         return merged_state_dict(model)
 
     def model_state(self, model) -> dict:

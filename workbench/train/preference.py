@@ -5,7 +5,6 @@ Same run folder as the RL loop: config.json, metrics.jsonl, summary.json, checkp
 """
 from __future__ import annotations
 
-import copy
 import json
 import random
 import time
@@ -16,7 +15,7 @@ import torch
 
 from workbench import registry
 from workbench.recipes import get_recipe
-from workbench.rollout import make_engine, merged_state_dict, policy_forward
+from workbench.rollout import make_engine, policy_forward
 from workbench.rollout.engine import encode_prompts, encode_responses
 from workbench.tasks import get_task
 from workbench.tasks.preferences import (PreferencePair, corrupt, degraded_lists, pair_from, read_pairs, task_lists,
@@ -24,7 +23,8 @@ from workbench.tasks.preferences import (PreferencePair, corrupt, degraded_lists
 from workbench.tasks.steps import advantage_steps, sibling_pairs
 from workbench.train.checkpoint import latest_checkpoint, load_checkpoint, prepare_run_folder
 from workbench.train.evaluate import greedy_accuracy
-from workbench.models import add_lora, checkpoint_state, frozen_reference, load_checkpoint_state, load_model
+from workbench.models import (add_lora, checkpoint_state, frozen_copy, frozen_reference, load_checkpoint_state, load_model,
+                              merged_state_dict)
 from workbench.train.metrics import MetricsLog, read_rows
 from workbench.train.sft import warm_start
 from workbench.train.steps import run_steps
@@ -140,9 +140,8 @@ class PreferenceTrainer:
         r = self.recipe
         moving_ref = r.iteration_steps and r.iteration_update in ("ref", "momentum")
         # a reference that moves to the policy needs its own weights; a fixed one under LoRA is the base itself
-        self.ref = (copy.deepcopy(self.model).eval().requires_grad_(False) if moving_ref
-                    else frozen_reference(self.model))
-        self.prev = copy.deepcopy(self.model).eval().requires_grad_(False) if r.iteration_update != "ref" else None
+        self.ref = frozen_copy(self.model) if moving_ref else frozen_reference(self.model)
+        self.prev = frozen_copy(self.model) if r.iteration_update != "ref" else None
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=c.lr,
                                            weight_decay=c.weight_decay)
         self.engine = make_engine(c, self.model, self.tokenizer)  # samples online items and step data
@@ -195,9 +194,10 @@ class PreferenceTrainer:
             pairs = sibling_pairs(self.engine, self.task, examples, rng, step_chars=r.step_chars,
                                   children=c.group_size, k=r.rollouts_per_state, max_new_tokens=c.max_new_tokens,
                                   temperature=c.temperature)
-            return Items([p[0] for p in pairs], [[p[1], p[2]] for p in pairs], [[p[3], p[4]] for p in pairs],
-                         {"chosen_q": torch.tensor([p[5] for p in pairs]),
-                          "rejected_q": torch.tensor([p[6] for p in pairs])})
+            return Items([p.prompt for p in pairs], [[p.chosen, p.rejected] for p in pairs],
+                         [[p.chosen_final, p.rejected_final] for p in pairs],
+                         {"chosen_q": torch.tensor([p.chosen_q for p in pairs]),
+                          "rejected_q": torch.tensor([p.rejected_q for p in pairs])})
         G = r.list_size if r.data == "lists" else c.group_size
         gen = self.engine.generate([e.prompt for e in examples], n=G, max_new_tokens=c.max_new_tokens,
                                    temperature=c.temperature, top_p=c.top_p, stop=c.stop or None)
@@ -246,6 +246,11 @@ class PreferenceTrainer:
         rng = random.Random(f"{self.config.seed}-{step}")
         idx = rng.sample(range(len(self.items)), min(self.config.prompts_per_step, len(self.items)))
         return self.items.select(idx), self.ref_cache[idx]
+
+    def push_weights(self) -> None:
+        """Give a separate rollout engine (vLLM) the policy's current weights (HF generate needs none)."""
+        if self.engine.needs_weights:
+            self.engine.load_weights(merged_state_dict(self.model))
 
     def next_iteration(self) -> None:
         """Move the anchors at an iteration boundary (see the class docstring)."""
@@ -297,8 +302,7 @@ class PreferenceTrainer:
         loss.backward()
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip))
         self.optimizer.step()
-        if self.engine.needs_weights:  # a separate engine (vLLM) samples the next items with the new weights
-            self.engine.load_weights(merged_state_dict(self.model))
+        self.push_weights()  # a separate engine (vLLM) samples the next items with the new weights
         return {**row, "loss/preference": loss.item(), **metrics, "grad_norm": grad_norm,
                 "time/step": time.perf_counter() - t0}
 
@@ -334,8 +338,7 @@ class PreferenceTrainer:
             if self.prev is not None:
                 load_checkpoint_state(self.prev, state["prev"])
             self.optimizer.load_state_dict(state["optimizer"])
-            if self.engine.needs_weights:  # a separate engine still holds the start
-                self.engine.load_weights(merged_state_dict(self.model))
+            self.push_weights()  # a separate engine still holds the start
             start, before = state["step"], state["before"]
             self.log.truncate(start)
         run_steps(self.step, lambda done: {"step": done, "model": checkpoint_state(self.model),

@@ -21,7 +21,7 @@ def measure(trainer: Trainer, repeats: int) -> dict:
     rollout_s, train_s, tokens = [], [], []
     for step in range(repeats):
         t0 = time.perf_counter()
-        batch = trainer.rollout(step)
+        batch = trainer.make_batch(step)
         t1 = time.perf_counter()
         trainer.train_on(batch, step)
         t2 = time.perf_counter()

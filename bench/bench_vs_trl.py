@@ -16,8 +16,8 @@ Loss mapping (ours recipe -> TRL GRPOConfig):
     dr_grpo  (R - mean, PPO clip 0.2, sum / (B_mb * L_max))      -> loss_type="dr_grpo", scale_rewards="none"
     beta (--beta, default 0) -> ours kl_coef with k3 in the loss; TRL beta (k3 in the loss). Advantage eps 1e-4.
     ours `minibatches=k` (k optimizer steps per rollout) -> TRL per_device_train_batch_size = B / k,
-    steps_per_generation = k, gradient_accumulation_steps = 1, num_iterations = 1. With k > 1 TRL computes
-    old log-probs in an extra forward pass, as ours always does; with k = 1 TRL skips it.
+    steps_per_generation = k, gradient_accumulation_steps = 1, num_iterations = 1. With k > 1 both sides compute
+    old log-probs in an extra forward pass; with k = 1 (on-policy) both take them from the training forward.
     GRPOConfig defaults to gradient_checkpointing=True (and bf16=True): both are turned off here, since ours
     trains in fp32 without recomputation; `--trl-gradient-checkpointing` restores TRL's default.
 One "step" below is one rollout and all its optimizer steps (k TRL global steps).
@@ -36,8 +36,8 @@ How to read the table (mean +- std over the timed steps, after the warm-up steps
     peak MB     peak RSS of the side's process, mostly imports (TRL pulls in accelerate, datasets, and vLLM
                 when installed); +step MB is the rise during the timed loop over the RSS after warm-up
 The last row is ours / TRL (> 1: ours takes longer, is faster in tok/s, or uses more memory).
-"ours, no-ref" is ours with the frozen reference dropped (`track_kl=False` and, for grpo with beta 0,
-kl_placement "none"): the cost of the reference forward pass that only feeds the logged KL.
+"ours, no-ref" is ours with the frozen reference dropped (`track_kl=False`, and beta 0 removes the KL term):
+the cost of the reference forward pass that only feeds the logged KL.
 """
 from __future__ import annotations
 
@@ -160,11 +160,9 @@ def our_config(args, model_dir: str, keep_ref: bool):
     from workbench.train import make_config
 
     recipe = get_recipe(args.recipe)
-    overrides = {"advantage_kw": {**recipe.advantage_kw, "eps": 1e-4}}  # TRL's std + 1e-4
-    if args.beta:
-        overrides.update(kl_placement="loss", kl_estimator="k3")
-    elif not keep_ref:
-        overrides["kl_placement"] = "none"
+    overrides = {"advantage": {"eps": 1e-4}}  # TRL's std + 1e-4; kl_coef = beta sets (or drops) the k3 KL in the loss
+    if args.beta and recipe.kl_term() is None:
+        overrides["regularizers"] = [["kl-penalty", {"beta": args.beta, "estimator": "k3"}]]
     return make_config(
         "smoke", recipe=args.recipe, task=args.task, model=model_dir, sft_steps=0, seed=args.seed,
         prompts_per_step=args.prompts, group_size=args.group, max_new_tokens=args.max_tokens, temperature=1.0,
@@ -185,7 +183,7 @@ def measure_ours(args, keep_ref: bool = True) -> dict:
             trainer.model.generation_config.suppress_tokens = [trainer.tokenizer.eos_token_id]
         gens, rollouts = [], []
         trainer.engine.generate = timed(trainer.engine.generate, gens)
-        trainer.rollout = timed(trainer.rollout, rollouts)
+        trainer.make_batch = timed(trainer.make_batch, rollouts)
         for step in range(args.warmup):
             trainer.step(step)
         gens.clear()

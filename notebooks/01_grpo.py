@@ -85,11 +85,11 @@ print({k: getattr(config, k) for k in ("recipe", "task", "model", "steps", "prom
 # ## 1. Group sampling
 #
 # The trainer's first step draws `prompts_per_step` prompts and samples `group_size` answers to each.
-# `trainer.rollout(0)` returns exactly the batch step 0 trains on: response tokens, mask, old and
+# `trainer.make_batch(0)` returns exactly the batch step 0 trains on: response tokens, mask, old and
 # reference log-probs, entropy, rewards and advantages, all `[B, T]` or `[B]` tensors.
 
 # %%
-batch = trainer.rollout(0)
+batch = trainer.make_batch(0)
 G = config.group_size
 stds = batch.rewards.view(-1, G).std(-1)
 g = int(torch.nonzero(stds > 0).flatten()[0]) if bool((stds > 0).any()) else 0  # a group with signal

@@ -146,7 +146,8 @@ length_bias_bars(group_rewards, group_lengths).show()
 
 # %%
 recipe = registry.get("recipe", "dr_grpo").fn
-print(f"dr_grpo: advantage={recipe.advantage} {recipe.advantage_kw}, agg={recipe.agg}")
+advantage = recipe.advantage[0]
+print(f"dr_grpo: advantage={advantage.key} {advantage.kw}, agg={recipe.agg}")
 groups = {"hard (1 of 8 right)": [1, 0, 0, 0, 0, 0, 0, 0], "medium (4 of 8)": [1, 1, 1, 1, 0, 0, 0, 0],
           "easy (7 of 8)": [1, 1, 1, 1, 1, 1, 1, 0]}
 for name, rewards in groups.items():

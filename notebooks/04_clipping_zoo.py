@@ -183,14 +183,15 @@ SETTINGS = {1: (1, 1), 2: (2, 1), 4: (2, 2), 8: (4, 2)}  # mu -> (minibatches, p
 
 def record_updates(trainer):
     """Keep the objective's metrics of every optimizer step (train_on returns only their mean)."""
-    calls, fn = [], trainer.objective.fn
+    part = trainer.pipeline.parts["objective"][0]  # the recipe's objective in the running pipeline
+    calls, fn = [], part.fn
 
     def recorded(*args, **kwargs):
         loss, metrics = fn(*args, **kwargs)
         calls.append(metrics)
         return loss, metrics
 
-    trainer.objective = dataclasses.replace(trainer.objective, fn=recorded)
+    part.entry = dataclasses.replace(part.entry, fn=recorded)
     return calls
 
 
@@ -201,7 +202,7 @@ for mu, (minibatches, epochs) in SETTINGS.items():
     trainer = trainers[mu] = Trainer(config, out, progress=False).setup()
     calls = record_updates(trainer)
     for step in range(rl_steps):
-        batch = trainer.rollout(step)
+        batch = trainer.make_batch(step)
         first = len(calls)
         trainer.train_on(batch, step)
         for k, metrics in enumerate(calls[first:]):
@@ -237,7 +238,7 @@ print(f"first optimizer step of every batch: max |r - 1| = "
 
 # %%
 trainer = trainers[1]
-stale = trainer.rollout(rl_steps)  # sampled by the current policy
+stale = trainer.make_batch(rl_steps)  # sampled by the current policy
 denom = ops.Denominators.of(stale.mask, norm_constant=stale.size * trainer.config.max_new_tokens)
 stale_rows = []
 for k in range(stale_updates + 1):
@@ -245,7 +246,7 @@ for k in range(stale_updates + 1):
         _, metrics = trainer.minibatch_loss(stale, denom)
     stale_rows.append({"staleness": k, **metrics})
     if k < stale_updates:
-        trainer.train_on(trainer.rollout(rl_steps + 1 + k), rl_steps + 1 + k)
+        trainer.train_on(trainer.make_batch(rl_steps + 1 + k), rl_steps + 1 + k)
 for row in stale_rows:
     print(f"staleness {row['staleness']}: clip/region {row['clip/region']:.4f}  out_of_band "
           f"{row['clip/out_of_band']:.4f}  kl/k3_old {row['kl/k3_old']:.2e}")

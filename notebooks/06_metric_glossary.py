@@ -135,7 +135,7 @@ HEALTHY = {
     "truncated_frac": "Near 0. Rising: answers run out of budget and usually score 0.",
     "sampling/rounds": "1 or 2. Always at the maximum: few prompts still give any reward spread.",
     "sampling/shortfall_groups": "0: every step found enough informative groups.",
-    "filtered_frac": "Small; it rises together with frac_zero_std_groups.",
+    "filtered_frac/min-abs-advantage": "Small; it rises together with frac_zero_std_groups.",
     "eval/accuracy": "Rises from evaluation to evaluation: the headline number.",
     "time/step": "Flat. Growth means longer responses or memory pressure.",
     "time/rollout": "Flat; compare with time/train to see where a step's time goes.",
@@ -160,7 +160,7 @@ if undocumented:
 SECTIONS = {
     "Outcome": ["reward/mean", "accuracy", "eval/accuracy", "reward/std"],
     "Learning signal": ["frac_zero_std_groups", "advantage/abs_mean", "advantage/mean", "sampling/rounds",
-                        "sampling/shortfall_groups", "filtered_frac"],
+                        "sampling/shortfall_groups", "filtered_frac/min-abs-advantage"],
     "Policy health": ["entropy", "kl", "response_length/mean", "response_length/max", "truncated_frac"],
     "How far each update moves": ["kl/k3_old", "kl/k1_old", "ratio/mean", "ratio/max", "clip/region",
                                   "clip/high", "clip/low", "clip/out_of_band", "clip/dual"],

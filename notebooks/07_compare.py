@@ -59,7 +59,8 @@ if preset == "smoke":
     sets += ["eval_size=50", "checkpoint_every=15"]
 for key in recipes:
     r = get_recipe(key)
-    print(f"{key:12s} advantage={r.advantage:10s} objective={r.objective:9s} agg={r.agg:24s} {r.summary}")
+    chain = "+".join(u.key for u in r.advantage)
+    print(f"{key:12s} advantage={chain:10s} objective={r.objective.key:9s} agg={r.agg:24s} {r.summary}")
 
 # %% [markdown]
 # ## Run

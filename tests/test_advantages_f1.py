@@ -9,7 +9,8 @@ from workbench.advantages.baselines import (degenerate_groups, gpg, gpg_alpha, o
                                             remax)
 from workbench.advantages.group import grpo
 from workbench.advantages.reinforce import reinforce_plus_plus
-from workbench.regularizers.kl_penalty import AdaptiveKLController, kl_in_loss, kl_in_reward
+from workbench.controllers import AdaptiveKLController
+from workbench.regularizers.kl_penalty import kl_in_loss, kl_in_reward
 
 REWARDS = [1.0, 0.0, 0.0, 1.0, 0.5, 0.2, 0.9, 0.1]
 GROUPS = [0, 0, 0, 0, 1, 1, 1, 1]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from workbench.regularizers.masks import concat
+from workbench.batch import concat
 from workbench.train import make_config
 from workbench.train.distributed import DataParallel
 from workbench.train.rl import Trainer

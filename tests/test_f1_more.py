@@ -13,9 +13,10 @@ from workbench.advantages.truncated import egae, egae_value_mask
 from workbench.objectives.entropy_cov import (clip_cov, clip_cov_selection, kl_cov, kl_cov_selection,
                                               token_covariance)
 from workbench.objectives.minirl import first_order_gap, minirl_loss, staleness_mask
-from workbench.objectives.mirror import full_vocab_kl, mdpo_inv_t, mdpo_surrogate
+from workbench.objectives.mirror import full_vocab_kl, mdpo_surrogate
+from workbench.schedules.mdpo import mdpo_inv_t
 from workbench.objectives.ppo import ppo_clip
-from workbench.objectives.value import value_loss
+from workbench.values import value_loss
 
 D = torch.float64
 

@@ -5,8 +5,9 @@ import torch
 from tests.helpers import make_batch, random_mask
 from workbench import registry
 from workbench.advantages.group import group_stats
-from workbench.batch import RolloutBatch
-from workbench.regularizers.masks import concat, fill_groups, high_entropy_mask, keep_informative_groups
+from workbench.batch import RolloutBatch, concat
+from workbench.masks import high_entropy_mask
+from workbench.rollout.fill_groups import fill_groups, keep_informative_groups
 
 
 def entropy_batch(seed=0, B=6, T=20):
@@ -57,7 +58,7 @@ def test_high_entropy_rho_one_is_a_no_op_and_ties_are_kept():
     b.entropy = None
     with pytest.raises(ValueError, match="entropy"):
         high_entropy_mask(b, top_entropy_quantile=0.5)
-    assert registry.get("data", "high-entropy-mask").defaults == {"top_entropy_quantile": 1.0}
+    assert registry.get("token_mask", "high-entropy-mask").defaults == {"top_entropy_quantile": 1.0}
 
 
 # ---------------------------------------------------------------- dynamic-sampling
@@ -81,7 +82,7 @@ def test_keep_informative_groups_drops_exactly_the_all_equal_groups():
     out = keep_informative_groups(b)
     assert out.group.tolist() == [2, 2] and out.completions == ["c5", "c6"]
     assert_all_groups_informative(out)
-    assert registry.get("data", "dynamic-sampling").fn is keep_informative_groups
+    assert "rewards" in registry.get("group_transform", "dynamic-sampling").reads
 
 
 @pytest.mark.covers("dynamic-sampling")

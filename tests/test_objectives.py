@@ -4,7 +4,7 @@ import torch
 from tests.helpers import random_mask
 from workbench import ops
 from workbench.objectives.ppo import dual_clip, ppo_clip
-from workbench.objectives.value import value_loss
+from workbench.values import value_loss
 
 pytestmark = pytest.mark.covers("ppo-clip")
 

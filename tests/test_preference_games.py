@@ -476,7 +476,7 @@ def test_spo_reward_is_the_win_rate_against_the_rest_of_the_group():
     rewards, m = spo_minimax(P)
     off = P - torch.diag(P.diagonal())
     assert close(rewards, off.sum(1) / 4, 1e-15)
-    assert registry.get("preference", "spo-minimax").defaults == {"include_self": False}
+    assert registry.get("reward_shaping", "spo-minimax").defaults == {"include_self": False}
     with_self, _ = spo_minimax(P, include_self=True)
     assert close(with_self, P.mean(1), 1e-15)  # SPPO's convention: mean over all N, P(ξ_i ≻ ξ_i) = ½
     # antisymmetric judgments: group-mean reward exactly ½, for a batch of contexts
@@ -523,8 +523,9 @@ def test_spo_bad_inputs():
 
 @pytest.mark.covers("sppo", "inpo", "nash-mp", "online-dpo", "spo-minimax")
 def test_registration_metadata():
+    kinds = {"spo-minimax": "reward_shaping"}  # a reward for any RL recipe, not a pairwise loss
     for key in ("sppo", "inpo", "nash-mp", "online-dpo", "spo-minimax"):
-        entry = registry.get("preference", key)
+        entry = registry.get(kinds.get(key, "preference"), key)
         row = registry.catalog()[key]
         assert entry.family == "preference" and entry.confidence == row["confidence"]
         assert entry.equation and entry.summary and entry.title == row["title"]

@@ -221,7 +221,7 @@ def test_preferences_from_scores_give_rank_win_rates():
 def test_spo_recipe_trains_on_win_rates(tmp_path):
     config = make_config("smoke", recipe="spo-minimax", **{**PREF, "steps": 2, "group_size": 4})
     trainer = make_trainer(config, tmp_path, progress=False).setup()
-    batch = trainer.sample(0)
+    batch = trainer.make_batch(0)
     assert torch.allclose(batch.rewards.view(-1, 4).mean(-1), torch.full((8,), 0.5, dtype=batch.rewards.dtype))
     wins = batch.rewards.view(-1, 4)
     scores = batch.scores.view(-1, 4)

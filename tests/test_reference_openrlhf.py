@@ -31,8 +31,10 @@ import torch
 from tests import reference_formulas as ref
 from tests.helpers import AGREE_TOL, anchor_mask as _mask, assert_agree, seeded as _gen, batch_with_mask
 from workbench import kl, ops, registry
-from workbench.regularizers.kl_penalty import AdaptiveKLController, kl_in_loss, kl_in_reward
-from workbench.rewards.shaping import soft_overlong
+from workbench.controllers import AdaptiveKLController
+from workbench.values import value_loss
+from workbench.regularizers.kl_penalty import kl_in_loss, kl_in_reward
+from workbench.rewards.length import soft_overlong
 
 F64 = torch.float64
 TOL = AGREE_TOL
@@ -280,7 +282,7 @@ def test_value_loss_matches_openrlhf(token_level_loss, clip_eps):
     returns = old_values + torch.randn(B, T, generator=g, dtype=F64)
     theirs = ref.openrlhf_value_loss(values, old_values, returns, mask, clip_eps=clip_eps,
                                      token_level_loss=token_level_loss)
-    ours, m = objective("value-loss", values, old_values, returns, mask, agg=_agg(token_level_loss),
+    ours, m = value_loss(values, old_values, returns, mask, agg=_agg(token_level_loss),
                         clip_eps=clip_eps)
     assert_agree(ours, theirs, values)
     if clip_eps is not None:

@@ -32,7 +32,10 @@ from verl.workers.config.actor import PolicyLossConfig  # noqa: E402
 
 from workbench import kl, ops, registry  # noqa: E402
 from workbench.advantages.gae import gae_returns  # noqa: E402
-from workbench.regularizers.kl_penalty import AdaptiveKLController, kl_in_reward  # noqa: E402
+from workbench.controllers import AdaptiveKLController  # noqa: E402
+from workbench.values import value_loss  # noqa: E402
+from workbench.regularizers.entropy import entropy_bonus  # noqa: E402
+from workbench.regularizers.kl_penalty import kl_in_reward  # noqa: E402
 
 F64 = torch.float64
 TOL = AGREE_TOL
@@ -241,7 +244,7 @@ def test_value_loss_matches_verl(mode):
     values = (old_values + 0.4 * torch.randn(9, 6, generator=g, dtype=F64)).requires_grad_(True)
     theirs, their_clipfrac = core_algos.compute_value_loss(values, returns, old_values, mask, cliprange_value=0.2,
                                                            loss_agg_mode=mode)
-    ours, metrics = objective("value-loss", values, old_values, returns, mask, agg=mode, denom=_denom(mode, mask),
+    ours, metrics = value_loss(values, old_values, returns, mask, agg=mode, denom=_denom(mode, mask),
                               clip_eps=0.2)
     assert_agree(ours, theirs, values)
     assert metrics["value/clipfrac"] == pytest.approx(float(their_clipfrac), abs=1e-6)
@@ -523,7 +526,7 @@ def test_entropy_and_entropy_loss_match_verl(mode):
     if mode == "seq-mean-token-sum-norm":
         return  # compute_entropy_loss takes no loss_scale_factor; covered by test_agg_loss_matches_verl
     theirs = core_algos.compute_entropy_loss(logits, mask, mode)
-    ours = -registry.get("regularizer", "entropy-bonus").fn(H, mask, coef=1.0, agg=mode)
+    ours = -entropy_bonus(H, mask, coef=1.0, agg=mode)
     torch.testing.assert_close(ours, theirs, **f32)
     (g_ours,) = torch.autograd.grad(ours, logits, retain_graph=True)
     (g_theirs,) = torch.autograd.grad(theirs, logits)

@@ -6,19 +6,39 @@ from workbench import cli, registry
 from workbench.recipes import RECIPES
 
 
+# The pipeline's own parts and the pieces of catalog methods that are components of their own (a typo in a
+# catalog key would otherwise pass unnoticed, so they are listed here one by one).
+NOT_IN_CATALOG = {
+    ("sampler", "uniform"), ("rollout", "turns"), ("reference", "sft"), ("schedule", "mdpo-inv-t"),
+    ("reward_shaping", "kl-in-reward"), ("group_transform", "greedy-baseline"), ("token_mask", "min-abs-advantage"),
+    ("controller", "adaptive-kl"), ("env", "calculator"), ("env", "search"), ("env", "gridworld"),
+}
+
+
 def test_every_registered_component_is_a_catalog_key():
     catalog = registry.catalog()
     for entry in registry.entries():
-        if entry.kind == "recipe":
+        if entry.kind == "recipe" or (entry.kind, entry.key) in NOT_IN_CATALOG:
             continue
         assert entry.key in catalog, f"{entry.kind} {entry.key!r} is not in data/catalog.tsv"
+
+
+def test_every_kind_has_one_signature_and_stateful_kinds_their_methods():
+    assert set(registry.KINDS) >= {"reward", "reward_shaping", "advantage", "token_mask", "objective", "regularizer",
+                                   "value", "rollout", "group_transform", "sampler", "buffer", "controller",
+                                   "schedule", "env"}
+    for kind, methods in registry.STATEFUL.items():
+        for entry in registry.entries(kind):
+            assert all(callable(getattr(entry.fn, m)) for m in methods), (kind, entry.key)
+    with pytest.raises(TypeError, match=r"must define \['init', 'update', 'value'\]"):
+        registry.controller("broken-controller", title="t", summary="s")(type("Broken", (), {}))
 
 
 def test_every_recipe_is_built_from_registered_catalog_components():
     catalog = registry.catalog()
     for recipe in RECIPES.values():
         for kind, key in recipe.components():
-            assert registry.get(kind, key) and key in catalog, (recipe.key, kind, key)
+            assert registry.get(kind, key) and (key in catalog or (kind, key) in NOT_IN_CATALOG), (recipe.key, kind, key)
 
 
 def test_project_catalog_is_the_shared_one():

@@ -144,9 +144,9 @@ def test_countdown_example_format():
 
 
 def test_registry():
-    assert task_names() == ["addition", "countdown"]
+    assert task_names() == ["addition", "calculator", "countdown", "gridworld", "search"]
     assert get_task("addition", digits=3).digits == 3
-    with pytest.raises(ValueError, match=r"unknown task 'nope'.*addition, countdown"):
+    with pytest.raises(ValueError, match=r"unknown task 'nope'.*addition, calculator, countdown"):
         get_task("nope")
 
 

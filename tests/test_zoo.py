@@ -81,8 +81,8 @@ def test_cispo_saturates_and_sequence_objectives_reduce_to_one_token():
 def test_policy_objectives_skip_value_loss_and_fill_mu_logp():
     keys = {e.key for e in policy_objectives()}
     assert {"ppo-clip", "sapo", "cispo", "gspo", "tis"} <= keys and "value-loss" not in keys
-    with pytest.raises(ValueError, match="not a policy objective"):
-        gradient_weight_surface("value-loss")
+    with pytest.raises(KeyError, match="no objective named 'value-loss'"):
+        gradient_weight_surface("value-loss")  # the critic's loss is a `value` component
     old = torch.zeros(2, 1)
     assert set(extra_inputs(registry.get("objective", "tis").fn, old)) == {"mu_logp"}
     assert extra_inputs(registry.get("objective", "ppo-clip").fn, old) == {}

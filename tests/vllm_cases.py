@@ -7,9 +7,9 @@ a no-op for the rest of the process. Run by hand: `python -m pytest -q tests/vll
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib.util
 import os
-from types import SimpleNamespace
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
@@ -151,12 +151,13 @@ def test_lora_models_are_served_merged():
 
 
 def test_tis_objective_receives_the_engines_mu_logp_unchanged(tmp_path):
-    """engine -> sample_groups -> RolloutBatch -> objective: the very tensor vLLM reported, not a recomputation."""
+    """engine -> rollout -> RolloutBatch -> objective: the very tensor vLLM reported, not a recomputation."""
     config = make_config("smoke", **{**TINY, "engine": "vllm", "recipe_overrides": {
-        "objective": "tis", "objective_inputs": ["mu_logp"]}})
+        "objective": "tis"}})
     trainer = Trainer(config, tmp_path, progress=False).setup()
     generations, seen = [], []
-    generate, objective = trainer.engine.generate, trainer.objective.fn
+    part = trainer.pipeline.parts["objective"][0]
+    generate, objective = trainer.engine.generate, part.fn
 
     def recorded_generate(*args, **kw):
         generations.append(generate(*args, **kw))
@@ -167,9 +168,9 @@ def test_tis_objective_receives_the_engines_mu_logp_unchanged(tmp_path):
         return objective(*args, **kw)
 
     trainer.engine.generate = recorded_generate
-    trainer.objective = SimpleNamespace(fn=recorded_objective)
-    batch = trainer.rollout(0)
-    assert batch.mu_logp is generations[0].mu_logp
+    part.entry = dataclasses.replace(part.entry, fn=recorded_objective)
+    batch = trainer.make_batch(0)
+    assert torch.equal(batch.mu_logp, generations[0].mu_logp)  # the engine's values, not a recomputation
     denom = ops.Denominators.of(batch.mask, norm_constant=batch.size * config.max_new_tokens)
     trainer.minibatch_loss(batch, denom)
     assert seen[0] is batch.mu_logp

@@ -33,10 +33,12 @@ class RolloutBatch:
     returns: torch.Tensor | None = None          # [B, T] value targets (critic methods)
     value_mask: torch.Tensor | None = None       # [B, T] tokens the value loss trains on (critic methods)
     truncated: torch.Tensor | None = None        # [B] bool, no EOS within max_new_tokens
-    turn: torch.Tensor | None = None             # [B, T] turn ids (multi-turn methods)
+    turn: torch.Tensor | None = None             # [B, T] turn ids of actions and observations, -1 on padding
+    turn_rewards: torch.Tensor | None = None     # [B, S] per-turn environment rewards (0 past a row's turns)
     segment: torch.Tensor | None = None          # [B, T] segment ids (segment methods)
     completions: list[str] = field(default_factory=list)  # decoded responses, len B
     prompts: list[str] = field(default_factory=list)      # prompt text per row, len B
+    turn_info: list[list[dict]] = field(default_factory=list)  # per row, per turn: {"state": hashable, ...}
 
     def __post_init__(self):
         B, T = self.response_ids.shape
@@ -85,3 +87,58 @@ class RolloutBatch:
             elif isinstance(value, list) and value:
                 updates[f.name] = [value[i] for i in index.tolist()]
         return replace(self, **updates)
+
+
+LEFT_PADDED = ("prompt_ids", "prompt_mask")   # [B, P] fields padded on the left
+ID_FIELDS = ("response_ids", "prompt_ids")     # padded with the pad token id
+PAD_VALUES = {"turn": -1}                      # padding is never turn 0; every other field pads with 0
+
+
+def _pad_width(x: torch.Tensor, width: int, value, left: bool) -> torch.Tensor:
+    missing = width - x.shape[1]
+    if missing == 0:
+        return x
+    pad = torch.full((x.shape[0], missing, *x.shape[2:]), value, dtype=x.dtype, device=x.device)
+    return torch.cat([pad, x] if left else [x, pad], dim=1)
+
+
+def concat(batches, *, pad_id: int = 0):
+    """Rows of several batches of the same dataclass type as one batch.
+
+    Tensor fields are concatenated along dim 0; those with a second dim ([B, T], [B, P]) are first padded
+    to the widest batch: right-padded (left for prompt_ids/prompt_mask), with `pad_id` for token ids, -1 for
+    turn ids and 0 elsewhere (so padding is outside every mask). List fields are concatenated. A field that is None
+    in some batches but not others, a list that is empty in some batches only, or differing non-tensor
+    values are errors. `group` ids are kept as they are (see `fill_groups` for renumbering).
+    """
+    batches = list(batches)
+    if not batches:
+        raise ValueError("concat needs at least one batch")
+    cls = type(batches[0])
+    if any(type(b) is not cls for b in batches):
+        raise ValueError(f"concat: batches must all be {cls.__name__}")
+    out = {}
+    for f in fields(cls):
+        values = [getattr(b, f.name) for b in batches]
+        if all(v is None for v in values):
+            out[f.name] = None
+        elif any(v is None for v in values):
+            raise ValueError(f"concat: field {f.name!r} is None in some batches and set in others")
+        elif isinstance(values[0], torch.Tensor) and values[0].dim() >= 1:
+            if values[0].dim() >= 2:
+                width = max(v.shape[1] for v in values)
+                fill = pad_id if f.name in ID_FIELDS else PAD_VALUES.get(f.name, 0)
+                values = [_pad_width(v, width, fill, f.name in LEFT_PADDED) for v in values]
+            out[f.name] = torch.cat(values, dim=0)
+        elif isinstance(values[0], list):
+            filled = [len(v) > 0 for v in values]
+            if any(filled) and not all(filled):
+                raise ValueError(f"concat: list field {f.name!r} is empty in some batches only")
+            out[f.name] = [item for v in values for item in v]
+        else:
+            same = all(torch.equal(v, values[0]) if isinstance(v, torch.Tensor) else v == values[0]
+                       for v in values)
+            if not same:
+                raise ValueError(f"concat: field {f.name!r} differs between batches")
+            out[f.name] = values[0]
+    return cls(**out)

@@ -48,15 +48,25 @@ PLOTLY_JS = "plotly.min.js"          # -> <html>/_static/plotly.min.js
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 NPM_INSTALL = ("npm", "install", "--no-audit", "--no-fund", "--prefix")
 
-KIND_TITLES = {
+KIND_TITLES = {  # the registry's kinds in pipeline order (workbench/train/pipeline.py)
+    "reward": "Rewards",
+    "reward_shaping": "Reward shaping",
+    "group_transform": "Group transforms",
     "advantage": "Advantage estimators",
+    "token_mask": "Token masks",
     "objective": "Policy objectives",
     "aggregation": "Loss aggregation",
-    "regularizer": "Regularizers and KL estimators",
-    "preference": "Preference losses",
-    "reward": "Rewards",
+    "regularizer": "Regularizers",
+    "value": "Value losses (critics)",
+    "kl": "KL estimators",
     "rollout": "Rollout strategies",
-    "data": "Token masks and group filters",
+    "env": "Environments",
+    "sampler": "Samplers",
+    "buffer": "Replay buffers",
+    "controller": "Controllers",
+    "schedule": "Schedules",
+    "reference": "Reference builders",
+    "preference": "Preference losses",
     "recipe": "Recipes",
 }
 CONFIDENCE_BADGE = {"exact": "success", "partial": "warning", "approximate": "warning"}
@@ -224,9 +234,9 @@ def collect_covers(tests_dir: Path = TESTS_DIR) -> dict[str, list[str]]:
                 ids.append(test_id)
 
     funcs = (ast.FunctionDef, ast.AsyncFunctionDef)
-    for path in sorted(tests_dir.glob("*.py")):
+    for path in sorted(tests_dir.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        prefix = f"{tests_dir.name}/{path.name}"
+        prefix = f"{tests_dir.name}/{path.relative_to(tests_dir).as_posix()}"
         module_keys = _pytestmark_keys(tree.body)
         for node in tree.body:
             if isinstance(node, funcs) and node.name.startswith("test"):
@@ -264,6 +274,10 @@ def _card(entry, tests: list[str]) -> list[str]:
     ]
     if entry.equation.strip():
         lines += ["$$", entry.equation.strip(), "$$", ""]
+    if entry.reads or entry.provides:
+        reads = ", ".join(f"`{f}`" for f in entry.reads) or "nothing beyond its signature"
+        lines += [f"Reads {reads}" + (f"; provides {', '.join(f'`{f}`' for f in entry.provides)}."
+                                       if entry.provides else "."), ""]
     # recipes carry their own key/title/summary among their fields: shown above already
     defaults = {k: v for k, v in entry.defaults.items()
                 if not (k in ("key", "title", "summary") and v == getattr(entry, k))}

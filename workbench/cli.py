@@ -65,7 +65,7 @@ def cmd_list(args) -> int:
         print(json.dumps([e.as_dict() for e in entries], indent=2))
         return 0
     for e in entries:
-        print(f"{e.kind:12s} {e.key:26s} {e.family:10s} {e.confidence:13s} {e.summary}")
+        print(f"{e.kind:15s} {e.key:28s} {e.family:10s} {e.confidence:13s} {e.summary}")
     print(f"\n{len(entries)} registered; {len(registry.missing_keys())} catalog keys not yet implemented "
           "(workbench list --missing)")
     return 0
@@ -142,7 +142,9 @@ def parser() -> argparse.ArgumentParser:
 
     lst = sub.add_parser("list", help="registered components")
     lst.add_argument("--json", action="store_true", help="machine-readable list of objects")
-    lst.add_argument("--kind", help="only this kind (advantage, objective, aggregation, regularizer, recipe, ...)")
+    lst.add_argument("--kind", help="only this kind: one per pipeline slot (reward, reward_shaping, group_transform, "
+                                    "advantage, token_mask, objective, regularizer, value, rollout, env, sampler, "
+                                    "buffer, controller, schedule, reference), plus aggregation, kl, preference, recipe")
     lst.add_argument("--missing", action="store_true", help="catalog keys not yet registered")
     lst.set_defaults(fn=cmd_list)
     return p

@@ -21,26 +21,26 @@ def _logr(logp, ref_logp, logr_clamp):
     return logr if logr_clamp is None else logr.clamp(-logr_clamp, logr_clamp)
 
 
-@registry.regularizer("k1", title=_TITLE, summary="Naive log-ratio estimator; unbiased, may be negative.",
+@registry.kl("k1", title=_TITLE, summary="Naive log-ratio estimator; unbiased, may be negative.",
                       equation=r"k_1 = \log\frac{\pi_\theta}{\pi_{ref}}")
 def k1(logp, ref_logp, *, logr_clamp=None):
     return _logr(logp, ref_logp, logr_clamp)
 
 
-@registry.regularizer("k2", title=_TITLE, summary="Half squared log-ratio; gradient of reverse KL on-policy.",
+@registry.kl("k2", title=_TITLE, summary="Half squared log-ratio; gradient of reverse KL on-policy.",
                       equation=r"k_2 = \tfrac12\left(\log\frac{\pi_\theta}{\pi_{ref}}\right)^2")
 def k2(logp, ref_logp, *, logr_clamp=None):
     return 0.5 * _logr(logp, ref_logp, logr_clamp) ** 2
 
 
-@registry.regularizer("k3", title=_TITLE, summary="Unbiased non-negative low-variance estimator (verl low_var_kl).",
+@registry.kl("k3", title=_TITLE, summary="Unbiased non-negative low-variance estimator (verl low_var_kl).",
                       equation=r"k_3 = \frac{\pi_{ref}}{\pi_\theta} - 1 - \log\frac{\pi_{ref}}{\pi_\theta}")
 def k3(logp, ref_logp, *, logr_clamp=None):
     logr = _logr(logp, ref_logp, logr_clamp)
     return torch.expm1(-logr) + logr  # expm1 keeps precision near logr = 0
 
 
-@registry.regularizer("abs", title=_TITLE, summary="Absolute log-ratio (verl `abs`).",
+@registry.kl("abs", title=_TITLE, summary="Absolute log-ratio (verl `abs`).",
                       equation=r"|\log\pi_\theta - \log\pi_{ref}|")
 def abs_(logp, ref_logp, *, logr_clamp=None):
     return _logr(logp, ref_logp, logr_clamp).abs()
@@ -49,7 +49,7 @@ def abs_(logp, ref_logp, *, logr_clamp=None):
 ESTIMATORS = {"k1": k1, "k2": k2, "k3": k3, "abs": abs_}
 
 
-@registry.regularizer(
+@registry.kl(
     "kl-straight-through", title=_TITLE,
     summary="Forward value of k1/k3/abs with the gradient of k2 (verl `k1+`, `k3+`, `abs+`).",
     equation=r"k = k_2 - \mathrm{sg}(k_2) + \mathrm{sg}(k_x)")

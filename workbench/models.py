@@ -9,6 +9,7 @@ import copy
 import importlib.util
 import random
 import shutil
+import sys
 import tempfile
 
 from dataclasses import dataclass
@@ -106,7 +107,7 @@ def load_model(name_or_path: str, *, dtype: str = "float32", device: str = "cpu"
         model.gradient_checkpointing_enable()
         model.config.use_cache = False
     if load_in_4bit:  # already placed by device_map; 4-bit weights cannot be cast
-        return model, tokenizer
+        return keep_4bit_layers_trainable(model), tokenizer
     return model.to(device=device, dtype=DTYPES[dtype]), tokenizer
 
 
@@ -121,6 +122,34 @@ def nf4_config(compute_dtype: torch.dtype):
 
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
                               bnb_4bit_compute_dtype=compute_dtype)
+
+
+def keep_4bit_layers_trainable(model):
+    """Switch off bitsandbytes' one-way CPU inference repack in every 4-bit layer of `model` (returned).
+
+    Why: on a CPU with AVX512-BF16, bitsandbytes 0.50 `Linear4bit.forward` rewrites its weight in place the first
+    time it runs in eval mode on an input without grad (as `generate` does): `functional._convert_weight_packed_for_cpu`
+    turns the flat (N*K/2, 1) NF4 weight into an (N, K/2) tiled layout, de-nests the scales into bf16 and sets
+    `quant_state.packing_format_for_cpu`. Nothing in a forward undoes it, and from then on `matmul_4bit` sends every
+    CPU forward, training ones included, to the `gemv_4bit` op, which has no backward: no gradient passes through a
+    4-bit layer, so the LoRA adapters before it (all of them, behind o_proj) never train. The repack is gated only on
+    the layer's `support_avx512bf16_for_cpu` (set from `has_avx512bf16()` in `Linear4bit.__init__`); clearing it keeps
+    the trainable layout and the `MatMul4Bit` autograd path on any CPU (GPU forwards never repack). A layer that was
+    already repacked is refused: undoing it re-quantizes the scales from bf16, a slightly different frozen base."""
+    bnb_nn = sys.modules.get("bitsandbytes.nn")  # no bitsandbytes imported: no 4-bit layer
+    if bnb_nn is None:
+        return model
+    for name, module in model.named_modules():
+        if not isinstance(module, bnb_nn.Linear4bit):
+            continue
+        if getattr(getattr(module.weight, "quant_state", None), "packing_format_for_cpu", False):
+            raise RuntimeError(
+                f"4-bit layer {name} was already repacked by bitsandbytes' CPU inference path (an eval-mode, no-grad "
+                "forward ran first); gradients would not flow through it. Load the model with "
+                "workbench.models.load_model(..., load_in_4bit=True), or call keep_4bit_layers_trainable(model) "
+                "before its first forward.")
+        module.support_avx512bf16_for_cpu = False
+    return model
 
 
 def quiet_local_io() -> None:
@@ -144,7 +173,7 @@ def add_lora(model, *, r: int = 8, alpha: int = 16, dropout: float = 0.0, target
 
     config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(target_modules),
                         task_type="CAUSAL_LM")
-    return get_peft_model(model, config)
+    return get_peft_model(keep_4bit_layers_trainable(model), config)  # QLoRA: the base must pass gradients
 
 
 class AdapterDisabled:

@@ -1,8 +1,11 @@
-"""String-keyed registries for every catalog component, one decorator per kind.
+"""String-keyed registries for every catalog component, one kind per pipeline slot.
 
     @advantage("grpo", title="DeepSeekMath ...", summary="group z-score", equation=r"A_i = ...")
     def grpo(batch, *, unbiased=True, eps=1e-6): ...
 
+The kind of an entry fixes its signature (`SIGNATURES`). An entry declares what it reads (batch fields,
+forward outputs such as `entropy` or `values`) and provides, and, where it keeps state across steps, how that
+state starts (`state`): the pipeline checks a recipe's parts against these declarations before anything runs.
 `defaults` are read from the function's keyword defaults, so they cannot drift from the code.
 `family` and `confidence` come from the project's copy of the catalog (`data/catalog.tsv`).
 """
@@ -10,23 +13,38 @@ from __future__ import annotations
 
 import csv
 import functools
+import importlib
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from workbench.paths import data_file  # noqa: F401  (re-exported for tests and tools)
 
-KINDS = (
-    "advantage",    # batch -> A[B, T]
-    "objective",    # (logp, old_logp, A, mask, *, agg, denom, **hp) -> (loss, metrics)
-    "aggregation",  # (per_token, mask, denom) -> scalar
-    "regularizer",  # additive loss terms and KL estimators
-    "preference",   # (chosen, rejected, ref_chosen, ref_rejected, **hp) -> (loss, metrics)
-    "reward",       # (completions, **fields) -> list[float]
-    "rollout",      # generation strategies
-    "data",         # token masks and group filters
-    "recipe",       # named compositions of the above
-)
+# One signature per kind; the pipeline stages run them in the order of `workbench.pipeline.STAGES`.
+SIGNATURES = {
+    "reward":          "fn(completions, **columns) -> list[float | None]          (TRL's convention)",
+    "reward_shaping":  "fn(batch, ctx, **hp) -> batch                             (rewards, token_rewards)",
+    "group_transform": "fn(batch, ctx, **hp) -> batch                             (filter, resample, inject)",
+    "advantage":       "fn(batch, **hp) -> A [B, T]                               (may read batch.advantages)",
+    "token_mask":      "fn(batch, **hp) -> mask [B, T]",
+    "objective":       "fn(logp, old_logp, advantages, mask, *, agg, denom, **hp) -> (loss, metrics)",
+    "aggregation":     "fn(per_token, mask, denom) -> scalar",
+    "regularizer":     "fn(forward, batch, *, agg, denom, **hp) -> (loss, metrics)",
+    "value":           "fn(values, batch, *, agg, denom, **hp) -> (loss, metrics)   (targets from the advantage)",
+    "kl":              "fn(logp, ref_logp) -> per-token KL estimate [B, T]",
+    "rollout":         "fn(engine, task, examples, *, group_size, sampling, **hp) -> RolloutBatch",
+    "env":             "reset(example, seed) -> (messages, info); step(action) -> (observations, reward, done, info)",
+    "sampler":         "init(**hp) -> state; select(state, task, n, rng) -> examples; update(state, batch) -> state",
+    "buffer":          "init(**hp) -> state; add(state, batch, step) -> state; draw(state, n, rng) -> (batch, state)",
+    "controller":      "init(**hp) -> state; update(state, batch, metrics) -> state; value(state) -> {param: x}",
+    "schedule":        "fn(step, total, **hp) -> float",
+    "reference":       "fn(model, ctx, **hp) -> model                             (policy start and KL reference)",
+    "preference":      "fn(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, **hp) -> (loss, metrics)",
+    "recipe":          "a named composition of the above",
+}
+KINDS = tuple(SIGNATURES)
+STATEFUL = {"sampler": ("init", "select", "update"), "buffer": ("init", "add", "draw"),
+            "controller": ("init", "update", "value")}  # kinds registered as a class of static methods
 
 
 @dataclass(frozen=True)
@@ -40,6 +58,10 @@ class Entry:
     defaults: dict = field(default_factory=dict)
     family: str = ""
     confidence: str = ""
+    reads: tuple = ()                # batch fields / forward outputs the component needs
+    provides: tuple = ()             # batch fields it fills
+    state: Callable | None = None    # state(**hp) -> initial state kept by the pipeline (checkpointed)
+    targets: Callable | None = None  # advantage: targets(batch, **hp) -> (returns, value_mask) for a critic
 
     def __call__(self, *args, **kwargs):
         return self.fn(*args, **kwargs)
@@ -49,6 +71,7 @@ class Entry:
             "key": self.key, "kind": self.kind, "family": self.family, "title": self.title,
             "confidence": self.confidence, "summary": self.summary, "equation": self.equation,
             "defaults": {k: _jsonable(v) for k, v in self.defaults.items()},
+            "reads": list(self.reads), "provides": list(self.provides),
             "module": getattr(self.fn, "__module__", ""),
         }
 
@@ -64,6 +87,7 @@ def catalog() -> dict[str, dict]:
 
 
 def keyword_defaults(fn: Callable) -> dict:
+    fn = fn.init if inspect.isclass(fn) and hasattr(fn, "init") else fn
     return {
         name: p.default for name, p in inspect.signature(fn).parameters.items()
         if p.default is not inspect.Parameter.empty and p.kind is inspect.Parameter.KEYWORD_ONLY
@@ -71,34 +95,54 @@ def keyword_defaults(fn: Callable) -> dict:
 
 
 def register(kind: str, key: str, *, title: str, summary: str, equation: str = "",
-             defaults: dict | None = None, confidence: str | None = None, family: str | None = None):
-    """Decorator registering `fn` under (kind, key)."""
+             defaults: dict | None = None, confidence: str | None = None, family: str | None = None,
+             reads: tuple = (), provides: tuple = (), state: Callable | None = None,
+             targets: Callable | None = None):
+    """Decorator registering `fn` under (kind, key) with what it reads, provides and keeps."""
     if kind not in KINDS:
         raise ValueError(f"unknown registry kind {kind!r}; kinds are {KINDS}")
 
     def wrap(fn):
         if key in _REGISTRY[kind]:
             raise ValueError(f"{kind} {key!r} is registered twice ({_REGISTRY[kind][key].fn} and {fn})")
+        missing = [m for m in STATEFUL.get(kind, ()) if not callable(getattr(fn, m, None))]
+        if missing:
+            raise TypeError(f"{kind} {key!r} must define {list(STATEFUL[kind])}; {fn} lacks {missing}")
         row = catalog().get(key, {})
         _REGISTRY[kind][key] = Entry(
             key=key, kind=kind, fn=fn, title=title, summary=summary, equation=equation,
             defaults=defaults if defaults is not None else keyword_defaults(fn),
             family=family or row.get("family", ""),
             confidence=confidence or row.get("confidence", "exact"),
+            reads=tuple(reads), provides=tuple(provides), state=state, targets=targets,
         )
         return fn
 
     return wrap
 
 
-advantage = functools.partial(register, "advantage")
-objective = functools.partial(register, "objective")
-aggregation = functools.partial(register, "aggregation")
-regularizer = functools.partial(register, "regularizer")
-preference = functools.partial(register, "preference")
-reward = functools.partial(register, "reward")
-rollout = functools.partial(register, "rollout")
-data = functools.partial(register, "data")
+def _decorator(kind: str):
+    return functools.partial(register, kind)
+
+
+reward = _decorator("reward")
+reward_shaping = _decorator("reward_shaping")
+group_transform = _decorator("group_transform")
+advantage = _decorator("advantage")
+token_mask = _decorator("token_mask")
+objective = _decorator("objective")
+aggregation = _decorator("aggregation")
+regularizer = _decorator("regularizer")
+value = _decorator("value")
+kl = _decorator("kl")
+rollout = _decorator("rollout")
+env = _decorator("env")
+sampler = _decorator("sampler")
+buffer = _decorator("buffer")
+controller = _decorator("controller")
+schedule = _decorator("schedule")
+reference = _decorator("reference")
+preference = _decorator("preference")
 
 
 def get(kind: str, key: str) -> Entry:
@@ -114,6 +158,8 @@ def get(kind: str, key: str) -> Entry:
 
 def entries(kind: str | None = None) -> list[Entry]:
     _load_all()
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"unknown registry kind {kind!r}; kinds are {', '.join(KINDS)}")
     kinds = [kind] if kind else list(KINDS)
     return [e for k in kinds for e in sorted(_REGISTRY[k].values(), key=lambda e: e.key)]
 
@@ -140,11 +186,7 @@ def _jsonable(value):
 
 def _load_all() -> None:
     """Import every module that registers components (registration happens at import)."""
-    import workbench.advantages  # noqa: F401
-    import workbench.kl  # noqa: F401
-    import workbench.objectives  # noqa: F401
-    import workbench.ops  # noqa: F401
-    import workbench.preference  # noqa: F401
-    import workbench.recipes  # noqa: F401
-    import workbench.regularizers  # noqa: F401
-    import workbench.rewards  # noqa: F401
+    for module in ("advantages", "kl", "objectives", "ops", "preference", "regularizers", "rewards", "masks",
+                   "values", "transforms", "controllers", "schedules", "samplers", "buffers", "references",
+                   "rollout", "envs", "recipes"):
+        importlib.import_module(f"workbench.{module}")

@@ -27,7 +27,7 @@ def trainer_at(folder):
 
 
 trainer = trainer_at(out / "run")
-batch = trainer.rollout(0)
+batch = trainer.make_batch(0)
 trainer.train_on(batch, 0)
 trainer.push_weights()
 params = trainer.params

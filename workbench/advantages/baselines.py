@@ -60,13 +60,14 @@ def reinforce_plus_plus_baseline(batch: RolloutBatch, *, unbiased=True, eps=1e-8
     title="ReMax: A Simple, Effective, and Efficient Reinforcement Learning Method for Aligning Large "
           "Language Models",
     summary="Reward-to-go minus the reward of the greedy response to the same prompt.",
-    equation=r"A_t = \sum_{t' \ge t} r_{t'}\, m_{t'} - R_{\text{greedy}}\, m_t")
+    equation=r"A_t = \sum_{t' \ge t} r_{t'}\, m_{t'} - R_{\text{greedy}}\, m_t",
+    reads=("baseline_rewards",))
 def remax(batch: RolloutBatch):
     """returns_t = sum_{t'>=t} r_t' m_t' (reverse cumsum, verl `compute_remax_outcome_advantage`);
     A_t = returns_t - R_greedy m_t.
 
     Reads `rewards` and/or `token_rewards`, `mask`, and `baseline_rewards` [B]: the outcome reward of
-    the greedy (do_sample=False) response to the same prompt, filled by the rollout loop.
+    the greedy (do_sample=False) response to the same prompt, filled by the group transform `greedy-baseline`.
     """
     batch.require("baseline_rewards")
     mask = batch.mask.double()

@@ -28,19 +28,6 @@ def gae_and_returns(token_rewards, values, mask, gamma: float, lam: float):
     return adv * mask, (adv + values) * mask
 
 
-@registry.advantage(
-    "gae", title="High-Dimensional Continuous Control Using Generalized Advantage Estimation",
-    summary="TD(lambda) advantages from a critic, whitened over the batch's valid tokens.",
-    equation=r"\delta_t = r_t + \gamma V_{t+1} - V_t,\quad A_t = \sum_k (\gamma\lambda)^k \delta_{t+k}")
-def gae(batch: RolloutBatch, *, gamma=1.0, lam=0.95, whiten=True):
-    """Reads `rewards`/`token_rewards`, `values` (rollout-time critic), `mask`. TRL PPO: gamma 1, lam 0.95."""
-    batch.require("values")
-    mask = batch.mask.double()
-    adv, _ = gae_and_returns(token_rewards(batch), batch.values.double(), mask, gamma, lam)
-    adv = ops.masked_whiten(adv, mask) if whiten else adv
-    return adv.to(batch.mask.dtype)
-
-
 def gae_returns(batch: RolloutBatch, *, gamma=1.0, lam=0.95) -> torch.Tensor:
     """Value targets R_t = A_t + V_t (before whitening), for the clipped value loss."""
     batch.require("values")
@@ -54,4 +41,15 @@ def gae_targets(batch: RolloutBatch, *, gamma=1.0, lam=0.95, whiten=True):
     return gae_returns(batch, gamma=gamma, lam=lam), batch.mask
 
 
-gae.critic_targets = gae_targets  # what a critic recipe regresses V onto, and where
+@registry.advantage(
+    "gae", title="High-Dimensional Continuous Control Using Generalized Advantage Estimation",
+    summary="TD(lambda) advantages from a critic, whitened over the batch's valid tokens.",
+    equation=r"\delta_t = r_t + \gamma V_{t+1} - V_t,\quad A_t = \sum_k (\gamma\lambda)^k \delta_{t+k}",
+    reads=("values",), targets=gae_targets)
+def gae(batch: RolloutBatch, *, gamma=1.0, lam=0.95, whiten=True):
+    """Reads `rewards`/`token_rewards`, `values` (rollout-time critic), `mask`. TRL PPO: gamma 1, lam 0.95."""
+    batch.require("values")
+    mask = batch.mask.double()
+    adv, _ = gae_and_returns(token_rewards(batch), batch.values.double(), mask, gamma, lam)
+    adv = ops.masked_whiten(adv, mask) if whiten else adv
+    return adv.to(batch.mask.dtype)

@@ -9,7 +9,8 @@
 Reading (`partial`, `unverified` against the paper; matches langfengQ/verl-agent `gigpo/core_gigpo.py`:
 `episode_norm_reward`, `build_step_group` with exact-match states, `step_norm_reward`,
 `compute_step_discounted_returns`, `scores = episode_advantages + step_advantage_w * step_advantages`).
-One batch row is a whole trajectory here (verl-agent stores one row per step).
+One batch row is a whole trajectory here (verl-agent stores one row per step). The anchor states and step
+rewards come from the multi-turn rollout (`batch.turn_info[i][s]["state"]`, `batch.turn_rewards`) unless passed.
 """
 from __future__ import annotations
 
@@ -104,33 +105,41 @@ def _episode_advantage(batch, mode, eps, episode_stats, n_steps, allow_singleton
             "groups (identical environment states across the prompt group's trajectories).",
     equation=r"A_{i,t} = \frac{R_i - \mathrm{mean}_g R}{\mathrm{std}_g R} + \omega\,"
              r"\frac{G_{i,s} - \mathrm{mean}_{\mathcal{A}(s)} G}{\mathrm{std}_{\mathcal{A}(s)} G},\ "
-             r"G_{i,s} = \sum_k \gamma^k r_{i,s+k}")
+             r"G_{i,s} = \sum_k \gamma^k r_{i,s+k}",
+    reads=("turn", "turn_info"))
 def gigpo(batch: RolloutBatch, *, states=None, step_rewards=None, omega=1.0, gamma=0.95, mode="mean_std_norm",
           eps=1e-6, episode_stats="trajectory", allow_singletons=False):
-    """GiGPO advantage [B, T]. Reads `rewards` (+ summed `token_rewards`), `group`, `mask`, `turn`.
+    """GiGPO advantage [B, T]. Reads `rewards` (+ summed `token_rewards`), `group`, `mask`, `turn`, and, unless
+    `states` is passed, `turn_info` and `turn_rewards` (what the multi-turn rollout `turns` fills).
 
-    Inputs beyond the batch (keyword-only, no batch field holds them):
+    Anchor states and step rewards (keyword-only; by default read from the batch):
       states: list (length B) of lists; states[i][s] is the hashable environment state (anchor) that step
-              s of row i acted from. len(states[i]) = number of steps n_i of row i.
-      step_rewards: [B, S >= max n_i] per-step environment rewards r_{i,s} (entries past n_i ignored);
-              None puts the outcome reward R_i on each row's last step (sparse-reward agents), so
-              G_{i,s} = gamma^(n_i - 1 - s) R_i.
+              s of row i acted from. len(states[i]) = number of steps n_i of row i. Default:
+              batch.turn_info[i][s]["state"].
+      step_rewards: [B, S >= max n_i] per-step environment rewards r_{i,s} (entries past n_i ignored).
+              Default: batch.turn_rewards when the states come from the batch; with explicit `states`, or a
+              batch without turn_rewards, None puts the outcome reward R_i on each row's last step
+              (sparse-reward agents), so G_{i,s} = gamma^(n_i - 1 - s) R_i.
       batch.turn: [B, T] step id s of every token; policy tokens (mask 1) must have 0 <= s < n_i.
     Defaults from verl-agent scripts: omega (`step_advantage_w`) 1.0, gamma 0.95, eps 1e-6. mode:
     "mean_std_norm" (catalog; = `grpo` episode term) or "mean_norm" (no std division, verl-agent function
     default). episode_stats: "trajectory" (one sample per trajectory, = `grpo`) or "steps" (verl-agent
     `compute_mean_std_cross_steps=True`: each trajectory weighted by its number of steps).
     omega = 0 gives trajectory-level `grpo`; with no repeated state all anchor groups are singletons and
-    A = A_E. states=None (no anchor states: the uniform `fn(batch)` call) warns and returns A_E alone.
+    A = A_E. A batch without anchor states (no `states`, no `turn_info`) warns and returns A_E alone.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if episode_stats not in ("trajectory", "steps"):
         raise ValueError(f"episode_stats must be 'trajectory' or 'steps', got {episode_stats!r}")
+    if states is None and batch.turn_info:
+        states = [[info["state"] for info in row] for row in batch.turn_info]
+        if step_rewards is None and batch.turn_rewards is not None:
+            step_rewards = batch.turn_rewards
     if states is None:
         warnings.warn("gigpo called without anchor `states`: no step-level groups, returning the episode "
-                      "advantage A_E only (= grpo for episode_stats='trajectory'); pass states=[[state per "
-                      "step] per row] and batch.turn", stacklevel=2)
+                      "advantage A_E only (= grpo for episode_stats='trajectory'); sample with the multi-turn "
+                      "rollout (batch.turn_info) or pass states=[[state per step] per row]", stacklevel=2)
         n_steps = [1] * batch.size
         return _episode_advantage(batch, mode, eps, episode_stats, n_steps, allow_singletons)
     batch.require("turn")

@@ -57,11 +57,20 @@ def unfinished_zeroed(batch: RolloutBatch) -> RolloutBatch:
     return replace(batch, rewards=batch.rewards * (~batch.truncated.bool()).to(batch.rewards.dtype))
 
 
+def truncated_gae_targets(batch: RolloutBatch, *, gamma=1.0, lam=0.95, whiten=True):
+    """Critic targets (returns [B, T], value-loss mask [B, T]): finished responses only."""
+    b = unfinished_zeroed(batch)
+    finished = ~b.truncated.bool()
+    _, returns = egae(token_rewards(b), b.values.double(), b.mask.double(), finished, gamma=gamma, lam=lam)
+    return returns.to(batch.mask.dtype), egae_value_mask(batch.mask, finished)
+
+
 @registry.advantage(
     "t-ppo", title="Truncated Proximal Policy Optimization",
     summary="GAE that bootstraps responses cut at the budget with V(s_l) = V(s_{l-1}) and no outcome reward; "
             "the critic learns only from finished responses.",
-    equation=r"\delta_{l-1} = r_{l-1} + \gamma V(s_{l-1}) - V(s_{l-1}),\quad A_t = \sum_k (\gamma\lambda)^k\delta_{t+k}")
+    equation=r"\delta_{l-1} = r_{l-1} + \gamma V(s_{l-1}) - V(s_{l-1}),\quad A_t = \sum_k (\gamma\lambda)^k\delta_{t+k}",
+    reads=("values", "truncated"), targets=truncated_gae_targets)
 def truncated_gae(batch: RolloutBatch, *, gamma=1.0, lam=0.95, whiten=True):
     """EGAE advantages; reads `rewards`/`token_rewards`, `values`, `truncated` (unfinished = truncated), `mask`.
 
@@ -71,14 +80,3 @@ def truncated_gae(batch: RolloutBatch, *, gamma=1.0, lam=0.95, whiten=True):
     mask = b.mask.double()
     adv, _ = egae(token_rewards(b), b.values.double(), mask, ~b.truncated.bool(), gamma=gamma, lam=lam)
     return (ops.masked_whiten(adv, mask) if whiten else adv).to(batch.mask.dtype)
-
-
-def truncated_gae_targets(batch: RolloutBatch, *, gamma=1.0, lam=0.95, whiten=True):
-    """Critic targets (returns [B, T], value-loss mask [B, T]): finished responses only."""
-    b = unfinished_zeroed(batch)
-    finished = ~b.truncated.bool()
-    _, returns = egae(token_rewards(b), b.values.double(), b.mask.double(), finished, gamma=gamma, lam=lam)
-    return returns.to(batch.mask.dtype), egae_value_mask(batch.mask, finished)
-
-
-truncated_gae.critic_targets = truncated_gae_targets

@@ -75,7 +75,8 @@ def first_order_gap(log_ratios, mask) -> torch.Tensor:
     "minirl", title="Stabilizing Reinforcement Learning with LLMs: Formulation and Practices",
     summary="Token IS weight pi_theta / mu_old on REINFORCE, with tokens masked once pi_theta / pi_old leaves "
             "the clip band in the direction of A.",
-    equation=r"\ell_{i,t} = -M_{i,t}\,\frac{\pi_\theta(y_{i,t})}{\mu_{old}(y_{i,t})}\,\hat A_i")
+    equation=r"\ell_{i,t} = -M_{i,t}\,\frac{\pi_\theta(y_{i,t})}{\mu_{old}(y_{i,t})}\,\hat A_i",
+    reads=("mu_logp",))
 def minirl(logp, old_logp, advantages, mask, *, mu_logp, agg="seq-mean-token-mean", denom=None, eps_low=0.2,
            eps_high=0.2, logr_clamp=None):
     """`minirl_loss` in the policy-objective signature; `mu_logp` [B, T] is the rollout engine's log-prob."""

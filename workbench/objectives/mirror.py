@@ -44,29 +44,11 @@ def full_vocab_kl(logits_p: torch.Tensor, logits_q: torch.Tensor, *, temperature
     return torch.cat(out).reshape(logits_p.shape[:-1])
 
 
-def mdpo_inv_t(step: int, total: int, *, offset: float = 1.0, t_min: float | None = None) -> float:
-    """1/t_k with t_k = 1 - (step - offset)/total, floored at t_min (default 1/total).
-
-    offset=1 (default) is the reference code (`lr_now = 1 - (iters_so_far - 1)/n_updates`, 0-based
-    iterations, so t_0 = 1 + 1/K and the last iteration K-1 has t = 2/K); offset=0 gives
-    t_k = 1 - k/K (t_0 = 1). The floor guards t <= 0 (offset=0 at step = total, or steps past `total`):
-    1/t never exceeds 1/t_min.
-    """
-    if total < 1:
-        raise ValueError(f"total must be >= 1, got {total}")
-    if step < 0:
-        raise ValueError(f"step must be >= 0, got {step}")
-    t_min = 1.0 / total if t_min is None else t_min
-    if not t_min > 0:
-        raise ValueError(f"t_min must be > 0, got {t_min}")
-    return 1.0 / max(1.0 - (step - offset) / total, t_min)
-
-
 def mdpo_surrogate(logp, old_logp, advantages, mask, *, inv_t, kl_per_token=None, agg="token-mean",
                    denom=None, logr_clamp=None):
     """MDPO loss: aggregate of l_t = -r_t A_t + inv_t KL_t, no clipping; returns (loss, metrics).
 
-    inv_t = 1/t_k (see `mdpo_inv_t`). kl_per_token [B, T]: the exact per-position
+    inv_t = 1/t_k (see `workbench.schedules.mdpo.mdpo_inv_t`). kl_per_token [B, T]: the exact per-position
     `full_vocab_kl(logits, old_logits.detach())` (the reference's reverse KL(pi_theta || pi_k)), or None
     for the sampled k2 = (logp - old)^2 / 2 (`workbench.kl.k2`). At theta = theta_k both the KL and its
     gradient vanish, so the first inner step is the unclipped ratio policy gradient; inv_t = 0 is the
@@ -103,10 +85,8 @@ def mdpo_surrogate(logp, old_logp, advantages, mask, *, inv_t, kl_per_token=None
             "over training (sampled k2 per token).",
     equation=r"\ell_t = -r_t A_t + \frac{1}{t_k}\,\mathrm{KL}_t(\pi_\theta \,\|\, \pi_k),\quad t_k = 1 - \frac{k-1}{K}")
 def mdpo(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, inv_t=1.0, logr_clamp=None):
-    """`mdpo_surrogate` with the sampled k2 KL. In the RL loop `inv_t` follows `mdpo_inv_t(step, steps)`
-    (the `schedule` attribute below); called directly it is the constant given."""
+    """`mdpo_surrogate` with the sampled k2 KL. In the `mdpo` recipe `inv_t` follows the schedule
+    `mdpo-inv-t` (workbench/schedules/mdpo.py); called directly it is the constant given."""
     return mdpo_surrogate(logp, old_logp, advantages, mask, inv_t=inv_t, agg=agg, denom=denom,
                           logr_clamp=logr_clamp)
 
-
-mdpo.schedule = {"inv_t": mdpo_inv_t}  # objective kwargs the loop sets from (step, total steps)

@@ -37,7 +37,8 @@ def action_mean(per_token: torch.Tensor, mask: torch.Tensor, turn: torch.Tensor 
     summary="PPO-clip on action tokens only (observations masked), averaged per action, per trajectory, then "
             "over trajectories.",
     equation=r"L = \frac{1}{G}\sum_i \frac{1}{N_i}\sum_j \frac{1}{|a_{ij}|}\sum_{t\in a_{ij}} "
-             r"-\min\big(r_t A_i, \mathrm{clip}(r_t, 1-\epsilon, 1+\epsilon) A_i\big)")
+             r"-\min\big(r_t A_i, \mathrm{clip}(r_t, 1-\epsilon, 1+\epsilon) A_i\big)",
+    reads=("turn",))
 def m_grpo(logp, old_logp, advantages, mask, *, turn=None, agg="seq-mean-token-mean", denom=None, eps_low=0.2,
            eps_high=0.2, logr_clamp=None):
     """Paper aggregation (`unverified`); the reference trainer's token-level loss is `ppo-clip` with `agg`.

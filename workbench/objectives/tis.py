@@ -65,7 +65,8 @@ def tis_weights(old_logp, mu_logp, mask, *, mode="token_truncate", cap=2.0, low=
             "rollout-engine vs trainer mismatch (token or sequence level).",
     equation=r"\ell_{i,t} = \mathrm{sg}(w_{i,t})\,\ell^{\mathrm{PPO}}_{i,t},\quad "
              r"w_{i,t} = \min\big(e^{\log\pi_{old} - \log\mu}, C\big)\ \text{or}\ "
-             r"e^{\log\pi_{old} - \log\mu}\,[w \le C]")
+             r"e^{\log\pi_{old} - \log\mu}\,[w \le C]",
+    reads=("mu_logp",))
 def tis(logp, old_logp, advantages, mask, *, mu_logp, agg="token-mean", denom=None, mode="token_truncate",
         cap=2.0, low=None, eps_low=0.2, eps_high=0.2, dual_clip_c=None, logr_clamp=None):
     r"""PPO-clip with the rollout-mismatch weight: l_t = sg(w_t) l_t^PPO, w = `tis_weights(old, mu, mask)`.

@@ -30,6 +30,7 @@ from typing import Callable
 import torch
 
 from workbench import registry
+from workbench.preference.selfplay import spo_minimax
 
 D = torch.float64
 MAX_SUPPORT_ENUMERATION = 10
@@ -497,7 +498,7 @@ def spo_expected_rewards(P, pi, *, n: int = 3) -> torch.Tensor:
         raise ValueError(f"spo needs groups of n >= 2 trajectories, got {n}")
     groups = torch.tensor(list(itertools.product(range(K), repeat=n)))  # [K^n, n]
     prob = pi[groups].prod(-1)  # [K^n]
-    rewards, _ = registry.get("preference", "spo-minimax").fn(P[groups[:, :, None], groups[:, None, :]])
+    rewards, _ = spo_minimax(P[groups[:, :, None], groups[:, None, :]])
     num = torch.zeros(K, dtype=D).index_add_(0, groups.reshape(-1), (prob[:, None] * rewards).reshape(-1))
     den = torch.zeros(K, dtype=D).index_add_(0, groups.reshape(-1), prob[:, None].expand(-1, n).reshape(-1))
     return torch.where(den > 0, num / den.clamp(min=1e-300), torch.full_like(num, float("nan")))

@@ -229,14 +229,9 @@ def soup_model(models: Sequence[torch.nn.Module], weights: Sequence[float] | Non
     return soup.eval().requires_grad_(False)
 
 
-@registry.preference(
-    "salsa", title="SALSA: Soup-based Alignment Learning for Stronger Adaptation in RLHF",
-    summary="The KL reference is a weight-space soup of independently fine-tuned SFT models (theta_ref = "
-            "(theta_a + theta_b)/2) instead of one SFT model; the policy starts at the soup.",
-    equation=r"\theta_{ref} = \textstyle\sum_m w_m\theta_m\ (w = \tfrac12,\tfrac12);\ "
-             r"r_t \leftarrow r_t - \beta\,k(\log\pi_\theta - \log\pi_{\theta_{ref}})")
 def salsa(logp, soup_ref_logp, mask, *, beta=0.05, estimator="k1", placement="reward", agg="token-mean"):
-    r"""SALSA (2024): the `kl-penalty` regularizer re-referenced to a model soup.
+    r"""SALSA (2024): the `kl-penalty` regularizer re-referenced to a model soup (the registered component is the
+    reference builder `salsa`, workbench/references/soup.py; this is its KL term written out).
 
     Inputs (per token, not pairs: SALSA is a reference construction, not a pairwise loss): `logp` [B, T] of
     the policy, `soup_ref_logp` [B, T] of the soup model (build it with `soup_model` / `soup_state_dict`),

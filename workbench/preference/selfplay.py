@@ -8,8 +8,8 @@ with per-sequence SUMMED log-probs [B] and the loss the mean over pairs. What "r
 and is stated in each docstring: SPPO's anchor is the previous iterate π_t; INPO and Nash-MP take both the
 fixed π_ref (`ref_*`) and the previous iterate / prox centre (`prev_*`).
 
-`spo-minimax` is a reward, not a loss: the catalog files it under kind `preference` (slot `reward_shaping`), so
-it is registered there with its own signature `fn(preferences [.., N, N], *, include_self) -> (rewards, metrics)`.
+`spo-minimax` is a reward, not a loss: `spo_minimax(preferences [.., N, N]) -> (rewards, metrics)` is its math, and
+the registered component is the reward shaping `spo-minimax` (workbench/rewards/shaping.py) that calls it.
 
 Exact dynamics of every method on a finite response set (softmax policy over K responses, exact expectations
 instead of samples) live in `workbench.preference.games`; the tests use them to check the fixed points.
@@ -279,12 +279,6 @@ def preferences_from_scores(scores: torch.Tensor) -> torch.Tensor:
     return (s[:, :, None] > s[:, None, :]).double() + 0.5 * (s[:, :, None] == s[:, None, :]).double()
 
 
-@registry.preference(
-    "spo-minimax", title="A Minimaximalist Approach to Reinforcement Learning from Human Feedback",
-    summary="self-play reward (reward_shaping slot): each of N trajectories for a context gets its average "
-            "preference against the other N − 1, r_i = mean_{j≠i} P(ξ_i ≻ ξ_j); optimize with any RL method. "
-            "Signature fn(preferences [.., N, N]) -> (rewards [.., N], metrics).",
-    equation=r"r_i = \frac{1}{N-1}\sum_{j \ne i} \mathcal{P}(\xi_i \succ \xi_j)")
 def spo_minimax(preferences, *, include_self=False):
     r"""SPO win-rate reward r_i = (1/(N − 1))·Σ_{j≠i} P(ξ_i ≻ ξ_j) from a group's pairwise judgments.
 

@@ -1,2 +1,3 @@
-"""Additive loss terms and reward penalties: KL to the reference, entropy bonus, token masks."""
-from workbench.regularizers import entropy, kl_penalty, masks  # noqa: F401  (registration)
+"""The `regularizer` slot: additive loss terms `fn(forward, batch, *, agg, denom, **hp) -> (loss, metrics)`
+(KL to the reference in the loss, entropy bonus)."""
+from workbench.regularizers import entropy, kl_penalty  # noqa: F401  (registration)

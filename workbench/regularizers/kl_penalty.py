@@ -1,17 +1,12 @@
-"""KL to a frozen reference, in the loss (GRPO family) or in the reward (PPO/RLOO), and its controllers."""
+"""KL to a frozen reference, in the loss (GRPO family) or in the reward (PPO/RLOO); the adaptive beta is a
+controller (workbench/controllers/adaptive_kl.py)."""
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 
 from workbench import kl, ops, registry
 
 
-@registry.regularizer(
-    "kl-penalty", title="Fine-Tuning Language Models from Human Preferences",
-    summary="beta * KL(pi || ref) either added to the loss or subtracted from per-token rewards.",
-    equation=r"\text{loss: } L \mathrel{+}= \beta\,\mathrm{agg}(k_t);\quad \text{reward: } r_t \leftarrow r_t - \beta k_t")
 def kl_in_loss(logp, ref_logp, mask, *, beta=0.0, estimator="k3", agg="token-mean", denom=None, value_clamp=None):
     """Loss term beta * agg(k_t) and the mean per-token estimate (for logging).
 
@@ -33,15 +28,14 @@ def kl_in_reward(logp, ref_logp, mask, *, beta, estimator="k1", value_clamp=None
         return -beta * kl.estimate(logp, ref_logp, estimator, value_clamp=value_clamp) * mask
 
 
-@dataclass
-class AdaptiveKLController:
-    """Ziegler et al.: e = clip(KL/target - 1, -0.2, 0.2); beta <- beta * (1 + e * n_steps / horizon)."""
-
-    beta: float
-    target: float = 6.0
-    horizon: int = 10000
-
-    def update(self, current_kl: float, n_steps: int) -> float:
-        error = min(max(current_kl / self.target - 1, -0.2), 0.2)
-        self.beta *= 1 + error * n_steps / self.horizon
-        return self.beta
+@registry.regularizer(
+    "kl-penalty", title="Fine-Tuning Language Models from Human Preferences",
+    summary="beta * KL(pi || ref) added to the loss (GRPO); its reward placement is the reward shaping "
+            "`kl-in-reward` (PPO, RLOO).",
+    equation=r"\text{loss: } L \mathrel{+}= \beta\,\mathrm{agg}(k_t);\quad \text{reward: } r_t \leftarrow r_t - \beta k_t",
+    reads=("ref_logp",))
+def kl_penalty(forward, batch, *, agg="token-mean", denom=None, beta=0.0, estimator="k3", value_clamp=None):
+    """`kl_in_loss` of the training forward's log-probs against `batch.ref_logp` on `batch.mask`."""
+    loss, _ = kl_in_loss(forward.logp, batch.ref_logp, batch.mask, beta=beta, estimator=estimator, agg=agg,
+                         denom=denom, value_clamp=value_clamp)
+    return loss, {}

@@ -1,29 +1,14 @@
-"""Reward shaping: transforms of outcome rewards that also read response lengths."""
+"""Reward shaping (`fn(batch, ctx, **hp) -> batch`): running normalization (PPO-max), KL in the reward (PPO,
+RLOO), win rates against the group (SPO). Runs after the forward passes, so it may read old/ref log-probs."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from workbench import registry
-
-
-@registry.reward(
-    "soft-overlong", title="DAPO: An Open-Source LLM Reinforcement Learning System at Scale",
-    summary="Linear length penalty inside the last `buffer` tokens of the budget, -1 beyond it, added to R.",
-    equation=r"r_{len} = \begin{cases}0 & |y|\le L-C\\ \frac{(L-C)-|y|}{C} & L-C<|y|\le L\\ -1 & |y|>L\end{cases}")
-def soft_overlong(rewards: torch.Tensor, lengths: torch.Tensor, *, max_len: int, buffer=4, factor=1.0):
-    """DAPO soft overlong punishment (TRL `get_soft_overlong_punishment`), scaled by `factor`.
-
-    rewards, lengths: [B]. max_len = L (the response budget), buffer = C (the paper uses L=20480, C=4096).
-    A response cut at the budget has |y| = L and gets -factor, the largest penalty reachable here.
-    """
-    if not 0 < buffer <= max_len:
-        raise ValueError(f"soft-overlong needs 0 < buffer <= max_len, got buffer={buffer}, max_len={max_len}")
-    lengths = lengths.to(torch.float64)
-    excess = lengths - (max_len - buffer)
-    penalty = torch.where(lengths > max_len, -torch.ones_like(lengths), -(excess / buffer).clamp(min=0))
-    return rewards + factor * penalty.to(rewards.dtype)
+from workbench.preference.selfplay import preferences_from_scores, spo_minimax
+from workbench.regularizers.kl_penalty import kl_in_reward
 
 
 @dataclass
@@ -46,20 +31,55 @@ class RunningMoments:
         return (self.m2 / self.count) ** 0.5 if self.count else 1.0
 
 
-@registry.reward(
-    "ppo-max", title="Secrets of RLHF in Large Language Models Part I: PPO",
-    summary="PPO-max's reward trick: normalize rewards by running statistics, then clip to [-delta, delta].",
-    equation=r"r \leftarrow \mathrm{clip}\Big(\frac{r - \mu_r}{\sigma_r}, -\delta, \delta\Big)")
-def normalize_and_clip(rewards: torch.Tensor, lengths: torch.Tensor, *, max_len: int, state: RunningMoments,
-                       delta=5.0, normalize=True, clip=True):
-    """Updates `state` with this batch first, then shifts/scales by the running moments and clips.
+def normalize_and_clip(rewards: torch.Tensor, *, state: RunningMoments, delta=5.0, normalize=True, clip=True,
+                       seen: torch.Tensor | None = None):
+    """Updates `state` with this batch first (`seen`: the rewards of the whole step when several ranks hold a
+    share of it; default `rewards`), then shifts/scales by the running moments and clips.
 
     delta = 5 (`unverified`: MOSS-RLHF's reward_clip); each of normalize/clip can be switched off.
     """
     if normalize:
-        state.update(rewards)
+        state.update(rewards if seen is None else seen)
         rewards = (rewards - state.mean) / max(state.std, 1e-8)
     return rewards.clamp(-delta, delta) if clip else rewards
 
 
-normalize_and_clip.init_state = RunningMoments  # the loop keeps (and checkpoints) one state per run
+@registry.reward_shaping(
+    "ppo-max", title="Secrets of RLHF in Large Language Models Part I: PPO",
+    summary="PPO-max's reward trick: normalize rewards by running statistics, then clip to [-delta, delta].",
+    equation=r"r \leftarrow \mathrm{clip}\Big(\frac{r - \mu_r}{\sigma_r}, -\delta, \delta\Big)",
+    reads=("rewards",), provides=("rewards",), state=RunningMoments)
+def ppo_max_rewards(batch, ctx, *, delta=5.0, normalize=True, clip=True):
+    """`normalize_and_clip` of `rewards` [B] with the run's moments (`ctx.state`, checkpointed), updated with every
+    rank's rewards so all ranks keep the same moments."""
+    return replace(batch, rewards=normalize_and_clip(batch.rewards, state=ctx.state, delta=delta, normalize=normalize,
+                                                     clip=clip, seen=ctx.gather(batch.rewards)))
+
+
+@registry.reward_shaping(
+    "kl-in-reward", title="Fine-Tuning Language Models from Human Preferences", family="canonical",
+    summary="The reward placement of `kl-penalty`: -beta * k_t added to every token's reward (TRL PPO/RLOO, "
+            "verl use_kl_in_reward).",
+    equation=r"r_t \leftarrow r_t - \beta\,k(\log\pi_{old} - \log\pi_{ref})_t",
+    reads=("old_logp", "ref_logp"), provides=("token_rewards",))
+def kl_reward(batch, ctx, *, beta=0.05, estimator="k1", value_clamp=None):
+    """Sets `token_rewards` [B, T] = `kl_in_reward(old_logp, ref_logp, mask)`; beta = 0 leaves the batch as is."""
+    if not beta:
+        return batch
+    return replace(batch, token_rewards=kl_in_reward(batch.old_logp, batch.ref_logp, batch.mask, beta=beta,
+                                                     estimator=estimator, value_clamp=value_clamp))
+
+
+@registry.reward_shaping(
+    "spo-minimax", title="A Minimaximalist Approach to Reinforcement Learning from Human Feedback",
+    summary="Self-play reward: each of the G samples of a prompt gets its win rate against the other G - 1 "
+            "under a judge (here the verifier's order of the rewards), r_i = mean_{j != i} P(xi_i > xi_j).",
+    equation=r"r_i = \frac{1}{N-1}\sum_{j \ne i} \mathcal{P}(\xi_i \succ \xi_j)",
+    reads=("rewards", "group"), provides=("rewards",))
+def spo_win_rates(batch, ctx, *, include_self=False):
+    """`spo_minimax` of the judgments `preferences_from_scores(rewards)` within each group (rows grouped in blocks
+    of `ctx.group_size`); logs spo/reward_mean, spo/reward_std, spo/antisymmetry_gap."""
+    judged = preferences_from_scores(batch.rewards.view(-1, ctx.group_size))
+    wins, metrics = spo_minimax(judged, include_self=include_self)
+    ctx.metrics.update(metrics)
+    return replace(batch, rewards=wins.flatten().to(batch.rewards.dtype))

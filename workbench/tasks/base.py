@@ -15,10 +15,13 @@ class Example:
 
 
 class Task:
-    """A family of prompts with an exact verifier.
+    """A family of prompts with an exact verifier, run as an environment.
 
     Subclasses implement `make_example(rng)` and `score(completion, example)`; `sample` draws
-    training examples that never collide with the fixed held-out evaluation set.
+    training examples that never collide with the fixed held-out evaluation set. `make_env()` gives the
+    environment an episode runs in: by default the one-turn `TaskEnv` (prompt -> one scored answer);
+    multi-turn tasks (workbench.envs) return their own, and `expert_actions` gives the actions of one
+    solving episode (the SFT warm-start replays them through the environment).
     """
 
     name: str = ""
@@ -30,6 +33,16 @@ class Task:
     def score(self, completion: str, example: Example) -> float:
         """Exact verifier: 1.0 if `completion` solves `example`, else 0.0."""
         raise NotImplementedError
+
+    def make_env(self):
+        """A fresh environment for one episode (see workbench.envs.base.Env)."""
+        from workbench.envs.base import TaskEnv  # lazy: workbench.envs imports this module
+
+        return TaskEnv(self)
+
+    def expert_actions(self, example: Example) -> list[str]:
+        """The action texts of a solving episode, replayable through `make_env()`: here the one answer."""
+        return [example.target]
 
     def rewards(self, completions: list[str], examples: list[Example]) -> list[float]:
         if len(completions) != len(examples):

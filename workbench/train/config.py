@@ -32,7 +32,7 @@ class RunConfig:
     grad_clip: float = 1.0            # max global gradient norm
     kl_coef: float | None = None      # beta; None keeps the recipe's
     entropy_coef: float | None = None  # c_H; None keeps the recipe's
-    recipe_overrides: dict = field(default_factory=dict)  # e.g. {"objective_kw": {"eps_high": 0.28}}
+    recipe_overrides: dict = field(default_factory=dict)  # per slot, e.g. {"objective": {"eps_high": 0.28}}
     pairs: int = 512                  # preference recipes: offline pairs built from the task's verifier
     data_path: str = ""               # preference recipes: a local JSONL of prompt/chosen/rejected instead
     sft_steps: int = 600              # SFT warm-start steps before RL (0 = none); cached by config hash

@@ -37,7 +37,8 @@ MODES = ("none", "ddp", "fsdp")
 
 
 class DataParallel:
-    """Rank bookkeeping and the three collectives training needs: shard prompts, sum counts, sum gradients."""
+    """Rank bookkeeping and the collectives training needs: shard prompts, sum counts, sum gradients, gather what
+    stateful components add to their state."""
 
     def __init__(self, mode: str = "none", device: str = "cpu"):
         if mode not in MODES:
@@ -71,6 +72,15 @@ class DataParallel:
         t = torch.tensor(values, dtype=torch.float64)
         dist.all_reduce(t)
         return t.tolist()
+
+    def gather(self, x: torch.Tensor) -> torch.Tensor:
+        """[N] per rank -> [N * world] in rank order (every rank holds the same number of rows): what a stateful
+        component adds to its state, so the state stays the same on every rank."""
+        if not self.active:
+            return x
+        parts = [torch.empty_like(x) for _ in range(self.world)]
+        dist.all_gather(parts, x.contiguous())
+        return torch.cat(parts)
 
     def denominators(self, mask: torch.Tensor, max_new_tokens: int) -> ops.Denominators:
         """The optimizer step's global token and sequence counts, and C = B_global · L_max."""

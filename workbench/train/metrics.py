@@ -17,7 +17,7 @@ GLOSSARY: dict[str, str] = {
                "means no exploration.",
     "kl": "Mean per-token KL(pi || ref) estimate (recipe's estimator) to the frozen reference; grows slowly "
           "when healthy.",
-    "kl/beta": "KL coefficient used this step when the recipe adapts it (kl_target set).",
+    "kl/beta": "KL coefficient used this step when a controller drives it (adaptive-kl).",
     "kl/k1_old": "mean(old_logp - logp): how far the update moved from the sampling policy (cleanrl old_approx_kl).",
     "kl/k3_old": "mean((r - 1) - log r), a non-negative estimate of the same drift (cleanrl approx_kl).",
     "clip/region": "Fraction of tokens where PPO's clipped branch is active (clip/low + clip/high); 0 on the "
@@ -40,7 +40,9 @@ GLOSSARY: dict[str, str] = {
     "truncated_frac": "Share of responses that hit max_new_tokens without EOS.",
     "sampling/rounds": "Dynamic sampling (DAPO): generation rounds needed to collect informative groups.",
     "sampling/shortfall_groups": "Dynamic sampling: informative groups still missing after the last round.",
-    "filtered_frac": "Share of rollouts dropped for a near-zero advantage (LOOP's |A| < 0.01 filter).",
+    "filtered_frac/min-abs-advantage": "Share of rollouts dropped for a near-zero advantage (LOOP's |A| < 0.01 filter).",
+    "filtered_frac/overlong-filter": "Share of rollouts masked out because they were truncated (no EOS in the budget).",
+    "filtered_frac/high-entropy-mask": "Share of rollouts left with no token after keeping only the high-entropy ones.",
     "mdpo/kl": "MDPO: mean per-token KL(pi || pi_old) estimate (k2) inside the loss.",
     "mdpo/inv_t": "MDPO: the KL weight 1/t_k at this step (grows over training).",
     "mdpo/surrogate": "MDPO: mean r * A, the unclipped surrogate being maximised.",

@@ -1,4 +1,10 @@
-"""Supervised warm-start: teacher-forced cross-entropy on task targets, cached by config hash."""
+"""Supervised warm-start: teacher-forced cross-entropy on expert episodes, cached by config hash.
+
+An expert episode is the task's `expert_actions` replayed through its environment and encoded exactly as the
+multi-turn rollout encodes a sampled one (`workbench.rollout.turns.encode_expert`): the loss is on action
+tokens only, observation tokens condition them. A one-turn task's episode is its target + EOS, so its loss
+(and cached warm start) is the one it always was.
+"""
 from __future__ import annotations
 
 import hashlib
@@ -12,17 +18,32 @@ from tqdm.auto import tqdm
 from workbench import ops
 from workbench.models import load_model, save_model_atomically
 from workbench.paths import cache_dir
-from workbench.rollout.engine import encode_prompts, encode_responses, policy_forward
+from workbench.envs.base import episode_seed
+from workbench.rollout.engine import encode_prompts, policy_forward
+from workbench.rollout.turns import encode_expert, pad_episodes, prompt_of
 from workbench.tasks import Task
 
 
-def sft_loss(model, tokenizer, examples) -> torch.Tensor:
-    """Mean negative log-likelihood of target + EOS given the prompt, over target tokens."""
+def expert_batch(tokenizer, task: Task, examples, device=None):
+    """(prompt_ids, prompt_mask [B, P], response_ids, mask [B, T]) of the examples' expert episodes; mask is 1
+    on action tokens (a one-turn task: target + EOS)."""
+    opened, episodes = [], []
+    for e in examples:
+        messages, episode = encode_expert(tokenizer, task.make_env(), e, task.expert_actions(e), episode_seed(e, 0))
+        opened.append(prompt_of(messages))
+        episodes.append(episode)
+    prompt_ids, prompt_mask = encode_prompts(tokenizer, opened, device)
+    response_ids, mask, _, _ = pad_episodes(episodes, tokenizer.pad_token_id, device)
+    return prompt_ids, prompt_mask, response_ids, mask
+
+
+def sft_loss(model, tokenizer, examples, task: Task | None = None) -> torch.Tensor:
+    """Mean negative log-likelihood of the expert's action tokens given the prompt and the observations before
+    them (one forward pass per episode). Without a task, each example is one turn: target + EOS."""
     device = next(model.parameters()).device
-    prompt_ids, prompt_mask = encode_prompts(tokenizer, [e.prompt for e in examples], device)
-    target_ids, target_mask = encode_responses(tokenizer, [e.target for e in examples], device)
-    logp, _, _ = policy_forward(model, prompt_ids, prompt_mask, target_ids, target_mask)
-    return -ops.masked_mean(logp, target_mask)
+    prompt_ids, prompt_mask, response_ids, mask = expert_batch(tokenizer, task or Task(), examples, device)
+    logp, _, _ = policy_forward(model, prompt_ids, prompt_mask, response_ids, mask)
+    return -ops.masked_mean(logp, mask)
 
 
 def train_sft(model, tokenizer, task: Task, *, steps: int, lr: float, batch_size: int, seed: int,
@@ -34,7 +55,7 @@ def train_sft(model, tokenizer, task: Task, *, steps: int, lr: float, batch_size
     model.train()
     losses = []
     for _ in tqdm(range(steps), desc="SFT warm-start", disable=not progress):
-        loss = sft_loss(model, tokenizer, task.sample(batch_size, rng))
+        loss = sft_loss(model, tokenizer, task.sample(batch_size, rng), task)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 from workbench import kl, ops
 from workbench.advantages.group import grpo
 from workbench.batch import RolloutBatch
-from workbench.regularizers.kl_penalty import AdaptiveKLController
+from workbench.controllers.adaptive_kl import AdaptiveKLController
 
 MODE_COLORS = {
     "token-mean": "#1f77b4",

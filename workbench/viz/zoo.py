@@ -32,15 +32,10 @@ WEIGHT_SCALE = "RdBu"   # red: the token is pushed down, blue: pushed up
 # The per-token gradient weight of every policy objective
 
 
-def is_policy_objective(entry) -> bool:
-    """A policy objective's first parameter is `logp`; `value-loss` (values, old_values, ...) is not one."""
-    params = list(inspect.signature(entry.fn).parameters)
-    return entry.kind == "objective" and bool(params) and params[0] == "logp"
-
-
 def policy_objectives() -> list:
-    """Registered policy objectives (registry entries), sorted by key; new registrations appear here."""
-    return [e for e in registry.entries("objective") if is_policy_objective(e)]
+    """Registered policy objectives (registry entries), sorted by key; new registrations appear here. The
+    critic's loss is a `value` component, not an objective, so every entry here takes logp first."""
+    return registry.entries("objective")
 
 
 def extra_inputs(fn, old_logp: torch.Tensor) -> dict:
@@ -79,8 +74,6 @@ def gradient_weight_surface(key: str, ratios=None, advantages=None, **hp) -> np.
     For ppo-clip the weight is A r where the unclipped branch is active and 0 where the clipped one is.
     """
     entry = registry.get("objective", key)
-    if not is_policy_objective(entry):
-        raise ValueError(f"objective {key!r} is not a policy objective (its first argument is not logp)")
     r = torch.as_tensor(default_weight_ratios() if ratios is None else ratios, dtype=torch.float64).flatten()
     a = torch.as_tensor(default_weight_advantages() if advantages is None else advantages,
                         dtype=torch.float64).flatten()

@@ -1,4 +1,4 @@
-"""The critic's clipped value loss (PPO reference implementation)."""
+"""The critic's clipped value loss (PPO reference implementation), registered as the `value` slot's loss."""
 from __future__ import annotations
 
 import torch
@@ -7,10 +7,6 @@ from workbench import ops, registry
 from workbench.objectives.ppo import PPO_TITLE
 
 
-@registry.objective(
-    "value-loss", title=PPO_TITLE,
-    summary="Pessimistic max of the unclipped and clipped squared value errors.",
-    equation=r"L_V = \tfrac12\max\big((V-R)^2,\ (V_{old}+\mathrm{clip}(V-V_{old},\pm\epsilon_v)-R)^2\big)")
 def value_loss(values, old_values, returns, mask, *, agg="token-mean", denom=None, clip_eps=0.2):
     """values/old_values/returns [B, T]. clip_eps=None disables clipping (plain 1/2 (V - R)^2)."""
     unclipped = (values - returns) ** 2
@@ -32,3 +28,18 @@ def value_loss(values, old_values, returns, mask, *, agg="token-mean", denom=Non
                                          / ops.masked_var(returns, mask, False).clamp(min=1e-8)),
         }
     return loss, metrics
+
+
+@registry.value(
+    "value-loss", title=PPO_TITLE,
+    summary="Pessimistic max of the unclipped and clipped squared value errors, weighted by vf_coef.",
+    equation=r"L_V = c_V\,\tfrac12\max\big((V-R)^2,\ (V_{old}+\mathrm{clip}(V-V_{old},\pm\epsilon_v)-R)^2\big)",
+    reads=("returns", "value_mask", "old_values"))
+def clipped_value_loss(values, batch, *, agg="token-mean", denom=None, coef=0.1, clip_eps=0.2):
+    """coef * `value_loss` of the head's values [B, T] on the advantage's targets (`returns`, `value_mask`);
+    0 with no gradient signal when the minibatch has no target token (e.g. T-PPO's unfinished responses)."""
+    if batch.value_mask.sum() == 0:
+        return values.sum() * 0, {}
+    loss, metrics = value_loss(values, batch.old_values, batch.returns, batch.value_mask, agg=agg, denom=denom,
+                               clip_eps=clip_eps)
+    return coef * loss, metrics

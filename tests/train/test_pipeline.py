@@ -1,0 +1,254 @@
+"""The pipeline: stages run in their fixed order, parts that don't fit are refused at start, state resumes."""
+import pytest
+import torch
+
+from tests.helpers import TINY, DigitFirst, resumes_exactly
+from workbench import registry
+from workbench.batch import RolloutBatch
+from workbench.recipes import RECIPES, Recipe, get_recipe, use, with_overrides
+from workbench.train import Trainer, make_config
+from workbench.train.pipeline import Pipeline
+from workbench.train.rl import NoGradientError
+
+
+def trainer_for(recipe, tmp_path, **overrides):
+    trainer = Trainer(make_config("smoke", recipe=recipe, **{**TINY, **overrides}), tmp_path, progress=False)
+    trainer.task = DigitFirst()
+    return trainer
+
+
+# ------------------------------------------------------------------------------ the order of the stages
+
+@pytest.fixture
+def probes():
+    """Components in every slot that record when they run and what the batch holds by then."""
+    calls = []
+
+    class Sampler:
+        init = staticmethod(lambda: None)
+        update = staticmethod(lambda state, batch: calls.append("sampler.update") or state)
+
+        @staticmethod
+        def select(state, task, n, rng):
+            calls.append("sampler")
+            return task.sample(n, rng)
+
+    class Counter:
+        init = staticmethod(lambda *, initial: {"steps": 0, "initial": initial})
+        value = staticmethod(lambda state: state["initial"])
+
+        @staticmethod
+        def update(state, batch, metrics):
+            calls.append("controller")
+            return {**state, "steps": state["steps"] + 1}
+
+    def rollout(engine, task, examples, **kw):
+        calls.append("rollout")
+        return registry.get("rollout", "turns").fn(engine, task, examples, **kw)
+
+    def reward(completions, **columns):
+        calls.append("rewards")
+        assert {"prompts", "completion_ids", "answer", "max_new_tokens", "step"} <= set(columns)
+        return [0.0] * len(completions)
+
+    def transform(batch, ctx):
+        calls.append("group_transform")
+        assert batch.old_logp is None and batch.scores is not None  # before the forward passes
+        return batch
+
+    def shaping(batch, ctx):
+        calls.append("reward_shaping")
+        assert batch.old_logp is not None and batch.ref_logp is not None and batch.advantages is None
+        return batch
+
+    def doubled(batch):
+        calls.append("advantage[1]")
+        return 2 * batch.advantages  # a later chain entry reads the earlier one's advantages
+
+    def mask(batch):
+        calls.append("token_mask")
+        assert batch.advantages is not None
+        return batch.mask
+
+    def regularizer(forward, batch, *, agg, denom):
+        calls.append("regularizer")
+        return forward.logp.sum() * 0, {}
+
+    registered = [("sampler", "probe", Sampler, ()), ("controller", "probe", Counter, ()),
+                  ("rollout", "probe", rollout, ()), ("reward", "probe", reward, ()),
+                  ("group_transform", "probe", transform, ()),
+                  ("reward_shaping", "probe", shaping, ("old_logp", "ref_logp")),
+                  ("advantage", "probe-doubled", doubled, ("advantages",)), ("token_mask", "probe", mask, ()),
+                  ("regularizer", "probe", regularizer, ())]
+    for kind, key, fn, reads in registered:
+        registry.register(kind, key, title="probe", summary="records when it runs", family="pipeline",
+                          reads=reads)(fn)
+    yield calls
+    for kind, key, *_ in registered:
+        registry._REGISTRY[kind].pop(key)
+
+
+def probe_recipe():
+    return Recipe(key="probe", title="t", summary="s", sampler="probe", rollout="probe", rewards=["probe"],
+                  group_transforms=["probe"], reward_shaping=["probe"], advantage=["grpo", "probe-doubled"],
+                  token_masks=["probe"], regularizers=["probe", use("kl-penalty", beta=0.1)],
+                  controllers=[use("probe", into="regularizer:kl-penalty.beta")])
+
+
+def test_a_step_runs_the_stages_in_the_documented_order(probes, tmp_path, monkeypatch):
+    monkeypatch.setitem(RECIPES, "probe", probe_recipe())
+    trainer = trainer_for("probe", tmp_path, steps=1, minibatches=1).setup()
+    assert not trainer.on_policy  # the reward shaping reads old_logp: the forward pass must supply it
+    row = trainer.step(0)
+    assert probes == ["sampler", "rollout", "rewards", "group_transform", "reward_shaping", "advantage[1]",
+                      "token_mask", "regularizer", "controller", "sampler.update"]
+    assert trainer.pipeline.state["controller:probe"]["steps"] == 1 and row["kl/beta"] == 0.1
+
+
+def test_an_advantage_chain_entry_reads_the_previous_advantages(probes, tmp_path, monkeypatch):
+    monkeypatch.setitem(RECIPES, "probe", probe_recipe())
+    trainer = trainer_for("probe", tmp_path).setup()
+    batch = trainer.make_batch(0)
+    assert torch.allclose(batch.advantages, 2 * registry.get("advantage", "grpo").fn(batch).float())
+
+
+# ------------------------------------------------------------------------------ parts that don't fit
+
+@pytest.mark.parametrize("recipe, message", [
+    (Recipe(key="r", title="t", summary="s", advantage=["remax"]),
+     r"advantage:remax reads \['baseline_rewards'\].*group_transform:greedy-baseline"),
+    (Recipe(key="r", title="t", summary="s", advantage=["grpo"], value="value-loss"),
+     r"value:value-loss reads \['returns', 'value_mask'\].*advantage:gae"),
+    (Recipe(key="r", title="t", summary="s", advantage=["grpo"], objective=use("ppo-clip", eps_hgh=0.3)),
+     r"objective 'ppo-clip' takes no \['eps_hgh'\]"),
+    (Recipe(key="r", title="t", summary="s", advantage=["grpo"], objective="ppo-clipp"),
+     r"slot objective: no objective named 'ppo-clipp'"),
+    (Recipe(key="r", title="t", summary="s", advantage=["grpo"], controllers=[use("adaptive-kl", into="regularizer:kl-penalty.beta")]),
+     r"drives into='regularizer:kl-penalty.beta', which names no component parameter"),
+    (Recipe(key="r", title="t", summary="s", advantage=["grpo"], regularizers=[use("kl-penalty")],
+            controllers=[use("adaptive-kl", into="regularizer:kl-penalty.gamma")]),
+     r"drives 'gamma', which regularizer:kl-penalty does not take"),
+    (Recipe(key="r", title="t", summary="s", advantage=["grpo"], agg="token-sum"), "unknown aggregation"),
+])
+def test_a_recipe_whose_parts_do_not_fit_is_refused_naming_the_missing_piece(recipe, message):
+    with pytest.raises(ValueError, match=message):
+        Pipeline(recipe)
+
+
+def test_the_reference_pass_runs_only_when_something_reads_it(tmp_path):
+    assert trainer_for("grpo", tmp_path / "a", track_kl=False, kl_coef=0.0).setup().ref is None
+    assert trainer_for("grpo", tmp_path / "b", track_kl=False).setup().ref is not None  # k3 KL in the loss
+
+
+# ------------------------------------------------------------------------------ overrides
+
+def test_overrides_merge_replace_and_add_components():
+    grpo = get_recipe("grpo")
+    r = with_overrides(grpo, {"objective": {"eps_high": 0.28}, "advantage": {"scale": "none"}})
+    assert r.objective.key == "ppo-clip" and r.objective.kw == {"eps_high": 0.28}
+    assert r.advantage[0].kw == {"scale": "none"}
+    assert with_overrides(grpo, {"objective": "tis"}).objective.key == "tis"
+    assert with_overrides(grpo, {"objective_kw": {"eps_low": 0.1}}).objective.kw == {"eps_low": 0.1}  # old name
+    assert with_overrides(grpo, {}, kl_coef=0.0).kl_term() is None                     # beta 0: no KL term
+    assert with_overrides(grpo, {}, kl_coef=0.5).kl_term().kw["beta"] == 0.5
+    assert with_overrides(get_recipe("dapo"), {}, kl_coef=0.5).kl_term().key == "kl-penalty"  # added in the loss
+    assert with_overrides(get_recipe("rloo"), {}, kl_coef=0.2).kl_term().key == "kl-in-reward"
+    assert with_overrides(grpo, {}, entropy_coef=0.01).regularizers[-1].key == "entropy-bonus"
+    ppo_max = with_overrides(get_recipe("ppo-max"), {"reward_shaping:ppo-max": {"clip": False}})
+    assert [u.kw for u in ppo_max.reward_shaping] == [{"delta": 5.0, "clip": False}, {"beta": 0.05, "estimator": "k1"}]
+    with pytest.raises(ValueError, match="must name exactly one"):
+        with_overrides(ppo_max, {"reward_shaping": {"clip": True}})
+    with pytest.raises(ValueError, match="unknown recipe override 'kl_cof'"):
+        with_overrides(grpo, {"kl_cof": 1})
+
+
+# ------------------------------------------------------------------------------ state and resume
+
+RL_RECIPES = sorted(k for k, r in RECIPES.items() if isinstance(r, Recipe))
+PREFERENCE_RECIPES = sorted(set(RECIPES) - set(RL_RECIPES))
+PREF = dict(TINY, pairs=16, sft_steps=20, max_new_tokens=5, group_size=4, steps=6, checkpoint_every=3)
+
+
+@pytest.mark.parametrize("recipe", RL_RECIPES)
+def test_every_recipe_resumes_exactly(recipe, tmp_path):
+    """Killed after step 2 (checkpoint 2) and resumed, each recipe logs row for row what a straight run logs."""
+    config = make_config("smoke", recipe=recipe, **TINY)
+    assert resumes_exactly(config, tmp_path, task=DigitFirst())
+
+
+@pytest.mark.parametrize("recipe", PREFERENCE_RECIPES)
+def test_every_preference_recipe_resumes_exactly(recipe, tmp_path):
+    """Killed after step 3, across the iteration boundary of the iterative ones (their anchors move every 5)."""
+    config = make_config("smoke", recipe=recipe, **PREF)
+    assert resumes_exactly(config, tmp_path, stop_after_step=3)
+
+
+def test_on_policy_steps_take_old_logp_from_the_training_forward(tmp_path, monkeypatch):
+    """One epoch, one minibatch: no separate old-log-prob pass, ratio exactly 1, and the same update."""
+    on = trainer_for("grpo", tmp_path / "on", minibatches=1).setup()
+    assert on.on_policy
+    batch = on.make_batch(0)
+    assert batch.old_logp is None
+    metrics = on.train_on(batch, 0)
+    assert metrics["kl/k1_old"] == 0 and metrics["clip/out_of_band"] == 0
+    assert batch.old_logp is not None and batch.entropy is not None  # filled in for the step's metrics
+    monkeypatch.setattr(Trainer, "on_policy", property(lambda self: False))
+    off = trainer_for("grpo", tmp_path / "off", minibatches=1).setup()
+    off_batch = off.make_batch(0)
+    off.train_on(off_batch, 0)
+    assert torch.allclose(batch.old_logp, off_batch.old_logp, atol=1e-5)
+    for p_on, p_off in zip(on.model.parameters(), off.model.parameters()):
+        assert torch.allclose(p_on, p_off, atol=1e-6)
+
+
+def test_a_run_that_trains_nothing_stops_and_names_the_cause(tmp_path):
+    trainer = trainer_for("grpo", tmp_path, steps=6).setup()
+    trainer.params = [torch.nn.Parameter(torch.zeros(1))]  # nothing the loss reaches
+    with pytest.raises(NoGradientError, match="4-bit"):
+        trainer.run()
+
+
+# ------------------------------------------------------------------------------ the reward stage
+
+def reward_stage(recipe_rewards, completions=("12", "345", "6")):
+    from workbench.context import StepContext
+    from workbench.tasks import Example
+
+    ids = torch.tensor([[5, 6, 2, 0], [7, 8, 9, 2], [4, 2, 0, 0]])
+    mask = (torch.arange(4)[None, :] < torch.tensor([3, 4, 2])[:, None]).float()
+    batch = RolloutBatch(response_ids=ids, mask=mask, group=torch.tensor([0, 0, 1]),
+                         rewards=torch.tensor([1.0, 0.0, 1.0]), completions=list(completions), prompts=["a", "a", "b"])
+    examples = [Example("a", "12", "12"), Example("b", "6", "6")]
+    pipeline = Pipeline(Recipe(key="r", title="t", summary="s", advantage=["grpo"], rewards=recipe_rewards))
+    ctx = StepContext(step=0, total_steps=1, seed=0, group_size=2, prompts_per_step=2, max_new_tokens=4)
+    return pipeline.reward(batch, examples, ctx)
+
+
+@pytest.mark.covers("soft-overlong")
+def test_reward_functions_add_to_the_environment_reward_with_their_weight():
+    from workbench.rewards.length import soft_overlong
+
+    out = reward_stage([use("soft-overlong", buffer=2, weight=0.5)])
+    lengths = torch.tensor([3.0, 4.0, 2.0])  # tokens up to and including EOS (id 2)
+    penalty = soft_overlong(torch.zeros(3, dtype=torch.float64), lengths, max_len=4, buffer=2)
+    assert torch.equal(out.scores, torch.tensor([1.0, 0.0, 1.0]))  # the environment's reward, kept apart
+    assert torch.allclose(out.rewards, out.scores + 0.5 * penalty.float())
+    assert penalty.tolist() == [-0.5, -1.0, 0.0]
+
+
+def test_a_bad_reward_function_is_named_before_it_poisons_the_batch():
+    def register(key, fn):
+        registry.register("reward", key, title="t", summary="s", family="pipeline")(fn)
+
+    register("test-none", lambda completions, **kw: [None, 1.0, None])
+    register("test-short", lambda completions, **kw: [1.0])
+    register("test-nan", lambda completions, **kw: [float("nan")] * len(completions))
+    try:
+        assert reward_stage(["test-none"]).rewards.tolist() == [1.0, 1.0, 1.0]  # None counts 0 (TRL's nansum)
+        with pytest.raises(ValueError, match="reward 'test-short' returned 1 values for 3 completions"):
+            reward_stage(["test-short"])
+        with pytest.raises(ValueError, match=r"reward 'test-nan' returned NaN/inf for rows \[0, 1, 2\]"):
+            reward_stage(["test-nan"])
+    finally:
+        for key in ("test-none", "test-short", "test-nan"):
+            registry._REGISTRY["reward"].pop(key)

@@ -1,0 +1,48 @@
+"""What the pipeline hands a component besides the batch: the step's context and the training forward pass."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+
+@dataclass
+class StepContext:
+    """One step as a component sees it. `state` is the calling component's own state (None if it keeps none);
+    `metrics` collects what it wants logged in the step's row. `resample(round)` draws and rolls out a new
+    round of the same step (group transforms); `rollout(examples, group_size=, greedy=)` runs the recipe's
+    rollout strategy on given examples (e.g. ReMax's greedy baseline); `gather(x)` collects a per-row tensor from
+    every rank, so that state a component keeps is the same on all of them."""
+
+    step: int
+    total_steps: int
+    seed: int
+    group_size: int
+    prompts_per_step: int
+    max_new_tokens: int
+    pad_id: int = 0
+    examples: list = field(default_factory=list)   # the step's examples; batch.group indexes them
+    resample: Callable | None = None
+    rollout: Callable | None = None
+    gather: Callable = lambda x: x                 # [N] this rank's rows -> all ranks' rows (data parallelism)
+    state: Any = None
+    metrics: dict = field(default_factory=dict)
+    component: str = ""                            # "slot:key" of the component being called
+
+    def rng(self, round: int = 0) -> random.Random:
+        """This component's random stream for this step: seeded by (seed, step, round, component)."""
+        return random.Random(f"{self.seed}-{self.step}-{round}-{self.component}")
+
+    def generator(self, round: int = 0) -> torch.Generator:
+        return torch.Generator().manual_seed(self.rng(round).getrandbits(63))
+
+
+@dataclass
+class Forward:
+    """The training forward pass over a minibatch, [B, T] each; None where no component asked for it."""
+
+    logp: torch.Tensor
+    entropy: torch.Tensor | None = None
+    values: torch.Tensor | None = None

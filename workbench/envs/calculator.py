@@ -1,0 +1,134 @@
+"""Arithmetic with a calculator tool (tool-integrated reasoning), sized for a character-level model.
+
+Format, e.g. 37*48+19:
+    prompt        "37*48+19="
+    action        "[37*48]"        a tool call: exactly two integers and one operator (stop string "]")
+    observation   "1776\n"         the tool's result ("ERR\n" and info["tool_error"] for a malformed call)
+    action        "[1776+19]"      ... one call per operator, in precedence order (the expert's way)
+    observation   "1795\n"
+    action        "A:1795" + EOS   the final answer: any action that is not a tool call ends the episode
+The verifier is exact: reward 1 iff the final answer after the last "A:" equals the expression's value.
+The tool takes one operation per call, so the model has to split the expression (calling it on the whole
+prompt is an error); the state an action is taken from is the list of results seen so far.
+"""
+from __future__ import annotations
+
+import random
+import re
+
+from workbench import registry
+from workbench.envs.base import Env, tool, user
+from workbench.tasks.base import Example, Task
+
+CALL = re.compile(r"\[(-?\d+)([+\-*])(-?\d+)\]")   # the only tool call the calculator accepts
+TOKEN = re.compile(r"\d+|[+\-*]")
+MAX_OPERAND_CHARS = 12  # a longer number is junk; also bounds the tool's work
+
+
+def apply(a: int, op: str, b: int) -> int:
+    return a + b if op == "+" else a - b if op == "-" else a * b
+
+
+def first_operation(tokens: list) -> int:
+    """Index of the operator evaluated first: the leftmost `*`, else the leftmost `+`/`-`."""
+    ops = [i for i in range(1, len(tokens), 2)]
+    stars = [i for i in ops if tokens[i] == "*"]
+    return stars[0] if stars else ops[0]
+
+
+def solve_steps(expression: str) -> list[tuple[int, str, int, int]]:
+    """The (a, op, b, a op b) calls that evaluate `expression` with the usual precedence, in order."""
+    tokens = [t if t in "+-*" else int(t) for t in TOKEN.findall(expression)]
+    steps = []
+    while len(tokens) > 1:
+        i = first_operation(tokens)
+        a, op, b = tokens[i - 1], tokens[i], tokens[i + 1]
+        steps.append((a, op, b, apply(a, op, b)))
+        tokens[i - 1:i + 2] = [apply(a, op, b)]
+    return steps
+
+
+def final_answer(text: str) -> str | None:
+    """What follows the last "A:" (stripped), or None."""
+    return text.rsplit("A:", 1)[1].strip() if "A:" in text else None
+
+
+@registry.env(
+    "calculator", title="Calculator tool: arithmetic by one-operation tool calls", family="canonical",
+    summary="Evaluate a + - * expression by calling a calculator '[a op b]' once per operation, then answer "
+            "'A:<value>'; reward 1 iff the final answer is exact.")
+class CalculatorTask(Task):
+    """`n_operands` integers of up to `digits` digits joined by `ops` (evaluated with precedence).
+
+    Knobs (`task_kw`): n_operands (default 5), digits (2), ops ("+-*"), slack (extra turns beyond the
+    expert's n_operands - 1 calls + answer, default 2: room to recover from an error). Held-out set: 200
+    prompts in data/eval/calculator.jsonl (drawn by `make_eval`; other parameters draw theirs in memory).
+    """
+
+    name = "calculator"
+    DEFAULTS = {"n_operands": 5, "digits": 2, "ops": "+-*"}  # what the examples depend on
+
+    def __init__(self, *, n_operands: int = 5, digits: int = 2, ops: str = "+-*", slack: int = 2):
+        if n_operands < 2 or digits < 1 or not ops or set(ops) - set("+-*") or slack < 0:
+            raise ValueError(f"need n_operands >= 2, digits >= 1, ops from '+-*', slack >= 0; got "
+                             f"{n_operands}, {digits}, {ops!r}, {slack}")
+        self.n_operands, self.digits, self.ops, self.slack = n_operands, digits, ops, slack
+        self.max_turns = n_operands + slack  # n_operands - 1 calls + 1 answer + slack
+        params = {"n_operands": n_operands, "digits": digits, "ops": ops}
+        self.eval_file = "calculator.jsonl" if params == self.DEFAULTS else None  # see AdditionTask
+
+    def make_example(self, rng: random.Random) -> Example:
+        numbers = [rng.randrange(1, 10 ** self.digits) for _ in range(self.n_operands)]
+        ops = [rng.choice(self.ops) for _ in range(self.n_operands - 1)]
+        expression = str(numbers[0]) + "".join(f"{op}{n}" for op, n in zip(ops, numbers[1:]))
+        value = solve_steps(expression)[-1][3]
+        return Example(prompt=f"{expression}=", answer=str(value), target=f"A:{value}")
+
+    def score(self, completion: str, example: Example) -> float:
+        return 1.0 if final_answer(completion) == example.answer else 0.0
+
+    def expert_actions(self, example: Example) -> list[str]:
+        calls = [f"[{a}{op}{b}]" for a, op, b, _ in solve_steps(example.prompt)]
+        return calls + [example.target]
+
+    def make_env(self) -> "CalculatorEnv":
+        return CalculatorEnv(self)
+
+    def eval_set(self, n: int | None = None) -> list[Example]:
+        if self.eval_file:
+            return super().eval_set(n)
+        from workbench.tasks.make_eval import generated_eval_set
+
+        return generated_eval_set(self, n)
+
+    def __repr__(self) -> str:
+        return (f"CalculatorTask(n_operands={self.n_operands}, digits={self.digits}, ops={self.ops!r}, "
+                f"slack={self.slack})")
+
+
+class CalculatorEnv(Env):
+    """One episode of a CalculatorTask example (see the module docstring for the transcript)."""
+
+    stop = ("]",)
+
+    def __init__(self, task: CalculatorTask):
+        self.task = task
+        self.max_turns = task.max_turns
+        self.example, self.results = None, ()
+
+    def reset(self, example: Example, seed: int | None = None):
+        self.example, self.results = example, ()
+        return [user(example.prompt)], {"state": (example.prompt, self.results)}
+
+    def step(self, action: str):
+        if self.example is None:
+            raise RuntimeError("step before reset")
+        if not action.endswith("]"):  # not a tool call: the final answer
+            return [], self.task.score(action, self.example), True, {"state": None}
+        call = CALL.fullmatch(action.strip())
+        if call is None or max(len(call.group(1)), len(call.group(3))) > MAX_OPERAND_CHARS:
+            error = "malformed call: expected [a op b] with two integers"
+            return [tool("ERR\n")], 0.0, False, {"state": (self.example.prompt, self.results), "tool_error": error}
+        result = apply(int(call.group(1)), call.group(2), int(call.group(3)))
+        self.results += (result,)
+        return [tool(f"{result}\n")], 0.0, False, {"state": (self.example.prompt, self.results), "tool_error": None}

@@ -1,0 +1,292 @@
+"""The multi-turn rollout: episodes of a task's environment, sampled turn by turn, as one RolloutBatch.
+
+A row's response is everything after its prompt, actions and observations interleaved, right-padded:
+
+    prompt | action_0 obs_0 action_1 obs_1 ... action_{n-1} | pad
+    mask      1...1   0..0  1...1    0..0       1...1         0      the policy produced it
+    turn      0...0   0..0  1...1    1..1       n-1..n-1      -1     step id (an observation joins its action)
+
+The history is never re-tokenized: each turn is generated from the token ids so far and the observation
+tokens are appended as ids, so the trainer's one forward pass over prompt + response scores exactly the
+sampled tokens (and observation tokens condition later actions without being trained on). Turn 0 is the
+engine's plain `generate(prompts, n=group_size)` call, so a one-turn task gives the batch group sampling
+always gave. The SFT warm-start encodes expert episodes with the same helpers (`encode_expert`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from workbench import registry
+from workbench.batch import RolloutBatch
+from workbench.envs.base import episode_seed
+from workbench.rollout.engine import Sampling, plain_text
+
+
+# ----------------------------------------------------------------------------- encoding (shared with SFT)
+
+def prompt_of(messages: list[dict]):
+    """What the engine is given for an episode's opening messages: one user message as its text (as the
+    one-turn tasks always were), anything else as the message list."""
+    if len(messages) == 1 and messages[0]["role"] == "user":
+        return messages[0]["content"]
+    return list(messages)
+
+
+def ends_with_stop(text: str, stop) -> bool:
+    return any(text.endswith(s) for s in stop or ())
+
+
+def action_ids(tokenizer, text: str, stop=()) -> list[int]:
+    """Token ids of an action given as text (an expert's): the text, then EOS unless a stop string ends it,
+    which is how a sampled turn ends (for a one-turn task: target + EOS, the SFT target it always was)."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return ids if ends_with_stop(text, stop) else ids + [tokenizer.eos_token_id]
+
+
+def chat_suffix_ids(tokenizer, messages: list[dict], after_eos: bool) -> list[int]:
+    """Ids the chat template puts between an assistant turn and the next one: the tool turn(s) `messages`
+    and the assistant's generation prompt (TRL's `_get_tool_suffix_ids` recipe: render a dummy conversation
+    with and without them and keep the difference, cut at the assistant's end-of-turn EOS). If the action
+    did not end with EOS (a stop string ended it), the suffix starts with that EOS: the template's turn
+    boundary is then an observation token, not a policy one."""
+    dummy = [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]
+
+    def render(msgs, gen):
+        text = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=gen)
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    prefix, full = render(dummy, False), render(dummy + list(messages), True)
+    eos = [t for t, i in enumerate(prefix) if i == tokenizer.eos_token_id]
+    if not eos:
+        raise ValueError("the chat template ends an assistant turn without the EOS token; cannot place tool turns")
+    prefix = prefix[:eos[-1] + 1] if after_eos else prefix[:eos[-1]]
+    if full[:len(prefix)] != prefix:
+        raise ValueError("the chat template renders tool turns by rewriting the history before them")
+    return full[len(prefix):]
+
+
+def observation_ids(tokenizer, messages: list[dict], after_eos: bool) -> list[int]:
+    """Token ids of an environment's observation messages, appended after an action without re-tokenizing it:
+    their contents as text (no chat template), or the template's tool turns + generation prompt."""
+    if getattr(tokenizer, "use_chat_template", False):
+        return chat_suffix_ids(tokenizer, messages, after_eos)
+    return tokenizer(plain_text(messages), add_special_tokens=False)["input_ids"] if messages else []
+
+
+@dataclass
+class Episode:
+    """One row's response after its prompt, as the trainer scores it, plus what the environment said."""
+
+    ids: list[int] = field(default_factory=list)       # actions and observations, in order
+    mask: list[float] = field(default_factory=list)    # 1 on action tokens
+    turn: list[int] = field(default_factory=list)      # step id of every token
+    mu_logp: list[float] = field(default_factory=list)  # behaviour log-probs (0 on observations)
+    pieces: list[str] = field(default_factory=list)    # decoded text of each action / observation
+    rewards: list[float] = field(default_factory=list)  # one per step
+    info: list[dict] = field(default_factory=list)     # one per step: the state acted from, tool_error, ...
+    steps: int = 0                                      # actions taken so far
+    truncated: bool = False
+
+    @property
+    def completion(self) -> str:
+        """The decoded transcript after the prompt (a one-turn task: the answer's text)."""
+        return "".join(self.pieces)
+
+    @property
+    def episode_return(self) -> float:
+        return sum(self.rewards, 0.0)
+
+    def act(self, ids: list[int], text: str, mu_logp: list[float] | None = None) -> None:
+        """Append the next action turn (step id `self.steps`; the env's answer is recorded by `record`)."""
+        self.ids += ids
+        self.mask += [1.0] * len(ids)
+        self.turn += [self.steps] * len(ids)
+        self.steps += 1
+        self.mu_logp += mu_logp if mu_logp is not None else [0.0] * len(ids)
+        self.pieces.append(text)
+
+    def record(self, reward: float, state_info: dict, step_info: dict) -> None:
+        """The step just acted: its reward, and the info of the state it acted from plus the step's own
+        entries (tool_error, ...)."""
+        before = {k: v for k, v in state_info.items() if k != "tool_error"}  # that was the previous step's
+        extra = {k: v for k, v in step_info.items() if k != "state"}
+        self.info.append({**before, "tool_error": None, **extra, "state": state_info.get("state")})
+        self.rewards.append(float(reward))
+
+    def observe(self, ids: list[int], text: str) -> None:
+        """Append the observation that follows the last action (same step id, mask 0)."""
+        self.ids += ids
+        self.mask += [0.0] * len(ids)
+        self.turn += [self.steps - 1] * len(ids)
+        self.mu_logp += [0.0] * len(ids)
+        self.pieces.append(text)
+
+
+def pad_episodes(episodes: list[Episode], pad_id: int, device=None):
+    """response_ids [B, T] (pad), mask [B, T] float (0), turn [B, T] long (-1), mu_logp [B, T] float (0);
+    T = the longest episode."""
+    width = max(len(e.ids) for e in episodes)
+    B = len(episodes)
+    ids = torch.full((B, width), pad_id, dtype=torch.long)
+    mask, mu = torch.zeros(B, width), torch.zeros(B, width)
+    turn = torch.full((B, width), -1, dtype=torch.long)
+    for i, e in enumerate(episodes):
+        n = len(e.ids)
+        ids[i, :n] = torch.tensor(e.ids, dtype=torch.long)
+        mask[i, :n] = torch.tensor(e.mask)
+        turn[i, :n] = torch.tensor(e.turn, dtype=torch.long)
+        mu[i, :n] = torch.tensor(e.mu_logp)
+    return ids.to(device), mask.to(device), turn.to(device), mu.to(device)
+
+
+def encode_expert(tokenizer, env, example, actions: list[str], seed: int = 0) -> tuple[list[dict], Episode]:
+    """(opening messages, Episode) of replaying `actions` through `env`, encoded as the rollout encodes a
+    sampled episode. The last action is not stepped (nothing follows it, and scoring it costs a verifier call
+    per SFT example); every earlier one must leave the episode running."""
+    if not actions:
+        raise ValueError("an expert episode needs at least one action")
+    messages, _ = env.reset(example, seed)
+    tok, episode = tokenizer, Episode()
+    for s, action in enumerate(actions):
+        ids = action_ids(tok, action, env.stop)
+        episode.act(ids, action)
+        if s == len(actions) - 1:
+            break
+        observations, _, done, _ = env.step(action)
+        if done:
+            raise ValueError(f"expert action {s} ({action!r}) ends the episode but {len(actions) - 1 - s} follow")
+        obs = observation_ids(tok, observations, after_eos=ids[-1] == tok.eos_token_id)
+        episode.observe(obs, tok.decode(obs, skip_special_tokens=True))
+    return messages, episode
+
+
+# ----------------------------------------------------------------------------- the rollout
+
+def merged_stop(sampling: Sampling, envs) -> list[str] | None:
+    """The sampling's stop strings, then the environment's (all rows of a task share them)."""
+    env_stops = {tuple(e.stop) for e in envs}
+    if len(env_stops) > 1:
+        raise ValueError(f"the task's environments disagree on their stop strings: {sorted(env_stops)}")
+    stop = list(dict.fromkeys([*(sampling.stop or ()), *env_stops.pop()]))
+    return stop or None
+
+
+def first_turn(engine, opened: list[list[dict]], group_size: int, sampling: Sampling, stop, total: int | None):
+    """Turn 0 of every row with one `engine.generate` call: prompts repeated n=group_size times when the
+    rows of a group opened with the same messages (always, for a task's env), else one prompt per row."""
+    groups = [opened[g] for g in range(0, len(opened), group_size)]
+    shared = all(opened[i] == groups[i // group_size] for i in range(len(opened)))
+    prompts, n = ([prompt_of(m) for m in groups], group_size) if shared else ([prompt_of(m) for m in opened], 1)
+    budget = sampling.max_new_tokens
+    if total is not None:
+        width = engine.encode(prompts, 1)[0].shape[1]
+        budget = min(budget, total - width)
+        if budget < 1:
+            raise ValueError(f"a prompt of {width} tokens leaves no room under max_total_tokens={total}")
+    return engine.generate(prompts, n=n, max_new_tokens=budget, temperature=sampling.temperature,
+                           top_p=sampling.top_p, greedy=sampling.greedy, stop=stop)
+
+
+@registry.rollout(
+    "turns", title="Multi-turn rollout over an environment (single-turn is one turn)", family="canonical",
+    summary="Samples every row's episode turn by turn: actions from the policy (stopping at the env's stop "
+            "strings or EOS), observations appended as token ids with mask 0; rewards are episode returns.",
+    reads=(), provides=("response_ids", "mask", "turn", "mu_logp", "rewards", "turn_rewards", "turn_info",
+                        "truncated", "completions", "prompts", "prompt_ids", "prompt_mask", "group"))
+def turns(engine, task, examples, *, group_size: int, sampling: Sampling, max_turns: int | None = None,
+          max_total_tokens: int | None = None) -> RolloutBatch:
+    """Episodes of `task.make_env()` for `group_size` rows per example (row i answers examples[i // group_size]),
+    as one RolloutBatch (layout in the module docstring; rewards [B] = episode returns, turn_rewards [B, S],
+    turn_info[i][s] = the info of the state step s acted from, with the step's tool_error). See `play`."""
+    played = play(engine, task, examples, group_size=group_size, sampling=sampling, max_turns=max_turns,
+                  max_total_tokens=max_total_tokens)
+    return episode_batch(played, group_size, engine.tokenizer.pad_token_id)
+
+
+@dataclass
+class Played:
+    """Finished episodes, one per row, with what opened them and the prompt tensors turn 0 was sampled from."""
+
+    episodes: list[Episode]
+    opened: list[list[dict]]      # each row's opening messages
+    prompt_ids: torch.Tensor      # [B, P] left-padded
+    prompt_mask: torch.Tensor     # [B, P]
+
+
+def play(engine, task, examples, *, group_size: int, sampling: Sampling, max_turns: int | None = None,
+         max_total_tokens: int | None = None) -> Played:
+    """Run every row's episode to its end.
+
+    sampling: per-turn budget, temperature, top_p, extra stop strings, greedy. max_turns: actions per episode
+    (default the env's `max_turns`). max_total_tokens: prompt + whole response (default the engine's
+    `max_length`, e.g. the model's positions). A turn that hits its budget (per-turn or what is left of the
+    total) ends the episode as truncated, after the env has scored it (as a one-turn task's truncated answer
+    always was); an observation that would leave no room for another action token ends it truncated too,
+    without being appended. An action ending in EOS does not by itself end the episode: the env decides.
+    """
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    if not examples:
+        raise ValueError("turns needs at least one example")
+    tok = engine.tokenizer
+    rows = [e for e in examples for _ in range(group_size)]
+    envs = [task.make_env() for _ in rows]
+    opened = [env.reset(ex, episode_seed(ex, i % group_size)) for i, (env, ex) in enumerate(zip(envs, rows))]
+    state_info = [info for _, info in opened]
+    horizon = [max_turns or env.max_turns for env in envs]
+    stop = merged_stop(sampling, envs)
+    total = max_total_tokens if max_total_tokens is not None else getattr(engine, "max_length", None)
+    episodes = [Episode() for _ in rows]
+
+    gen = first_turn(engine, [m for m, _ in opened], group_size, sampling, stop, total)
+    prompt_ids, prompt_mask = gen.prompt_ids, gen.prompt_mask  # [B, P] the opening messages
+    prompts = [ids[keep > 0].tolist() for ids, keep in zip(prompt_ids.cpu(), prompt_mask.cpu())]
+    active = list(range(len(rows)))
+    while active:
+        running, budgets = [], []
+        for k, i in enumerate(active):
+            ep, env = episodes[i], envs[i]
+            keep = gen.mask[k] > 0  # a prefix: up to and including EOS / the stop token
+            ids = gen.response_ids[k][keep].tolist()
+            ep.act(ids, gen.texts[k], gen.mu_logp[k][keep].tolist())
+            observations, reward, done, info = env.step(gen.texts[k])
+            ep.record(reward, state_info[i], info)
+            state_info[i] = info
+            if bool(gen.truncated[k]):
+                ep.truncated = True
+                continue
+            if done or ep.steps >= horizon[i]:
+                continue
+            obs = observation_ids(tok, observations, after_eos=ids[-1] == tok.eos_token_id)
+            room = None if total is None else total - len(prompts[i]) - len(ep.ids) - len(obs)
+            if room is not None and room < 1:
+                ep.truncated = True
+                continue
+            ep.observe(obs, tok.decode(obs, skip_special_tokens=True))
+            running.append(i)
+            budgets.append(sampling.max_new_tokens if room is None else min(sampling.max_new_tokens, room))
+        active = running
+        if active:
+            gen = engine.generate_ids([prompts[i] + episodes[i].ids for i in active], max_new_tokens=budgets,
+                                      temperature=sampling.temperature, top_p=sampling.top_p,
+                                      greedy=sampling.greedy, stop=stop)
+    return Played(episodes, [m for m, _ in opened], prompt_ids, prompt_mask)
+
+
+def episode_batch(played: Played, group_size: int, pad_id: int) -> RolloutBatch:
+    """The finished episodes as one RolloutBatch (rewards = episode returns, float32 as verifier scores)."""
+    episodes, device = played.episodes, played.prompt_ids.device
+    response_ids, mask, turn, mu_logp = pad_episodes(episodes, pad_id, device)
+    turn_rewards = torch.zeros(len(episodes), max(len(e.rewards) for e in episodes))  # [B, S]
+    for i, e in enumerate(episodes):
+        turn_rewards[i, :len(e.rewards)] = torch.tensor(e.rewards)
+    n_examples = len(episodes) // group_size
+    return RolloutBatch(
+        response_ids=response_ids, mask=mask, group=torch.arange(n_examples).repeat_interleave(group_size),
+        rewards=torch.tensor([e.episode_return for e in episodes], dtype=torch.float32),
+        prompt_ids=played.prompt_ids, prompt_mask=played.prompt_mask, mu_logp=mu_logp, turn=turn,
+        turn_rewards=turn_rewards, truncated=torch.tensor([e.truncated for e in episodes], device=device),
+        completions=[e.completion for e in episodes], prompts=[plain_text(m) for m in played.opened],
+        turn_info=[e.info for e in episodes])

@@ -1,0 +1,320 @@
+"""The pipeline: a recipe's components, checked against each other, with their state, run in one fixed order.
+
+A training step runs the stages of `STAGES` in that order (`Trainer.make_batch`, then `Trainer.train_on` and
+`Pipeline.after_step`); each stage runs, in order, the components the recipe lists for it.
+
+Token masks run after the advantage (DESIGN.md lists them before it): a mask may then read the advantages
+(LOOP drops rollouts with |A| < 0.01). Advantage estimators (and a critic's value targets) therefore see the
+rollout's mask; a token mask changes only which tokens the policy loss trains on.
+
+The loop never branches on a method. Each registration declares what it reads and provides; `Pipeline`
+refuses, before anything is built, a recipe whose parts don't fit. State kept across steps (controllers,
+running statistics, buffers, samplers) lives in `Pipeline.state`, is saved in every checkpoint and
+restored exactly; controllers and schedules set the parameter they name (`into="slot:key.param"`).
+"""
+from __future__ import annotations
+
+import copy
+import inspect
+from dataclasses import dataclass, replace
+
+import torch
+
+from workbench import ops, registry
+from workbench.context import Forward, StepContext
+from workbench.recipes import SLOTS, Recipe, Use
+
+# The contract: (stage, recipe slot or None, what it does). The trainer runs them in this order.
+STAGES = (
+    ("sampler", "sampler", "which examples enter the step: select(state, task, n, rng)"),
+    ("rollout", "rollout", "generate over the task's environment: fn(engine, task, examples, *, group_size, sampling)"),
+    ("rewards", "rewards", "the environment's reward + weighted reward functions (TRL's signature)"),
+    ("group_transforms", "group_transforms", "edit finished groups: fn(batch, ctx) -> batch (dynamic sampling, ReMax)"),
+    ("forward passes", None, "old log-probs and entropy, reference log-probs, values: only what a component reads"),
+    ("reward_shaping", "reward_shaping", "rewards -> rewards / token rewards: fn(batch, ctx) -> batch (KL in reward)"),
+    ("advantage", "advantage", "a chain, later entries may read advantages: fn(batch) -> A [B, T] (+ critic targets)"),
+    ("token_masks", "token_masks", "which tokens the update trains on: fn(batch) -> mask [B, T] (may read advantages)"),
+    ("update", None, "objective + regularizers + value loss, aggregated by the recipe's mode, per minibatch"),
+    ("after the step", None, "controllers, samplers and buffers update (adaptive KL, ...)"),
+)
+
+# Batch fields a rollout always fills; forward passes add old_logp, entropy, ref_logp, values.
+ROLLOUT_FIELDS = {"response_ids", "mask", "group", "rewards", "scores", "prompt_ids", "prompt_mask", "mu_logp",
+                  "truncated", "completions", "prompts"}
+NOT_A_BATCH_FIELD = {"kl"}  # metrics a controller may read
+
+
+def providers(fields: list[str]) -> list[str]:
+    """'kind:key' of every registered component that provides one of `fields` (critic targets: `returns`,
+    `value_mask` come with an advantage's declared targets)."""
+    out = []
+    for e in registry.entries():
+        made = set(e.provides) | ({"returns", "value_mask"} if e.targets else set())
+        if made & set(fields):
+            out.append(f"{e.kind}:{e.key}")
+    return out
+
+
+@dataclass
+class Part:
+    """One component of the running pipeline."""
+
+    slot: str       # recipe field, e.g. "regularizers"
+    use: Use
+    entry: registry.Entry
+    name: str       # "kind:key", unique in the pipeline (state and `into` targets use it)
+
+    @property
+    def fn(self):
+        return self.entry.fn
+
+
+class Pipeline:
+    def __init__(self, recipe: Recipe, *, track_kl: bool = True):
+        self.recipe = recipe
+        if recipe.agg not in ops.AGG_MODES:
+            raise ValueError(f"recipe {recipe.key!r}: unknown aggregation {recipe.agg!r}; modes: {ops.AGG_MODES}")
+        self.parts: dict[str, list[Part]] = {slot: [] for slot in SLOTS}
+        for kind, u in recipe.uses():
+            slot = next(s for s, k in SLOTS.items() if k == kind)
+            self.parts[slot].append(self._part(slot, kind, u))
+        self.drivers = {p.use.into: p for p in self.parts["controllers"] + self.parts["schedules"]}
+        self._check_drivers()
+        self.needs_ref = track_kl or self._read_anywhere("ref_logp")
+        self.has_critic = bool(self.parts["value"])
+        self.train_entropy = any("entropy" in p.entry.reads for p in self.parts["regularizers"])
+        self._check_reads()
+        self.state = {p.name: self._initial_state(p) for slot in SLOTS for p in self.parts[slot]
+                      if p.entry.state or registry.STATEFUL.get(p.entry.kind)}
+
+    # ------------------------------------------------------------------ building and checking
+
+    def _part(self, slot: str, kind: str, u: Use) -> Part:
+        try:
+            entry = registry.get(kind, u.key)
+        except KeyError as err:
+            raise ValueError(f"recipe {self.recipe.key!r}, slot {slot}: {err.args[0]}") from None
+        name = f"{kind}:{u.key}"
+        taken = {p.name for ps in self.parts.values() for p in ps}
+        if name in taken:
+            name = f"{name}#{sum(n.split('#')[0] == name for n in taken) + 1}"
+        self._check_kwargs(entry, u, slot)
+        return Part(slot, u, entry, name)
+
+    def _check_kwargs(self, entry: registry.Entry, u: Use, slot: str) -> None:
+        fn = entry.fn.init if registry.STATEFUL.get(entry.kind) else entry.fn
+        params = inspect.signature(fn).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return
+        extra = {"weight"} if entry.kind == "reward" else set()
+        unknown = sorted(set(u.kw) - set(params) - extra)
+        if unknown:
+            raise ValueError(f"recipe {self.recipe.key!r}: {entry.kind} {u.key!r} takes no {unknown}; its parameters: "
+                             f"{sorted(k for k, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY)}")
+
+    def _check_drivers(self) -> None:
+        for target, driver in self.drivers.items():
+            where, _, param = target.partition(".")
+            part = self.find(where)
+            if not target or part is None or not param:
+                names = sorted(p.name for ps in self.parts.values() for p in ps)
+                raise ValueError(f"recipe {self.recipe.key!r}: {driver.name} drives into={target!r}, which names no "
+                                 f"component parameter; use 'kind:key.param' with one of {names}")
+            params = inspect.signature(part.fn).parameters
+            if param not in params:
+                raise ValueError(f"recipe {self.recipe.key!r}: {driver.name} drives {param!r}, which {part.name} does "
+                                 f"not take")
+
+    def reads_before_update(self, *fields: str) -> bool:
+        """Does a stage before the update read any of `fields` (so the forward passes must supply it)?"""
+        early = ("sampler", "rollout", "rewards", "group_transforms", "reward_shaping", "advantage", "token_masks")
+        return any(f in p.entry.reads for slot in early for p in self.parts[slot] for f in fields)
+
+    def _read_anywhere(self, field: str) -> bool:
+        return any(field in p.entry.reads for ps in self.parts.values() for p in ps)
+
+    def _check_reads(self) -> None:
+        """Walk the stages in order; every read must be provided by an earlier stage."""
+        have = set(ROLLOUT_FIELDS)
+        for p in self.parts["rollout"]:
+            have |= set(p.entry.provides)
+        forward = {"old_logp", "entropy"} | ({"ref_logp"} if self.needs_ref else set())
+        forward |= {"values", "old_values"} if self.has_critic else set()
+        order = [("sampler", set()), ("rollout", set()), ("rewards", set()), ("group_transforms", set()),
+                 ("reward_shaping", forward), ("advantage", set()), ("token_masks", set()),
+                 ("objective", set()), ("regularizers", {"logp"}), ("value", set()),
+                 ("controllers", {"kl"} if self.needs_ref else set()), ("schedules", set()), ("buffers", set())]
+        for slot, added in order:
+            have |= added
+            for p in self.parts[slot]:
+                missing = [f for f in p.entry.reads if f not in have]
+                if missing:
+                    raise ValueError(f"recipe {self.recipe.key!r}: {p.name} reads {missing}, which no earlier stage "
+                                     f"provides; components that provide them: {providers(missing)} (for ref_logp "
+                                     f"or kl: keep track_kl=true)")
+                have |= set(p.entry.provides)
+                if slot == "advantage":
+                    have |= {"advantages"} | ({"returns", "value_mask"} if p.entry.targets else set())
+
+    def _initial_state(self, p: Part):
+        if p.slot == "controllers":
+            where, _, param = p.use.into.partition(".")
+            target = self.find(where)
+            initial = target.use.kw.get(param, target.entry.defaults.get(param))
+            return p.fn.init(initial=initial, **p.use.kw)
+        if registry.STATEFUL.get(p.entry.kind):
+            return p.fn.init(**p.use.kw)
+        return p.entry.state()
+
+    def find(self, name: str) -> Part | None:
+        return next((p for ps in self.parts.values() for p in ps if p.name == name), None)
+
+    # ------------------------------------------------------------------ parameters driven across steps
+
+    def kwargs(self, p: Part, step: int, total: int) -> dict:
+        """The part's keyword arguments this step: the recipe's, then what controllers and schedules drive."""
+        kw = {k: v for k, v in p.use.kw.items() if not (p.entry.kind == "reward" and k == "weight")}
+        for target, driver in self.drivers.items():
+            where, _, param = target.partition(".")
+            if where == p.name:
+                kw[param] = self.driven_value(driver, step, total)
+        return kw
+
+    def driven_value(self, driver: Part, step: int, total: int) -> float:
+        if driver.slot == "controllers":
+            return driver.fn.value(self.state[driver.name])
+        return driver.fn(step, total, **driver.use.kw)
+
+    def driven_metrics(self, step: int, total: int) -> dict:
+        """The value each controller set this step, logged as `<param>` of its target ("kl/beta" for a KL beta)."""
+        out = {}
+        for target, driver in self.drivers.items():
+            if driver.slot == "controllers":
+                where, _, param = target.partition(".")
+                label = "kl/beta" if param == "beta" and "kl" in where else f"{where}.{param}"
+                out[label] = self.driven_value(driver, step, total)
+        return out
+
+    def context(self, p: Part, base: StepContext) -> StepContext:
+        return replace(base, state=self.state.get(p.name), component=p.name, metrics=base.metrics)
+
+    # ------------------------------------------------------------------ stages
+
+    def select(self, task, n: int, rng) -> list:
+        p = self.parts["sampler"][0]
+        return p.fn.select(self.state[p.name], task, n, rng)
+
+    def rollout(self, engine, task, examples: list, *, group_size: int, sampling):
+        p = self.parts["rollout"][0]
+        return p.fn(engine, task, examples, group_size=group_size, sampling=sampling, **p.use.kw)
+
+    def reward(self, batch, examples: list, ctx: StepContext):
+        """`scores` = the environment's reward; `rewards` = scores + sum_k w_k r_k over the recipe's reward
+        functions (None counts 0, as TRL's nansum). Each gets the completions, their token ids, the examples'
+        fields and the run's `max_new_tokens` and `step`."""
+        batch.scores = batch.rewards.clone()
+        if not self.parts["rewards"]:
+            return batch
+        rows = [examples[int(g)] for g in batch.group]
+        columns = {"prompts": batch.prompts, "completion_ids": [r[m > 0].tolist() for r, m in
+                                                                zip(batch.response_ids, batch.mask)],
+                   **{k: [getattr(e, k) for e in rows] for k in ("answer", "target")}}
+        for p in self.parts["rewards"]:
+            values = p.fn(batch.completions, **columns, max_new_tokens=ctx.max_new_tokens, step=ctx.step,
+                          **self.kwargs(p, ctx.step, ctx.total_steps))
+            batch.rewards = batch.rewards + p.use.kw.get("weight", 1.0) * self._as_rewards(p, values, batch)
+        return batch
+
+    @staticmethod
+    def _as_rewards(p: Part, values, batch) -> torch.Tensor:
+        if len(values) != batch.size:
+            raise ValueError(f"reward {p.use.key!r} returned {len(values)} values for {batch.size} completions")
+        out = torch.tensor([0.0 if v is None else float(v) for v in values], dtype=batch.rewards.dtype)
+        if not bool(torch.isfinite(out).all()):
+            raise ValueError(f"reward {p.use.key!r} returned NaN/inf for rows "
+                             f"{torch.nonzero(~torch.isfinite(out)).flatten().tolist()[:10]}")
+        return out
+
+    def _batch_stage(self, slot: str, batch, ctx: StepContext):
+        for p in self.parts[slot]:
+            batch = p.fn(batch, self.context(p, ctx), **self.kwargs(p, ctx.step, ctx.total_steps))
+        return batch
+
+    def transform_groups(self, batch, ctx: StepContext):
+        return self._batch_stage("group_transforms", batch, ctx)
+
+    def shape_rewards(self, batch, ctx: StepContext):
+        return self._batch_stage("reward_shaping", batch, ctx)
+
+    def advantages(self, batch, ctx: StepContext):
+        """The advantage chain; the first entry that defines critic targets fills returns / value_mask."""
+        for p in self.parts["advantage"]:
+            kw = self.kwargs(p, ctx.step, ctx.total_steps)
+            batch.advantages = p.fn(batch, **kw).float()
+            if self.has_critic and p.entry.targets and batch.returns is None:
+                returns, value_mask = p.entry.targets(batch, **kw)
+                batch.returns, batch.value_mask = returns.float(), value_mask
+        if self.has_critic and batch.returns is None:
+            raise ValueError(f"recipe {self.recipe.key!r} trains a critic, but no advantage in its chain defines "
+                             "critic targets (use gae or t-ppo)")
+        return batch
+
+    def mask_tokens(self, batch, ctx: StepContext, metrics: dict):
+        for p in self.parts["token_masks"]:
+            had = batch.mask.sum(-1) > 0
+            batch.mask = p.fn(batch, **self.kwargs(p, ctx.step, ctx.total_steps))
+            dropped = had & (batch.mask.sum(-1) == 0)
+            metrics[f"filtered_frac/{p.use.key}"] = float(dropped.float().mean())
+        return batch
+
+    def loss(self, forward: Forward, mb, denom: ops.Denominators, value_denom, step: int, total: int):
+        """(total loss, metrics) of a minibatch: objective + regularizers + value loss."""
+        agg = self.recipe.agg
+        p = self.parts["objective"][0]
+        inputs = {name: getattr(mb, name) for name in p.entry.reads}
+        loss, metrics = p.fn(forward.logp, mb.old_logp, mb.advantages, mb.mask, agg=agg, denom=denom,
+                             **self.kwargs(p, step, total), **inputs)
+        metrics["loss/policy"] = loss.item()
+        total_loss = loss
+        for r in self.parts["regularizers"]:
+            term, m = r.fn(forward, mb, agg=agg, denom=denom, **self.kwargs(r, step, total))
+            total_loss = total_loss + term
+            metrics.update(m)
+        for v in self.parts["value"]:
+            term, m = v.fn(forward.values, mb, agg=agg, denom=value_denom, **self.kwargs(v, step, total))
+            total_loss = total_loss + term
+            metrics.update(m)
+        metrics["loss/total"] = total_loss.item()
+        return total_loss, metrics
+
+    def after_step(self, batch, row: dict) -> None:
+        """Controllers, samplers and buffers update from the finished step (its batch and logged row)."""
+        for p in self.parts["controllers"]:
+            self.state[p.name] = p.fn.update(self.state[p.name], batch, row)
+        for p in self.parts["sampler"]:
+            self.state[p.name] = p.fn.update(self.state[p.name], batch)
+        for p in self.parts["buffers"]:
+            self.state[p.name] = p.fn.add(self.state[p.name], batch, row["step"])
+
+    # ------------------------------------------------------------------ state
+
+    def state_dict(self) -> dict:
+        return copy.deepcopy(self.state)
+
+    def load_state_dict(self, state: dict) -> None:
+        unknown = sorted(set(state) - set(self.state))
+        if unknown:
+            raise ValueError(f"checkpoint holds state of components {unknown} that recipe {self.recipe.key!r} does "
+                             f"not have (a different recipe wrote it)")
+        self.state.update(copy.deepcopy(state))
+
+    def load_legacy_state(self, state: dict) -> None:
+        """Checkpoints written before the pipeline: `shaping_state` {index: state} and `kl_beta`."""
+        stateful = [p for p in self.parts["reward_shaping"] if p.entry.state]
+        for index, value in (state.get("shaping_state") or {}).items():
+            if int(index) < len(stateful):
+                self.state[stateful[int(index)].name] = value
+        if state.get("kl_beta") is not None:
+            for target, driver in self.drivers.items():
+                if driver.slot == "controllers" and target.endswith(".beta"):
+                    self.state[driver.name].beta = state["kl_beta"]

@@ -69,7 +69,7 @@ from workbench.viz.math_figures import (adaptive_kl_trajectories, beta_trajector
 torch.set_num_threads(1)
 n_samples = n_samples or (256 if preset == "smoke" else 4096)
 for key in ("k1", "k2", "k3", "abs", "kl-straight-through"):
-    entry = registry.get("regularizer", key)
+    entry = registry.get("kl", key)
     print(f"{key:20} {entry.summary}")
 
 # %% [markdown]

@@ -157,7 +157,7 @@ gradient_weight_figure("dual-clip", eps_low=0.2, eps_high=0.28, dual_clip_c=2.0)
 
 # %% [markdown]
 # A check you can trust: for PPO-clip the autograd weight is exactly $A\,r$ inside and $0$ in the active
-# clipped region (the same identity `tests/test_zoo.py` checks on a grid).
+# clipped region (the same identity `tests/viz/test_zoo.py` checks on a grid).
 
 # %%
 ratios, advs = np.array([0.5, 0.9, 1.1, 1.5]), np.array([-1.0, 1.0])

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from workbench.batch import RolloutBatch
 from workbench.tasks import Example, Task
+
+D = torch.float64
 
 
 def make_batch(rewards, group, lengths=None, **fields) -> RolloutBatch:
@@ -62,6 +65,9 @@ def random_mask(B, T, generator, min_len=1):
 # A run small enough for a unit test (seconds on one thread).
 TINY = dict(task="addition", steps=4, prompts_per_step=4, group_size=4, max_new_tokens=6, sft_steps=0,
             eval_size=16, checkpoint_every=2, minibatches=2, lr=1e-3)
+# A preference-recipe run small enough for a unit test (a warm start, then iterations of a few steps).
+PREF = dict(task="addition", steps=6, prompts_per_step=8, pairs=32, sft_steps=60, eval_size=16,
+            checkpoint_every=3, lr=1e-3, max_new_tokens=5, group_size=6)
 
 
 class DigitFirst(Task):
@@ -114,3 +120,94 @@ def resumes_exactly(config, tmp_path, stop_after_step=2, task=None) -> bool:
         pass
     run_task(config, tmp_path / "resumed", task)
     return metric_rows(tmp_path / "resumed") == metric_rows(tmp_path / "straight")
+
+
+# ---------------------------------------------------------------------------------------------------------- advantages
+
+REWARDS = [1.0, 0.0, 0.0, 1.0, 0.5, 0.2, 0.9, 0.1]
+GROUPS = [0, 0, 0, 0, 1, 1, 1, 1]
+LENGTHS = [2, 5, 3, 4, 1, 6, 2, 3]
+
+
+def per_seq(adv):
+    return adv[:, 0]
+
+
+def critic_batch(lengths=(3, 4), seed=0):
+    g = torch.Generator().manual_seed(seed)
+    b = make_batch([1.0, -0.5], [0, 1], lengths=list(lengths))
+    b.values = torch.randn(b.mask.shape, generator=g, dtype=torch.float64) * b.mask
+    return b
+
+
+# --------------------------------------------------------------------------------------------------- policy objectives
+
+def grad(loss, x):
+    return torch.autograd.grad(loss, x, retain_graph=True)[0]
+
+
+def tokens(ratios, advantages):
+    """One token per row at the given ratios and advantages; returns (logp leaf [N,1], old, A, mask)."""
+    r = torch.as_tensor(ratios, dtype=D).reshape(-1, 1)
+    A = torch.as_tensor(advantages, dtype=D).reshape(-1, 1).expand_as(r).clone()
+    return torch.log(r).requires_grad_(True), torch.zeros_like(r), A, torch.ones_like(r)
+
+
+def random_batch(seed, B=6, T=7, scale=0.3):
+    """Random logp leaf, old, per-sequence advantage broadcast over the mask, and a ragged mask."""
+    g = torch.Generator().manual_seed(seed)
+    mask = random_mask(B, T, g)
+    old = -torch.rand(B, T, generator=g, dtype=D) * 2
+    logp = (old + torch.randn(B, T, generator=g, dtype=D) * scale).requires_grad_(True)
+    A = torch.randn(B, 1, generator=g, dtype=D).expand(B, T) * mask
+    return logp, old, A, mask
+
+
+# ------------------------------------------------------------------------------------------------------- group filters
+
+def group_batch(rewards, groups, lengths=None, **fields):
+    b = make_batch(rewards, groups, lengths)
+    b.completions = [f"c{i}" for i in range(len(rewards))]
+    for name, value in fields.items():
+        setattr(b, name, value)
+    return b
+
+
+# ----------------------------------------------------------------------------------------------- preference objectives
+
+def pairs(seed=0, B=8, scale=3.0):
+    """Random summed log-probs (policy ones leaves) for B pairs."""
+    g = torch.Generator().manual_seed(seed)
+    c, r, rc, rr = (-scale * torch.rand(B, generator=g, dtype=D) * 10 for _ in range(4))
+    return c.requires_grad_(True), r.requires_grad_(True), rc, rr
+
+
+def lengths(seed=0, B=8):
+    g = torch.Generator().manual_seed(seed + 100)
+    return (torch.randint(1, 20, (B,), generator=g).to(D), torch.randint(1, 20, (B,), generator=g).to(D))
+
+
+def rand(seed, *shape, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=D) * scale
+
+
+def pair(seed, B=6):
+    """Policy leaves (chosen, rejected) and reference log-probs, [B] each."""
+    c, r = ((-5 + rand(seed + i, B)).requires_grad_(True) for i in (0, 1))
+    return c, r, -5 + rand(seed + 2, B), -5 + rand(seed + 3, B)
+
+
+def dpo_inline(c, r, rc, rr, beta):
+    return -F.logsigmoid(beta * ((c - rc) - (r - rr))).mean()
+
+
+def grads(loss, *xs):
+    return torch.autograd.grad(loss, xs)
+
+
+SKEWED_REF = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=D)
+
+
+def close(a, b, tol=1e-12):
+    return torch.allclose(torch.as_tensor(a, dtype=D), torch.as_tensor(b, dtype=D), atol=tol, rtol=0)

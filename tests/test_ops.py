@@ -1,11 +1,12 @@
+"""Loss aggregation and global denominators (micro-batching changes nothing), masked statistics, log-probs and
+entropy from logits."""
+import inspect
+
 import pytest
 import torch
 
 from tests.helpers import random_mask
-from workbench import ops
-
-pytestmark = pytest.mark.covers("token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
-                                "seq-mean-token-sum-norm")
+from workbench import ops, registry
 
 
 def ten_vs_thousand():
@@ -16,6 +17,7 @@ def ten_vs_thousand():
     return torch.ones_like(mask, requires_grad=True), mask
 
 
+@pytest.mark.covers("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 def test_aggregation_modes_on_10_vs_1000_tokens():
     loss, mask = ten_vs_thousand()
     assert ops.aggregate(loss, mask, "token-mean").item() == pytest.approx(1.0)
@@ -25,6 +27,7 @@ def test_aggregation_modes_on_10_vs_1000_tokens():
     assert ops.aggregate(loss, mask, "seq-mean-token-sum-norm", c).item() == pytest.approx(1010 / 2000)
 
 
+@pytest.mark.covers("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 @pytest.mark.parametrize("mode, short_weight, long_weight", [
     ("token-mean", 1 / 1010, 1 / 1010),              # every token equal: the long answer dominates
     ("seq-mean-token-mean", 1 / 20, 1 / 2000),        # each sequence equal: short tokens weigh 100x
@@ -38,6 +41,7 @@ def test_per_token_gradient_weights(mode, short_weight, long_weight):
     assert loss.grad[0, 10:].abs().sum() == 0  # padding gets no gradient
 
 
+@pytest.mark.covers("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 def test_equal_lengths_reductions():
     g = torch.Generator().manual_seed(0)
     loss = torch.randn(4, 7, generator=g, dtype=torch.float64)
@@ -47,6 +51,7 @@ def test_equal_lengths_reductions():
     assert torch.allclose(norm, ops.aggregate(loss, mask, "seq-mean-token-sum") / 7)
 
 
+@pytest.mark.covers("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 @pytest.mark.parametrize("mode", ops.AGG_MODES)
 def test_micro_batches_with_global_denominators_reproduce_the_full_batch(mode):
     g = torch.Generator().manual_seed(1)
@@ -60,6 +65,7 @@ def test_micro_batches_with_global_denominators_reproduce_the_full_batch(mode):
     assert torch.allclose(full, parts) and torch.allclose(full_grad, part_grad)
 
 
+@pytest.mark.covers("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 def test_empty_rows_contribute_nothing_and_do_not_divide_by_zero():
     loss = torch.ones(3, 4, dtype=torch.float64)
     mask = torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]], dtype=torch.float64)
@@ -68,6 +74,7 @@ def test_empty_rows_contribute_nothing_and_do_not_divide_by_zero():
     assert ops.aggregate(loss, mask, "seq-mean-token-mean").item() == pytest.approx(1.0)  # 2 sequences, not 3
 
 
+@pytest.mark.covers("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 def test_bad_inputs_get_clear_errors():
     loss = torch.ones(2, 3)
     with pytest.raises(ValueError, match="shape"):
@@ -80,6 +87,7 @@ def test_bad_inputs_get_clear_errors():
         ops.aggregate(loss, torch.ones(2, 3), "seq-mean-token-sum-norm")
 
 
+@pytest.mark.covers("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 def test_masked_whiten_has_zero_mean_unit_variance():
     g = torch.Generator().manual_seed(2)
     x, mask = torch.randn(5, 6, generator=g, dtype=torch.float64), random_mask(5, 6, g, min_len=2)
@@ -88,6 +96,7 @@ def test_masked_whiten_has_zero_mean_unit_variance():
     assert ops.masked_var(w, mask).item() == pytest.approx(1.0)
 
 
+@pytest.mark.covers("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 @pytest.mark.covers("entropy-bonus")
 def test_logprobs_and_entropy_match_reference_and_chunking():
     g = torch.Generator().manual_seed(3)
@@ -102,16 +111,48 @@ def test_logprobs_and_entropy_match_reference_and_chunking():
     assert torch.allclose(ops.entropy_from_logits(uniform), torch.full((2, 3), torch.log(torch.tensor(50.0))))
 
 
-@pytest.mark.covers("entropy-bonus")
-def test_entropy_bonus_step_moves_a_softmax_towards_uniform():
-    from workbench.regularizers.entropy import entropy_bonus
+# Objectives whose token selection uses statistics of the whole (micro-)batch: the covariance is centred by
+# the batch means and the top-k / random subset is drawn per call, so they are invariant only when the
+# selection is computed once per optimizer step (verl computes it per micro-batch, as here).
+BATCH_DEPENDENT = {"clip_cov", "kl_cov"}
+POLICY_OBJECTIVES = [e for e in registry.entries("objective") if e.key != "value-loss" and e.key not in BATCH_DEPENDENT]
 
-    logits = torch.tensor([[[2.0, 0.0, -1.0]]], dtype=torch.float64, requires_grad=True)
-    mask = torch.ones(1, 1, dtype=torch.float64)
-    h0 = ops.entropy_from_logits(logits)
-    loss = entropy_bonus(ops.entropy_from_logits(logits), mask, coef=0.1)
-    loss.backward()
-    with torch.no_grad():
-        h1 = ops.entropy_from_logits(logits - 1.0 * logits.grad)
-    assert h1.item() > h0.item()
-    assert entropy_bonus(h0, mask, coef=0.0).item() == 0.0
+
+def inputs(seed=0, B=8, T=7):
+    g = torch.Generator().manual_seed(seed)
+    mask = random_mask(B, T, g)
+    old = -torch.rand(B, T, generator=g, dtype=torch.float64) * 2
+    logp = (old + 0.3 * torch.randn(B, T, generator=g, dtype=torch.float64)).requires_grad_(True)
+    adv = torch.randn(B, 1, generator=g, dtype=torch.float64).expand(B, T) * mask
+    mu = old + 0.1 * torch.randn(B, T, generator=g, dtype=torch.float64)
+    return logp, old, adv, mask, mu
+
+
+def call(entry, logp, old, adv, mask, mu, denom):
+    extra = {"mu_logp": mu} if "mu_logp" in inspect.signature(entry.fn).parameters else {}
+    agg = entry.defaults.get("agg", "token-mean")
+    return entry.fn(logp, old, adv, mask, agg=agg, denom=denom, **extra)[0]
+
+
+@pytest.mark.parametrize("entry", POLICY_OBJECTIVES, ids=[e.key for e in POLICY_OBJECTIVES])
+@pytest.mark.parametrize("micro", [1, 2, 4])
+def test_micro_batched_loss_and_gradient_equal_the_full_batch(entry, micro):
+    logp, old, adv, mask, mu = inputs()
+    denom = ops.Denominators.of(mask, norm_constant=8 * 7)
+    full = call(entry, logp, old, adv, mask, mu, denom)
+    (g_full,) = torch.autograd.grad(full, logp)
+    size = 8 // micro
+    parts = sum(call(entry, logp[i:i + size], old[i:i + size], adv[i:i + size], mask[i:i + size], mu[i:i + size],
+                     denom) for i in range(0, 8, size))
+    (g_parts,) = torch.autograd.grad(parts, logp)
+    assert torch.allclose(full, parts, atol=1e-12) and torch.allclose(g_full, g_parts, atol=1e-12), entry.key
+
+
+@pytest.mark.covers("seq-mean-token-mean", "token-mean")
+def test_local_denominators_break_invariance_when_lengths_differ():
+    logp, old, adv, mask, _ = inputs(seed=3)
+    entry = registry.get("objective", "ppo-clip")
+    full = call(entry, logp, old, adv, mask, None, None)
+    local = sum(call(entry, logp[i:i + 2], old[i:i + 2], adv[i:i + 2], mask[i:i + 2], None, None)
+                for i in range(0, 8, 2)) / 4  # the usual mean over micro-batches
+    assert not torch.allclose(full, local)

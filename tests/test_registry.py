@@ -1,8 +1,9 @@
-import json
-
+"""The registry: every component a catalog key, one signature per kind, registration metadata, clear errors."""
 import pytest
+import torch
 
-from workbench import cli, registry
+from tests.helpers import D
+from workbench import registry
 from workbench.recipes import RECIPES
 
 
@@ -59,24 +60,35 @@ def test_unknown_keys_and_duplicates_get_clear_errors():
         registry.advantage("grpo", title="t", summary="s")(lambda batch: None)
 
 
-def test_list_json_has_the_promised_fields(capsys):
-    assert cli.main(["list", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
-    assert {r["key"] for r in rows} >= {"grpo", "rloo", "ppo-clip", "k3", "token-mean", "ppo"}
-    for row in rows:
-        assert {"key", "kind", "family", "title", "confidence"} <= set(row)
-        assert row["family"] and row["confidence"] in ("exact", "partial", "abstract-only")
+KEYS = ["lipo", "p3o", "apo-accelerated", "brain", "spo-prefdeg", "refuel", "mcts-dpo", "direct-advantage-po", "salsa"]
 
 
-def test_list_missing_prints_unregistered_catalog_keys(capsys):
-    assert cli.main(["list", "--missing"]) == 0
-    printed = {line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()}
-    assert printed == set(registry.missing_keys())
-    assert "grpo" not in printed and printed <= set(registry.catalog())
+@pytest.mark.covers(*KEYS)
+def test_every_key_is_registered_as_preference_with_catalog_confidence():
+    catalog = registry.catalog()
+    kinds = {"salsa": "reference"}  # SALSA is a way to build the reference, not a pairwise loss
+    for key in KEYS:
+        entry = registry.get(kinds.get(key, "preference"), key)
+        assert entry.confidence == catalog[key]["confidence"]
+        assert entry.title == catalog[key]["title"] and entry.equation and entry.fn.__doc__
+    assert registry.get("preference", "brain").confidence == "abstract-only"
+    assert registry.get("preference", "lipo").defaults == {"beta": 0.1, "labels": None, "weights": "lambda"}
+    assert registry.get("preference", "mcts-dpo").defaults["beta"] == 0.1
+    assert registry.get("preference", "refuel").defaults["eta"] == 1.0
+    assert registry.get("preference", "apo-accelerated").defaults["alpha"] == 0.3
+    assert registry.get("preference", "spo-prefdeg").defaults["lam"] == 0.1
 
 
-def test_cli_reports_bad_input_without_a_traceback(capsys, tmp_path):
-    assert cli.main(["run", "grpo", "--set", "stepz=3", "--out", str(tmp_path / "r")]) == 2
-    assert "unknown config key 'stepz'" in capsys.readouterr().err
-    assert cli.main(["report", str(tmp_path)]) == 2
-    assert "not a run folder" in capsys.readouterr().err
+@pytest.mark.covers("gspo", "geo_mean", "luspo", "sapo", "cispo", "tis")
+@pytest.mark.parametrize("key", ["gspo", "geo_mean", "luspo", "sapo", "cispo", "tis"])
+def test_registered_with_equation_and_clear_input_errors(key):
+    entry = registry.get("objective", key)
+    assert entry.equation and entry.family == "canonical" and entry.fn.__doc__
+    x = torch.zeros(2, 3, dtype=D)
+    extra = {"mu_logp": x} if key == "tis" else {}
+    with pytest.raises(ValueError, match="advantages has shape"):
+        entry.fn(x, x, torch.zeros(2, 4, dtype=D), torch.ones(2, 3, dtype=D), **extra)
+    with pytest.raises(ValueError, match="all zero"):
+        entry.fn(x, x, x, torch.zeros(2, 3, dtype=D), **extra)
+    with pytest.raises(ValueError, match="NaN"):
+        entry.fn(x, x, torch.full((2, 3), float("nan"), dtype=D), torch.ones(2, 3, dtype=D), **extra)

@@ -8,7 +8,7 @@ Steps, each printed as it runs:
    headless with papermill at ``preset="smoke"`` into ``book/notebooks/<stem>.ipynb``; with
    ``--executed DIR`` the already-executed ``DIR/<stem>.ipynb`` are copied instead;
 2. ``book/catalog.md`` is generated from the registry and from the ``@pytest.mark.covers`` marks in
-   ``tests/*.py``; ``book/_toc.yml`` lists intro, every notebook (sorted by name) and the catalog;
+   ``tests/**/*.py``; ``book/_toc.yml`` lists intro, every notebook (sorted by name) and the catalog;
 3. MathJax 3 is installed from npm into ``book/node_modules`` (once) and copied next to the book's
    static files, so that math renders offline;
 4. ``jupyter-book build`` (1.x) runs with every Sphinx warning an error; the HTML lands in
@@ -220,7 +220,7 @@ def _decorator_keys(node) -> list[str]:
 def collect_covers(tests_dir: Path = TESTS_DIR) -> dict[str, list[str]]:
     """Map catalog key -> ``["tests/test_x.py::test_y", ...]`` from ``@pytest.mark.covers`` marks.
 
-    Reads ``tests_dir/*.py`` with ``ast`` (nothing is imported). A mark applies to the test function
+    Reads ``tests_dir/**/*.py`` with ``ast`` (nothing is imported). A mark applies to the test function
     it decorates, to every test of a class it decorates (or of a class with ``pytestmark = ...``),
     and to every test of a module with ``pytestmark = pytest.mark.covers(...)`` (or a list of marks).
     """

@@ -140,6 +140,11 @@ def test_the_reference_pass_runs_only_when_something_reads_it(tmp_path):
     assert trainer_for("grpo", tmp_path / "b", track_kl=False).setup().ref is not None  # k3 KL in the loss
 
 
+def test_a_critic_recipe_needs_an_advantage_with_critic_targets(tmp_path):
+    with pytest.raises(ValueError, match=r"value:value-loss reads \['returns', 'value_mask'\].*gae"):
+        Trainer(make_config("smoke", recipe="grpo", recipe_overrides={"value": "value-loss"}), tmp_path)
+
+
 # ------------------------------------------------------------------------------ overrides
 
 def test_overrides_merge_replace_and_add_components():

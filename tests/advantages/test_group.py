@@ -1,0 +1,81 @@
+"""Group-relative advantages: GRPO (z-score, scales, Bessel factor) and RLOO (leave-one-out baseline)."""
+import pytest
+import torch
+
+from tests.helpers import GROUPS, REWARDS, make_batch, per_seq
+from workbench.advantages.group import grpo, rloo
+
+G = 4
+
+
+@pytest.mark.covers("grpo")
+@pytest.mark.parametrize("unbiased", [True, False])
+def test_grpo_is_a_group_z_score(unbiased):
+    A = per_seq(grpo(make_batch(REWARDS, GROUPS), unbiased=unbiased, eps=0.0))
+    for g in (0, 1):
+        r = torch.tensor(REWARDS[4 * g:4 * g + 4], dtype=torch.float64)
+        expected = (r - r.mean()) / r.std(unbiased=unbiased)
+        assert torch.allclose(A[4 * g:4 * g + 4], expected)
+        assert abs(A[4 * g:4 * g + 4].sum()) < 1e-12
+
+
+@pytest.mark.covers("grpo")
+def test_grpo_bessel_factor_and_affine_invariance():
+    b = make_batch(REWARDS, GROUPS)
+    ratio = per_seq(grpo(b, unbiased=False, eps=0)) / per_seq(grpo(b, unbiased=True, eps=0))
+    assert torch.allclose(ratio, torch.full_like(ratio, (G / (G - 1)) ** 0.5))
+    scaled = make_batch([3 * r + 7 for r in REWARDS], GROUPS)
+    assert torch.allclose(per_seq(grpo(scaled, eps=0)), per_seq(grpo(b, eps=0)))
+
+
+@pytest.mark.covers("grpo")
+@pytest.mark.parametrize("eps_mode", ["add", "floor_add"])
+def test_all_equal_group_gets_zero_advantage(eps_mode):
+    A = grpo(make_batch([1.0, 1.0, 1.0, 0.0, 1.0, 0.0], [0, 0, 0, 1, 1, 1]), eps_mode=eps_mode)
+    assert torch.all(A[:3] == 0) and torch.isfinite(A).all()
+
+
+@pytest.mark.covers("grpo")
+def test_grpo_scales():
+    b = make_batch(REWARDS, GROUPS)
+    none = per_seq(grpo(b, scale="none"))
+    assert torch.allclose(none[:4], torch.tensor([0.5, -0.5, -0.5, 0.5], dtype=torch.float64))
+    batch_std = torch.tensor(REWARDS, dtype=torch.float64).std()
+    assert torch.allclose(per_seq(grpo(b, scale="batch", eps=0)), none / batch_std)
+
+
+@pytest.mark.covers("grpo")
+def test_advantage_is_broadcast_over_the_mask():
+    A = grpo(make_batch([1.0, 0.0], [0, 0], lengths=[2, 4]))
+    assert torch.all(A[0, 2:] == 0) and torch.all(A[1] == A[1, 0])
+
+
+@pytest.mark.covers("rloo", "dr_grpo")
+def test_rloo_equals_dr_grpo_scaled_by_g_over_g_minus_1():
+    b = make_batch(REWARDS, GROUPS)
+    assert torch.allclose(rloo(b), grpo(b, scale="none") * G / (G - 1))
+
+
+@pytest.mark.covers("rloo")
+def test_rloo_matches_the_explicit_leave_one_out_baseline():
+    b = make_batch(REWARDS, GROUPS)
+    r = torch.tensor(REWARDS, dtype=torch.float64)
+    baseline = torch.stack([torch.cat([r[4 * (i // 4):i], r[i + 1:4 * (i // 4) + 4]]).mean() for i in range(8)])
+    assert torch.allclose(per_seq(rloo(b)), r - baseline)
+
+
+@pytest.mark.covers("grpo", "rloo")
+@pytest.mark.parametrize("estimator", [grpo, rloo])
+def test_group_of_one_and_nan_rewards_are_clear_errors(estimator):
+    with pytest.raises(ValueError, match="group of one"):
+        estimator(make_batch([1.0, 0.0, 1.0], [0, 0, 1]))
+    A = estimator(make_batch([1.0, 0.0, 1.0], [0, 0, 1]), allow_singletons=True)
+    assert torch.all(A[2] == 0)
+    with pytest.raises(ValueError, match="NaN"):
+        estimator(make_batch([1.0, float("nan")], [0, 0]))
+
+
+@pytest.mark.covers("grpo", "kl-penalty")
+def test_group_estimators_read_kl_in_reward_as_a_sequence_penalty():
+    b = make_batch([1.0, 0.0], [0, 0], lengths=[2, 2], token_rewards=torch.tensor([[-0.1, -0.1], [0.0, -0.1]]))
+    assert torch.allclose(per_seq(grpo(b, scale="none")), torch.tensor([0.45, -0.45], dtype=torch.float64))

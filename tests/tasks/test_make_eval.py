@@ -1,0 +1,16 @@
+"""The shipped held-out files are exactly what `make_eval` writes."""
+from __future__ import annotations
+
+from workbench.paths import DATA_DIR
+from workbench.tasks import TASKS, get_task
+from workbench.tasks.make_eval import EVAL_SIZE, main as make_eval_main
+
+
+def test_shipped_eval_files(tmp_path):
+    make_eval_main(["--out", str(tmp_path)])
+    for name in sorted(TASKS):
+        task = get_task(name)
+        shipped = DATA_DIR / "eval" / task.eval_file
+        assert (tmp_path / task.eval_file).read_bytes() == shipped.read_bytes(), name
+        assert len(task.eval_set()) == EVAL_SIZE
+        assert len(task.eval_set(10)) == 10

@@ -1,0 +1,25 @@
+"""RolloutBatch: concatenation pads and joins every field."""
+import pytest
+import torch
+
+from tests.helpers import group_batch
+from workbench.batch import concat
+
+
+@pytest.mark.covers("dynamic-sampling")
+def test_concat_pads_and_joins_every_field():
+    a = group_batch([1.0, 0.0], [0, 0], [2, 1], truncated=torch.tensor([False, True]),
+                    prompt_ids=torch.tensor([[0, 5], [4, 5]]), prompt_mask=torch.tensor([[0, 1], [1, 1]]))
+    b = group_batch([0.5], [3], [4], truncated=torch.tensor([False]),
+                    prompt_ids=torch.tensor([[1, 2, 3]]), prompt_mask=torch.tensor([[1, 1, 1]]))
+    a.response_ids = torch.where(a.mask > 0, 7, 9)
+    out = concat([a, b], pad_id=9)
+    assert out.mask.tolist() == [[1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1]]
+    assert out.response_ids[:2].tolist() == [[7, 7, 9, 9], [7, 9, 9, 9]]
+    assert out.prompt_ids.tolist() == [[9, 0, 5], [9, 4, 5], [1, 2, 3]]  # left-padded
+    assert out.prompt_mask.tolist() == [[0, 0, 1], [0, 1, 1], [1, 1, 1]]
+    assert out.group.tolist() == [0, 0, 3] and out.truncated.tolist() == [False, True, False]
+    assert out.completions == ["c0", "c1", "c0"] and out.entropy is None
+    b.truncated = None
+    with pytest.raises(ValueError, match="truncated"):
+        concat([a, b])

@@ -1,0 +1,197 @@
+"""The RL loop end to end on the tiny model: run folder, determinism, exact resume, recipes, LoRA / QLoRA, errors."""
+import json
+
+import pytest
+import torch
+
+from tests.helpers import TINY, DigitFirst, metric_rows, resumes_exactly
+from workbench.models import load_model
+from workbench.recipes import RECIPES, Recipe
+from workbench.rollout import policy_forward
+from workbench.train import Trainer, make_config, train
+from workbench.train.metrics import GLOSSARY, read_rows
+
+
+@pytest.fixture(scope="module")
+def grpo_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("grpo")
+    summary = train(make_config("smoke", recipe="grpo", **TINY), out, progress=False)
+    return out, summary
+
+
+def test_run_folder_holds_config_metrics_summary_checkpoints_and_report(grpo_run):
+    out, summary = grpo_run
+    for name in ("config.json", "metrics.jsonl", "summary.json", "report.html", "eval_after.jsonl"):
+        assert (out / name).exists(), name
+    rows = read_rows(out / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    required = {"step", "reward/mean", "accuracy", "entropy", "kl", "clip/region", "response_length/mean",
+                "time/step"}
+    assert required <= set(rows[0])
+    assert set(json.loads((out / "summary.json").read_text())) >= {"accuracy_before", "accuracy_after"}
+    assert 0 <= summary["accuracy_before"] <= 1 and 0 <= summary["accuracy_after"] <= 1
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_000002", "step_000004"]
+
+
+def test_every_logged_metric_is_in_the_glossary(grpo_run):
+    rows = read_rows(grpo_run[0] / "metrics.jsonl")
+    assert set().union(*rows) <= set(GLOSSARY)
+
+
+def test_same_seed_gives_the_same_metrics(grpo_run, tmp_path):
+    train(make_config("smoke", recipe="grpo", **TINY), tmp_path, progress=False, report=False)
+    assert metric_rows(tmp_path) == metric_rows(grpo_run[0])
+
+
+def test_resume_after_interruption_neither_loses_nor_repeats_steps(grpo_run, tmp_path):
+    config = make_config("smoke", recipe="grpo", **TINY)
+
+    class Interrupt(Exception):
+        pass
+
+    def crash_at_step_3(row):
+        if row["step"] == 2:  # step 2 is logged, checkpoint 2 exists, step 3 never starts
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        Trainer(config, tmp_path, progress=False, callback=crash_at_step_3).run()
+    assert [r["step"] for r in read_rows(tmp_path / "metrics.jsonl")] == [0, 1, 2]
+    train(config, tmp_path, progress=False, report=False)  # resumes from checkpoint 2, recomputes step 2
+    assert metric_rows(tmp_path) == metric_rows(grpo_run[0])
+
+
+def test_a_different_config_never_overwrites_an_existing_run(grpo_run):
+    out, _ = grpo_run
+    before = (out / "metrics.jsonl").read_text()
+    with pytest.raises(ValueError, match="different config"):
+        train(make_config("smoke", recipe="grpo", **{**TINY, "lr": 0.5}), out, progress=False)
+    assert (out / "metrics.jsonl").read_text() == before
+
+
+@pytest.mark.parametrize("recipe", sorted(k for k, r in RECIPES.items() if isinstance(r, Recipe) and k != "grpo"))
+def test_every_recipe_trains_end_to_end(recipe, tmp_path):
+    trainer = Trainer(make_config("smoke", recipe=recipe, **{**TINY, "steps": 2}), tmp_path, progress=False)
+    trainer.task = DigitFirst()  # partly solvable from scratch, so every recipe gets a learning signal
+    summary = trainer.run()
+    rows = read_rows(tmp_path / "metrics.jsonl")
+    assert len(rows) == 2 and all(r["grad_norm"] >= 0 for r in rows) and any(r["grad_norm"] > 0 for r in rows)
+    assert set().union(*rows) <= set(GLOSSARY), set().union(*rows) - set(GLOSSARY)
+    if RECIPES[recipe].value is not None:
+        assert "value/loss" in rows[0]
+    assert "accuracy_after" in summary
+
+
+@pytest.mark.covers("entropy-bonus", "kl-penalty")
+@pytest.mark.parametrize("overrides", [{"entropy_coef": 0.01}, {"kl_coef": 0.0}, {"ppo_epochs": 2}])
+def test_loss_terms_and_epochs_switch_on_from_the_config(overrides, tmp_path):
+    config = make_config("smoke", recipe="grpo", **{**TINY, "steps": 2, **overrides})
+    trainer = Trainer(config, tmp_path, progress=False)
+    trainer.task = DigitFirst()
+    trainer.run()
+    rows = read_rows(tmp_path / "metrics.jsonl")
+    assert len(rows) == 2 and all(r["grad_norm"] >= 0 for r in rows) and any(r["grad_norm"] > 0 for r in rows)
+    assert set().union(*rows) <= set(GLOSSARY), set().union(*rows) - set(GLOSSARY)
+    if "ppo_epochs" in overrides:  # later minibatches/epochs see r != 1
+        assert any(r["clip/out_of_band"] > 0 or r["kl/k3_old"] > 0 for r in rows)
+
+
+def test_rl_raises_the_reward_from_scratch(tmp_path):
+    """Sanity of the whole loop: 25 GRPO steps on an untrained model lift the sampled reward."""
+    config = make_config("smoke", recipe="grpo", steps=25, prompts_per_step=8, group_size=8, max_new_tokens=3,
+                         sft_steps=0, eval_size=10, checkpoint_every=25, lr=3e-3, minibatches=1)
+    trainer = Trainer(config, tmp_path, progress=False)
+    trainer.task = DigitFirst()
+    trainer.run()
+    rows = read_rows(tmp_path / "metrics.jsonl")
+    early = sum(r["reward/mean"] for r in rows[:5]) / 5
+    late = sum(r["reward/mean"] for r in rows[-5:]) / 5
+    assert late > early + 0.3, (early, late)
+
+
+def test_lora_run_trains_only_the_adapter(tmp_path):
+    config = make_config("smoke", recipe="grpo", **{**TINY, "steps": 2, "lora_r": 4})
+    trainer = Trainer(config, tmp_path, progress=False)
+    trainer.task = DigitFirst()  # a task an untrained model gets partly right, so gradients are non-zero
+    trainer.setup()
+    trainable = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    trainer.run()
+    changed = {n for n, p in trainer.model.named_parameters() if not torch.equal(p, before[n])}
+    assert changed and changed <= set(trainable)
+    # the reference is the adapter-disabled base: no second copy, and it still gives the base model's log-probs
+    base_ids = {id(p) for p in trainer.model.get_base_model().parameters()}
+    assert {id(p) for p in trainer.ref.parameters()} == base_ids
+    batch = trainer.make_batch(0)
+    plain, _ = load_model("tiny", seed=config.seed)
+    base_logp, _, _ = policy_forward(plain, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.mask)
+    policy_logp, _, _ = policy_forward(trainer.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids,
+                                       batch.mask)
+    assert torch.allclose(batch.ref_logp, base_logp * batch.mask, atol=1e-5)
+    assert not torch.allclose(batch.ref_logp, policy_logp * batch.mask, atol=1e-5)  # the adapter did move
+
+
+def test_lora_checkpoints_hold_only_the_adapter_and_resume_exactly(tmp_path):
+    from workbench.train.checkpoint import latest_checkpoint, load_checkpoint
+
+    config = make_config("smoke", recipe="grpo", **{**TINY, "lora_r": 4})
+    assert resumes_exactly(config, tmp_path, stop_after_step=1, task=DigitFirst())
+    saved = load_checkpoint(latest_checkpoint(tmp_path / "straight"))["model"]
+    assert saved and all("lora_" in name for name in saved)
+
+
+@pytest.mark.covers("kl-penalty")
+def test_adaptive_kl_controller_moves_beta_and_resumes_exactly(tmp_path):
+    controller = ["adaptive-kl", {"target": 1e-6, "horizon": 10}, "regularizer:kl-penalty.beta"]
+    overrides = {"recipe_overrides": {"controllers": [controller]}, "kl_coef": 0.1}
+    config = make_config("smoke", recipe="grpo", **{**TINY, **overrides})
+    assert resumes_exactly(config, tmp_path, task=DigitFirst())
+    betas = [r["kl/beta"] for r in read_rows(tmp_path / "straight" / "metrics.jsonl")]
+    assert betas[0] == 0.1 and betas[-1] > betas[0]  # KL above a tiny target: beta grows
+
+
+def test_a_run_folder_written_before_a_config_field_existed_still_resumes(grpo_run):
+    out, _ = grpo_run
+    saved = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({k: v for k, v in saved.items() if k != "track_kl"}))
+    train(make_config("smoke", recipe="grpo", **TINY), out, progress=False, report=False)  # no error
+
+
+@pytest.mark.parametrize("avx512bf16", [False, True], ids=["this-cpu", "avx512bf16-cpu"])
+def test_qlora_trains_an_adapter_over_a_4bit_base_and_resumes_exactly(avx512bf16, tmp_path, monkeypatch):
+    """Also on a CPU whose bitsandbytes repacks 4-bit weights for inference on the first generate (forced here,
+    whatever this machine is): every step after a rollout must still move the adapter."""
+    modules = pytest.importorskip("bitsandbytes.nn.modules", reason="QLoRA needs bitsandbytes (make install)")
+    monkeypatch.setattr(modules, "has_avx512bf16", lambda: avx512bf16)
+    config = make_config("smoke", recipe="grpo", **{**TINY, "lora_r": 4, "load_in_4bit": True})
+    trainer = Trainer(config, tmp_path / "one", progress=False)
+    trainer.task = DigitFirst()
+    trainer.setup()
+    base = trainer.model.get_base_model()
+    assert type(base.model.layers[0].mlp.up_proj).__name__ == "Linear4bit"
+    assert {id(p) for p in trainer.ref.parameters()} == {id(p) for p in base.parameters()}  # the 4-bit base
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    trainer.run()
+    assert all(r["grad_norm"] > 0 for r in read_rows(tmp_path / "one" / "metrics.jsonl"))
+    trained = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
+    assert trained and all("lora_" in n for n in trained)
+    assert any(not torch.equal(p, before[n]) for n, p in trainer.model.named_parameters() if n in before)
+    assert resumes_exactly(config, tmp_path / "resume", stop_after_step=1, task=DigitFirst())
+    with pytest.raises(ValueError, match="lora_r > 0"):
+        make_config("smoke", load_in_4bit=True)
+
+
+def test_the_trainer_samples_and_evaluates_with_its_stop_strings(tmp_path):
+    from tests.helpers import TINY
+
+    trainer = Trainer(make_config("smoke", **{**TINY, "stop": ["=U"]}), tmp_path, progress=False).setup()
+    generate, seen = trainer.engine.generate, []
+
+    def recorded_generate(*args, **kw):
+        seen.append(kw.get("stop"))
+        return generate(*args, **kw)
+
+    trainer.engine.generate = recorded_generate
+    trainer.sample(0)
+    trainer.evaluate()
+    assert len(seen) == 2 and all(stop == ["=U"] for stop in seen)

@@ -34,6 +34,7 @@ params = trainer.params
 result = {"batch": batch, "params": [full_tensor(p.detach()).clone() for p in params],
           "grads": [full_tensor(p.grad).clone() for p in params],
           "same_on_all_ranks": trainer.parallel.same_parameters(params), "world": trainer.parallel.world,
+          "pipeline_state": trainer.pipeline.state_dict(),  # components' state (e.g. PPO-max's reward moments)
           "engine_in_sync": all(torch.equal(full_tensor(p.detach()), q)
                                 for p, q in zip(trainer.model.parameters(), trainer.engine.model.parameters()))}
 state = trainer.state(1, 0.0)  # every rank (a collective under FSDP)

@@ -442,20 +442,25 @@ def anchor_step_advantage(row: int = 0, step: int = 0) -> float:
     return gigpo_step_advantage(row, step, 1.0) - gigpo_step_advantage(row, step, 0.0)
 
 
+def _near(answer, value: float, tol: float = 1e-3) -> bool:
+    """An exercise's numeric answer (None while the learner's cell is still empty) within `tol` of `value`."""
+    return answer is not None and abs(float(answer) - float(value)) <= tol
+
+
 def check_anchor_step_advantage(answer, row: int = 0, step: int = 0, gamma: float = 0.95) -> str:
     """Exercise: the step-level advantage A_S of episode `row`'s step `step` (default: the start state)."""
     expected = anchor_step_advantage(row, step)
     state = AGENT_GROUP_STATES[row][step]
     members = [(i, s) for i, r in enumerate(AGENT_GROUP_STATES) for s, st in enumerate(r) if st == state]
     returns = [gamma ** (len(AGENT_GROUP_STATES[i]) - 1 - s) * AGENT_GROUP_REWARDS[i] for i, s in members]
-    if answer is not None and abs(float(answer) - expected) <= 1e-3:
+    if _near(answer, expected):
         return "correct"
     g = torch.tensor(returns, dtype=torch.float64)
     own = returns[members.index((row, step))]
     population = (own - g.mean()) / g.std(unbiased=False)
-    if answer is not None and abs(float(answer) - float(population)) <= 1e-3:
+    if _near(answer, float(population)):
         hint = f"use the Bessel (n - 1) std, as GiGPO does: {g.std():.4f}, not {g.std(unbiased=False):.4f}"
-    elif answer is not None and abs(float(answer) - float(own - g.mean())) <= 1e-3:
+    elif _near(answer, float(own - g.mean())):
         hint = "that is G minus the anchor group's mean; the default mode also divides by the group's std"
     else:
         hint = (f"state {state} is acted from by {len(members)} steps {members} (row, step); the step return is "
@@ -467,9 +472,9 @@ def check_anchor_step_advantage(answer, row: int = 0, step: int = 0, gamma: floa
 def check_unshared_step_advantage(answer, row: int = 3, step: int = 2) -> str:
     """Exercise: GiGPO's advantage (omega = 1) on a step whose state no other step of the group acts from."""
     expected = gigpo_step_advantage(row, step)
-    if answer is not None and abs(float(answer) - expected) <= 1e-3:
+    if _near(answer, expected):
         return "correct"
-    if answer is not None and abs(float(answer)) <= 1e-9:
+    if _near(answer, 0.0, 1e-9):
         hint = ("the step-level term is 0 for an anchor group of one step, but the episode term A_E is still "
                 "there: the z-score of the episode's return in its group")
     else:
@@ -481,9 +486,9 @@ def check_unshared_step_advantage(answer, row: int = 3, step: int = 2) -> str:
 def check_two_step_anchor(answer, row: int = 0, step: int = 2) -> str:
     """Exercise: A_S of a step whose anchor group has exactly two members with different returns."""
     expected = anchor_step_advantage(row, step)
-    if answer is not None and abs(float(answer) - expected) <= 1e-3:
+    if _near(answer, expected):
         return "correct"
-    if answer is not None and abs(abs(float(answer)) - abs(expected)) <= 1e-3:
+    if _near(answer, -expected):
         hint = "right size, wrong sign: which of the two steps has the larger discounted return?"
     else:
         hint = ("two returns a > b have mean (a + b) / 2 and Bessel std |a - b| / sqrt(2): the z-score does not "

@@ -51,3 +51,21 @@ class ScriptedEngine:
         mask, truncated = cap_lengths(response, mask, truncated, tok.eos_token_id, max_new_tokens)
         response, mask, truncated, texts = apply_stop_strings(tok, response, mask, truncated, stop)
         return Generation(prompt_ids, prompt_mask, response, mask, truncated, LOGP * mask, texts)
+
+
+def gridworld_policy(examples, rng, p_best: float = 0.6):
+    """policy(history) for gridworld episodes of `examples`: a move along a shortest path with probability
+    `p_best` (the map is read from the example), a random move otherwise, so some episodes reach the goal and
+    they revisit positions."""
+    from workbench.envs.gridworld import distances, moved, parse_map
+
+    def policy(history):
+        example = next(e for e in examples if e.prompt in history)
+        _, rows, _, goal = parse_map(example.answer)
+        last = history.split("\n")[-1]  # the latest observation: "rc view"
+        pos = (int(last[-7]), int(last[-6]))
+        dist = distances(rows, goal)
+        best = [m for m in "UDLR" if dist.get(moved(rows, pos, m), 99) < dist[pos]]
+        return best[0] if rng.random() < p_best else rng.choice("UDLR")
+
+    return policy

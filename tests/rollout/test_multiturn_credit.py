@@ -8,14 +8,13 @@ import warnings
 import pytest
 import torch
 
-from tests.rollout.scripted import ScriptedEngine
+from tests.rollout.scripted import ScriptedEngine, gridworld_policy
 from workbench.advantages.base import token_rewards
 from workbench.advantages.gae import gae, gae_and_returns, gae_returns
 from workbench.advantages.gigpo import gigpo
 from workbench.advantages.group import grpo
 from workbench.advantages.reinforce import discounted_returns, reinforce_plus_plus
 from workbench.batch import RolloutBatch
-from workbench.envs.gridworld import distances, moved, parse_map
 from workbench.models import char_tokenizer
 from workbench.rollout import Sampling, turns
 from workbench.tasks import get_task
@@ -109,14 +108,7 @@ def gridworld_batch(seed: int):
     task = get_task("gridworld", size=5, walls=6, min_distance=4)  # short enough for a 60% policy to get there
     examples = task.eval_set(2)
 
-    def policy(history):
-        example = next(e for e in examples if e.prompt in history)
-        _, rows, _, goal = parse_map(example.answer)
-        last = history.split("\n")[-1]  # the latest observation: "rc view"
-        pos = (int(last[-7]), int(last[-6]))
-        dist = distances(rows, goal)
-        best = [m for m in "UDLR" if dist.get(moved(rows, pos, m), 99) < dist[pos]]
-        return best[0] if rng.random() < 0.6 else rng.choice("UDLR")
+    policy = gridworld_policy(examples, rng)
 
     return turns(ScriptedEngine(tok, policy), task, examples, group_size=6, sampling=Sampling(4))
 

@@ -11,11 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from tests.rollout.scripted import ScriptedEngine
+from tests.rollout.scripted import ScriptedEngine, gridworld_policy
 from workbench import exercises
 from workbench.advantages.gigpo import gigpo
 from workbench.advantages.group import grpo
-from workbench.envs.gridworld import distances, moved, parse_map
 from workbench.models import char_tokenizer
 from workbench.paths import ROOT
 from workbench.rollout import Sampling, turns
@@ -32,14 +31,7 @@ def gridworld_batch(seed: int = 0, group_size: int = 6):
     task = get_task("gridworld")
     examples = task.eval_set(2)
 
-    def policy(history):
-        example = next(e for e in examples if e.prompt in history)
-        _, rows, _, goal = parse_map(example.answer)
-        last = history.split("\n")[-1]  # the latest observation: "rc view"
-        pos = (int(last[-7]), int(last[-6]))
-        dist = distances(rows, goal)
-        best = [m for m in "UDLR" if dist.get(moved(rows, pos, m), 99) < dist[pos]]
-        return best[0] if rng.random() < 0.6 else rng.choice("UDLR")
+    policy = gridworld_policy(examples, rng)
 
     batch = turns(ScriptedEngine(TOK, policy), task, examples, group_size=group_size, sampling=Sampling(4))
     batch.advantages = gigpo(batch)

@@ -94,13 +94,6 @@ class CalculatorTask(Task):
     def make_env(self) -> "CalculatorEnv":
         return CalculatorEnv(self)
 
-    def eval_set(self, n: int | None = None) -> list[Example]:
-        if self.eval_file:
-            return super().eval_set(n)
-        from workbench.tasks.make_eval import generated_eval_set
-
-        return generated_eval_set(self, n)
-
     def __repr__(self) -> str:
         return (f"CalculatorTask(n_operands={self.n_operands}, digits={self.digits}, ops={self.ops!r}, "
                 f"slack={self.slack})")

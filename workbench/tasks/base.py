@@ -50,9 +50,15 @@ class Task:
         return [float(self.score(c, e)) for c, e in zip(completions, examples)]
 
     def eval_set(self, n: int | None = None) -> list[Example]:
+        """The shipped held-out file (`eval_file`, drawn at the task's default parameters), or, for other
+        parameters, the same seeded draw made in memory (`make_eval.generated_eval_set`)."""
+        if not self.eval_file:
+            from workbench.tasks.make_eval import generated_eval_set  # lazy: make_eval imports this module
+
+            return generated_eval_set(self, n)
         from workbench.paths import data_file
 
-        rows = load_jsonl(data_file("eval", self.eval_file)) if self.eval_file else []
+        rows = load_jsonl(data_file("eval", self.eval_file))
         return rows[:n] if n else rows
 
     def held_out_prompts(self) -> set[str]:

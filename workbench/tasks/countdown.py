@@ -54,13 +54,6 @@ class CountdownTask(Task):
         result = evaluate(completion, numbers)
         return 1.0 if result == value else 0.0
 
-    def eval_set(self, n: int | None = None) -> list[Example]:
-        if self.eval_file:
-            return super().eval_set(n)
-        from workbench.tasks.make_eval import generated_eval_set  # lazy: `python -m` must find it unimported
-
-        return generated_eval_set(self, n)
-
     def __repr__(self) -> str:
         return f"CountdownTask(n_numbers={self.n_numbers}, max_number={self.max_number})"
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import itertools
 from dataclasses import dataclass, replace
 
 import torch
@@ -24,24 +25,25 @@ from workbench import ops, registry
 from workbench.context import Forward, StepContext
 from workbench.recipes import SLOTS, Recipe, Use
 
-# The contract: (stage, recipe slot or None, what it does). The trainer runs them in this order.
+# The contract: (stage, the recipe slots it runs, what it does). The trainer runs them in this order.
 STAGES = (
-    ("sampler", "sampler", "which examples enter the step: select(state, task, n, rng)"),
-    ("rollout", "rollout", "generate over the task's environment: fn(engine, task, examples, *, group_size, sampling)"),
-    ("rewards", "rewards", "the environment's reward + weighted reward functions (TRL's signature)"),
-    ("group_transforms", "group_transforms", "edit finished groups: fn(batch, ctx) -> batch (dynamic sampling, ReMax)"),
-    ("forward passes", None, "old log-probs and entropy, reference log-probs, values: only what a component reads"),
-    ("reward_shaping", "reward_shaping", "rewards -> rewards / token rewards: fn(batch, ctx) -> batch (KL in reward)"),
-    ("advantage", "advantage", "a chain, later entries may read advantages: fn(batch) -> A [B, T] (+ critic targets)"),
-    ("token_masks", "token_masks", "which tokens the update trains on: fn(batch) -> mask [B, T] (may read advantages)"),
-    ("update", None, "objective + regularizers + value loss, aggregated by the recipe's mode, per minibatch"),
-    ("after the step", None, "controllers, samplers and buffers update (adaptive KL, ...)"),
-)
+    ("sampler", ("sampler",), "which examples enter the step: select(state, task, n, rng)"),
+    ("rollout", ("rollout",), "generate over the task's environment: fn(engine, task, examples, *, group_size)"),
+    ("rewards", ("rewards",), "the environment's reward + weighted reward functions (TRL's signature)"),
+    ("group_transforms", ("group_transforms",), "edit finished groups: fn(batch, ctx) -> batch (dynamic sampling)"),
+    ("forward passes", (), "old log-probs and entropy, reference log-probs, values: only what a component reads"),
+    ("reward_shaping", ("reward_shaping",), "rewards -> rewards / token rewards: fn(batch, ctx) -> batch"),
+    ("advantage", ("advantage",), "a chain, later entries may read advantages: fn(batch) -> A [B, T] (+ targets)"),
+    ("token_masks", ("token_masks",), "which tokens the update trains on: fn(batch) -> mask [B, T]"),
+    ("update", ("objective", "regularizers", "value"), "objective + regularizers + value loss, per minibatch"),
+    ("after the step", ("controllers", "sampler", "buffers"), "controllers, samplers and buffers update"),
+)  # schedules are not a stage: each is evaluated where the parameter it drives is used
+BEFORE_UPDATE = [slot for _, slots, _ in itertools.takewhile(lambda stage: stage[0] != "update", STAGES)
+                 for slot in slots]
 
 # Batch fields a rollout always fills; forward passes add old_logp, entropy, ref_logp, values.
 ROLLOUT_FIELDS = {"response_ids", "mask", "group", "rewards", "scores", "prompt_ids", "prompt_mask", "mu_logp",
                   "truncated", "completions", "prompts"}
-NOT_A_BATCH_FIELD = {"kl"}  # metrics a controller may read
 
 
 def providers(fields: list[str]) -> list[str]:
@@ -127,33 +129,28 @@ class Pipeline:
 
     def reads_before_update(self, *fields: str) -> bool:
         """Does a stage before the update read any of `fields` (so the forward passes must supply it)?"""
-        early = ("sampler", "rollout", "rewards", "group_transforms", "reward_shaping", "advantage", "token_masks")
-        return any(f in p.entry.reads for slot in early for p in self.parts[slot] for f in fields)
+        return any(f in p.entry.reads for slot in BEFORE_UPDATE for p in self.parts[slot] for f in fields)
 
     def _read_anywhere(self, field: str) -> bool:
         return any(field in p.entry.reads for ps in self.parts.values() for p in ps)
 
     def _check_reads(self) -> None:
-        """Walk the stages in order; every read must be provided by an earlier stage."""
-        have = set(ROLLOUT_FIELDS)
-        for p in self.parts["rollout"]:
-            have |= set(p.entry.provides)
+        """Walk `STAGES` in order; every read must be provided by an earlier stage (or, for the update's and the
+        after-step components, by the training forward: `logp`, and the step's logged `kl`)."""
         forward = {"old_logp", "entropy"} | ({"ref_logp"} if self.needs_ref else set())
         forward |= {"values", "old_values"} if self.has_critic else set()
-        order = [("sampler", set()), ("rollout", set()), ("rewards", set()), ("group_transforms", set()),
-                 ("reward_shaping", forward), ("advantage", set()), ("token_masks", set()),
-                 ("objective", set()), ("regularizers", {"logp"}), ("value", set()),
-                 ("controllers", {"kl"} if self.needs_ref else set()), ("schedules", set()), ("buffers", set())]
-        for slot, added in order:
-            have |= added
-            for p in self.parts[slot]:
+        added = {"forward passes": forward, "update": {"logp"}, "after the step": {"kl"} if self.needs_ref else set()}
+        have = set(ROLLOUT_FIELDS)
+        for stage, slots, _ in STAGES:
+            have |= added.get(stage, set())
+            for p in (p for slot in slots for p in self.parts[slot]):
                 missing = [f for f in p.entry.reads if f not in have]
                 if missing:
                     raise ValueError(f"recipe {self.recipe.key!r}: {p.name} reads {missing}, which no earlier stage "
                                      f"provides; components that provide them: {providers(missing)} (for ref_logp "
                                      f"or kl: keep track_kl=true)")
                 have |= set(p.entry.provides)
-                if slot == "advantage":
+                if stage == "advantage":
                     have |= {"advantages"} | ({"returns", "value_mask"} if p.entry.targets else set())
 
     def _initial_state(self, p: Part):
@@ -196,7 +193,8 @@ class Pipeline:
         return out
 
     def context(self, p: Part, base: StepContext) -> StepContext:
-        return replace(base, state=self.state.get(p.name), component=p.name, metrics=base.metrics)
+        """`base` as component `p` sees it: its own state and random stream; metrics go to the step's row."""
+        return replace(base, state=self.state.get(p.name), component=p.name)
 
     # ------------------------------------------------------------------ stages
 

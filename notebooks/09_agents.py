@@ -37,20 +37,23 @@
 # $$A_E(i) = \frac{R_i - \mathrm{mean}_{j\in g} R_j}{\mathrm{std}_{j\in g} R_j}
 #   \qquad\text{(GRPO's advantage: one number per episode)}$$
 #
-# $$G_{i,s} = \sum_{k \ge 0} \gamma^k\, r_{i,s+k}, \qquad
-#   \mathcal{A}(i,s) = \{(j,u) : j \in g,\ \sigma_{j,u} = \sigma_{i,s}\}\ \text{(the anchor group of the state)}$$
+# $$G_{i,s} = \sum_{k \ge 0} \gamma^k\, r_{i,s+k}$$
+#
+# $$\mathcal{A}(i,s) = \{(j,u) : j \in g,\ \sigma_{j,u} = \sigma_{i,s}\}\ \text{(the anchor group of the state)}$$
 #
 # $$A_S(i,s) = \frac{G_{i,s} - \mathrm{mean}_{\mathcal{A}(i,s)} G}{\mathrm{std}_{\mathcal{A}(i,s)} G}
-#   \ \ (0 \text{ when } |\mathcal{A}(i,s)| = 1), \qquad
-#   A_{i,t} = A_E(i) + \omega\, A_S\big(i, s(t)\big)$$
+#   \ \ (0 \text{ when } |\mathcal{A}(i,s)| = 1)$$
+#
+# $$A_{i,t} = A_E(i) + \omega\, A_S\big(i, s(t)\big)$$
 #
 # on every action token $t$ of step $s(t)$ (GiGPO, Feng et al. 2025; $\omega = 1$, $\gamma = 0.95$, Bessel std).
 # The loss only sees the tokens the policy sampled: with $m_{i,t} = 1$ on action tokens and $0$ on observation
 # tokens (and padding),
 #
 # $$L = \frac{\sum_{i,t} m_{i,t}\,\ell_{i,t}}{\sum_{i,t} m_{i,t}}, \qquad
-#   \ell_{i,t} = -\min\big(\rho_{i,t} A_{i,t},\ \mathrm{clip}(\rho_{i,t}, 1\pm\epsilon) A_{i,t}\big),\quad
-#   \rho_{i,t} = \frac{\pi_\theta(y_{i,t} \mid x, y_{i,<t})}{\pi_{old}(y_{i,t} \mid x, y_{i,<t})}$$
+#   \ell_{i,t} = -\min\big(\rho_{i,t} A_{i,t},\ \mathrm{clip}(\rho_{i,t}, 1\pm\epsilon) A_{i,t}\big)$$
+#
+# $$\rho_{i,t} = \frac{\pi_\theta(y_{i,t} \mid x, y_{i,<t})}{\pi_{old}(y_{i,t} \mid x, y_{i,<t})}$$
 #
 # while every $\pi(y_{i,t} \mid x, y_{i,<t})$ conditions on all earlier tokens, observations included.
 
@@ -370,6 +373,10 @@ my_trained_tokens = None   # 1: an int
 my_start_step = None       # 2: a float
 my_unshared_step = None    # 3: a float
 my_two_step = None         # 4: a float
+
+# %% tags=["hide-input"]
+# The solutions, worked by hand: filled in only when the notebook runs with solutions=True (the headless checks).
+# Try the exercises first; in the book this cell is folded.
 if solutions:
     my_trained_tokens = len("[37*48]") + len("[1776+19]") + len("A:1795") + 1   # every action character + final EOS
     start_returns = [0.95 ** 2, 0.95 ** 4, 0.0, 0.0, 0.0]   # the 5 steps acting from (0,0): G = gamma^(n-1-s) R
@@ -386,7 +393,7 @@ for number, answer, check in [(1, my_trained_tokens, check_trained_tokens),
                               (3, my_unshared_step, check_unshared_step_advantage),
                               (4, my_two_step, check_two_step_anchor)]:
     if answer is None:
-        print(f"exercise {number}: no answer yet: replace None in the cell above and run both cells again "
+        print(f"exercise {number}: no answer yet: replace None in the answers cell above and run it and this cell "
               f"(or execute the notebook with -p solutions=True to see the solutions)")
     else:
         print(f"exercise {number}: {check(answer)}")

@@ -320,7 +320,7 @@ def turn_advantages(batch: RolloutBatch, rows, advantages=None, *,
     table = turn_table(batch, rows, advantages, state_label)
     sets = table["advantages"]
     names = list(sets)
-    R, S = table["reward"].shape
+    R = table["reward"].shape[0]
     ylabels = [f"row {r}" + ("" if table["episode_return"] is None else f" · R={table['episode_return'][k]:g}")
                for k, r in enumerate(table["rows"])]
     titles = ["per-turn reward (cell: the state the turn acted from)"] + [f"{n}: per-turn advantage" for n in names]
@@ -354,7 +354,7 @@ def turn_advantages(batch: RolloutBatch, rows, advantages=None, *,
     panel = 22 * R + 50
     fig.update_layout(
         title=title or f"{R} episodes of group {int(batch.group[table['rows'][0]])}: per-turn rewards and advantages",
-        template="plotly_white", height=panel * (1 + len(names)) + 120, width=max(560, 52 * S + 260),
+        template="plotly_white", height=panel * (1 + len(names)) + 120,  # width: the page's (a book column)
         coloraxis=dict(colorscale=ADVANTAGE_SCALE, cmin=-peak, cmax=peak, colorbar=dict(title="A", len=0.6, y=0.35)),
         margin=dict(t=70, b=50))
     return fig

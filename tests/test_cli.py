@@ -31,6 +31,33 @@ def test_cli_reports_bad_input_without_a_traceback(capsys, tmp_path):
     assert "not a run folder" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("assignment, field", [("steps=abc", "steps"), ("lr=nan", "lr"), ("lr=fast", "lr"),
+                                               ("minibatches=0", "minibatches"), ("steps=2.7", "steps"),
+                                               ("kl_coef=-1", "kl_coef"), ("temperature=0", "temperature")])
+def test_a_bad_set_value_is_refused_before_anything_is_written(capsys, tmp_path, assignment, field):
+    out = tmp_path / "r"
+    assert cli.main(["run", "grpo", "--set", assignment, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and f"config field {field}" in err and "Traceback" not in err
+    assert not out.exists()  # no config.json to block the corrected command
+
+
+def test_a_group_baseline_with_one_sample_is_refused_before_anything_is_written(capsys, tmp_path):
+    assert cli.main(["run", "grpo", "--task", "addition", "--set", "group_size=1", "--out", str(tmp_path / "r")]) == 2
+    assert "allow_singletons=true" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_compare_checks_every_recipe_before_training_any(capsys, tmp_path):
+    args = ["compare", "grpo", "nope", "--task", "addition", "--seeds", "1", "--out", str(tmp_path / "c"),
+            "--set", "steps=1", "--set", "sft_steps=0"]
+    assert cli.main(args) == 2
+    assert "no recipe named 'nope'" in capsys.readouterr().err
+    assert not list(tmp_path.rglob("metrics.jsonl"))
+    assert cli.main(["compare", "grpo", "grpo", "--out", str(tmp_path / "c")]) == 2
+    assert "['grpo'] are listed more than once" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_notebook_command_writes_the_executed_notebook_and_its_run_and_resumes(tmp_path, capsys):
     out = tmp_path / "01-smoke"

@@ -4,7 +4,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 
@@ -150,16 +152,37 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def terminate_as_interrupt(signum, frame):
+    """SIGTERM (a scheduler, `kill`) ends a run as Ctrl-C does: cleanly, with the resume hint."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: list[str] | None = None) -> int:
     from workbench.book import BookError
+    from workbench.train.guards import NoGradientError, NonFiniteError
+    from workbench.train.steps import Interrupted
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     args = parser().parse_args(argv)
+    main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
+    previous = signal.signal(signal.SIGTERM, terminate_as_interrupt) if main_thread else None
     try:
         return args.fn(args)
-    except (ValueError, KeyError, FileNotFoundError, BookError) as e:
+    except (ValueError, KeyError, FileNotFoundError, BookError) as e:  # bad input: nothing was trained
         print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
+    except (NonFiniteError, NoGradientError) as e:  # the run stopped; its folder resumes from the last checkpoint
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except Interrupted as e:
+        print(f"\n{e}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:  # before or after the step loop (SFT, evaluation)
+        print("\ninterrupted before the step loop or after it; run the same command to resume", file=sys.stderr)
+        return 130
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

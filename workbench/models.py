@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import random
 import shutil
 import sys
 import tempfile
@@ -19,6 +18,7 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from workbench.files import temp_sibling
 from workbench.paths import cache_dir
 
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
@@ -251,7 +251,7 @@ def merged_state_dict(model) -> dict[str, torch.Tensor]:
 def save_model_atomically(model, tokenizer, folder: Path) -> Path:
     """Save into a temporary sibling, then rename: a reader (or a killed writer) never leaves a half-written
     folder behind, and when another process finished first its folder is kept."""
-    tmp = folder.with_name(folder.name + f".tmp{random.randrange(1 << 30)}")
+    tmp = temp_sibling(folder)  # names this process, so a later build can clear it if this one is killed
     save_model(model, tokenizer, tmp)
     if (folder / "config.json").exists():
         shutil.rmtree(tmp)

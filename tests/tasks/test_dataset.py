@@ -173,6 +173,24 @@ def test_unusable_files_say_why(tmp_path, name, content, match):
         get_task(f"file:{tmp_path / name}")
 
 
+def test_a_malformed_jsonl_line_is_named_without_a_traceback(jsonl):
+    lines = jsonl.read_text().splitlines(keepends=True)
+    lines[4] = '{"prompt": "1+2=", "answer": 3\n'
+    jsonl.write_text("".join(lines))
+    with pytest.raises(ValueError, match=r"add\.jsonl:5: not valid JSON"):
+        get_task(f"file:{jsonl}")
+
+
+def test_the_data_digest_follows_the_content_not_the_path(jsonl, tmp_path):
+    copy = tmp_path / "elsewhere.jsonl"
+    copy.write_text(jsonl.read_text())
+    digest = get_task(f"file:{jsonl}").data_digest()
+    assert get_task(f"file:{copy}").data_digest() == digest
+    jsonl.write_text(jsonl.read_text() + json.dumps({"prompt": "99+99=", "answer": 198}) + "\n")  # edited in place
+    assert get_task(f"file:{jsonl}").data_digest() != digest
+    assert get_task("addition").data_digest() is None
+
+
 def test_bad_arguments(jsonl, tmp_path):
     with pytest.raises(FileNotFoundError, match=r"nope\.jsonl does not exist"):
         get_task(f"file:{tmp_path / 'nope.jsonl'}")
@@ -283,6 +301,21 @@ def test_gsm8k_style_file(tmp_path):
 
 
 # ----- training --------------------------------------------------------------------------------
+
+def test_a_prompt_longer_than_the_model_takes_is_refused_before_anything_is_trained(tmp_path, monkeypatch):
+    from workbench.train import make_config, train
+
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    rows = addition_rows() + [{"prompt": "1+" * 200_000 + "1=", "answer": 200_001}]  # 400 kB, 2000x the context
+    path = write_jsonl(rows, tmp_path / "long.jsonl")
+    for sft_steps in (0, 5):
+        config = make_config("smoke", recipe="grpo", **{**TINY, "task": f"file:{path}", "sft_steps": sft_steps})
+        with pytest.raises(ValueError, match=r"prompt \d+ .* is 4000\d\d tokens; with max_new_tokens=6 it needs 4000\d\d "
+                                             r"positions, and the model takes \d+\. Shorten or drop"):
+            train(config, tmp_path / f"run{sft_steps}", progress=False, report=False)
+        assert not (tmp_path / f"run{sft_steps}" / "metrics.jsonl").exists()
+    assert not list((tmp_path / "cache").glob("sft/*"))  # no warm start was trained
+
 
 def test_rl_trainer_runs_on_a_file_task(tmp_path):
     from workbench.train import make_config, train

@@ -8,7 +8,6 @@ from workbench.batch import RolloutBatch
 from workbench.recipes import RECIPES, Recipe, get_recipe, use, with_overrides
 from workbench.train import Trainer, make_config
 from workbench.train.pipeline import Pipeline
-from workbench.train.rl import NoGradientError
 
 
 def trainer_for(recipe, tmp_path, **overrides):
@@ -206,13 +205,6 @@ def test_on_policy_steps_take_old_logp_from_the_training_forward(tmp_path, monke
         assert torch.allclose(p_on, p_off, atol=1e-6)
 
 
-def test_a_run_that_trains_nothing_stops_and_names_the_cause(tmp_path):
-    trainer = trainer_for("grpo", tmp_path, steps=6).setup()
-    trainer.params = [torch.nn.Parameter(torch.zeros(1))]  # nothing the loss reaches
-    with pytest.raises(NoGradientError, match="4-bit"):
-        trainer.run()
-
-
 # ------------------------------------------------------------------------------ the reward stage
 
 def reward_stage(recipe_rewards, completions=("12", "345", "6")):
@@ -257,3 +249,14 @@ def test_a_bad_reward_function_is_named_before_it_poisons_the_batch():
     finally:
         for key in ("test-none", "test-short", "test-nan"):
             registry._REGISTRY["reward"].pop(key)
+
+
+def test_one_sample_per_prompt_is_refused_up_front_with_the_override_that_allows_it(tmp_path):
+    with pytest.raises(ValueError, match=r"group_size=1: advantage 'grpo' of recipe 'grpo' needs at least 2 samples.*"
+                                         r"--set recipe_overrides.advantage:grpo.allow_singletons=true"):
+        Trainer(make_config("smoke", recipe="grpo", **{**TINY, "group_size": 1}), tmp_path, progress=False)
+    assert not tmp_path.joinpath("config.json").exists()
+    allowed = make_config("smoke", recipe="grpo", **{**TINY, "group_size": 1,
+                                                     "recipe_overrides": {"advantage:grpo": {"allow_singletons": True}}})
+    Trainer(allowed, tmp_path, progress=False)
+    Trainer(make_config("smoke", recipe="ppo", **{**TINY, "group_size": 1}), tmp_path, progress=False)  # a critic

@@ -1,4 +1,6 @@
 """The preference loop end to end on the tiny model: offline, online, resume, JSONL data, LoRA reference, errors."""
+import json
+
 import pytest
 import torch
 
@@ -115,3 +117,12 @@ def test_a_partial_step_is_scored_without_eos():
     assert torch.allclose(full - partial, eos_only, atol=1e-5)  # log p(15 EOS) = log p(15) + log p(EOS | 15)
     with pytest.raises(ValueError, match="empty partial response"):
         encode_responses(tok, [""], eos=[False])
+
+
+def test_a_preference_run_folder_holds_the_held_out_episodes_after_training(tmp_path):
+    config = make_config("smoke", recipe="dpo", **{**PREF, "steps": 1, "sft_steps": 0})
+    summary = make_trainer(config, tmp_path, progress=False).run()
+    records = [json.loads(line) for line in (tmp_path / "eval_after.jsonl").read_text().splitlines()]
+    assert len(records) == summary["eval_size"] == PREF["eval_size"]
+    assert {"prompt", "completion", "answer", "correct"} <= set(records[0])
+    assert sum(r["correct"] for r in records) / len(records) == pytest.approx(summary["accuracy_after"])

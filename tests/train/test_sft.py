@@ -1,4 +1,6 @@
-"""The SFT warm start: it lowers the loss and is cached."""
+"""The SFT warm start: it lowers the loss and is cached, by content."""
+import pytest
+
 from workbench.models import build_tiny
 from workbench.tasks import get_task
 from workbench.train import make_config
@@ -18,3 +20,28 @@ def test_sft_lowers_the_loss_and_the_warm_start_is_cached(tmp_path, monkeypatch)
     assert warm_start(config, task, progress=False) == folder
     assert (folder / "model.safetensors").stat().st_mtime_ns == stamp  # reused, not retrained
     assert warm_start(make_config("smoke", sft_steps=0), task) is None
+
+
+def test_a_file_tasks_warm_start_is_keyed_by_content_and_killed_builds_are_cleared(tmp_path, monkeypatch):
+    import json
+    import os
+
+    from workbench.train.sft import warm_start_key
+
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    rows = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a in range(10) for b in range(10)]
+    data = tmp_path / "add.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = make_config("smoke", task=f"file:{data}", sft_steps=2, sft_batch=4)
+    key = warm_start_key(config, get_task(config.task))
+    moved = tmp_path / "moved.jsonl"
+    moved.write_text(data.read_text())
+    moved_config = make_config("smoke", task=f"file:{moved}", sft_steps=2, sft_batch=4)
+    assert warm_start_key(moved_config, get_task(moved_config.task)) == key  # the same content elsewhere
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows[::-1]))  # the same path, other content
+    assert warm_start_key(config, get_task(config.task)) != key
+    killed = tmp_path / "cache" / "sft" / f".abc.tmp-{2 ** 22 + 12345}-1"  # a pid no process has
+    killed.mkdir(parents=True)
+    folder = warm_start(moved_config, get_task(moved_config.task), progress=False)
+    assert folder.is_dir() and not killed.exists()
+    assert [p.name for p in folder.parent.iterdir()] == [folder.name] and os.listdir(folder)

@@ -232,13 +232,37 @@ def encode_prompts(tokenizer, prompts: list[Prompt], device=None) -> tuple[torch
     generation prompt (instruct models); otherwise a prompt is its messages' contents concatenated, so a string
     prompt is tokenized as it is."""
     chat = getattr(tokenizer, "use_chat_template", False)
-    if chat:
-        texts = [tokenizer.apply_chat_template(as_messages(p), tokenize=False, add_generation_prompt=True)
-                 for p in prompts]
-    else:
-        texts = [p if isinstance(p, str) else plain_text(p) for p in prompts]
-    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=not chat)
+    enc = tokenizer(prompt_texts(tokenizer, prompts), return_tensors="pt", padding=True, add_special_tokens=not chat)
     return enc["input_ids"].to(device), enc["attention_mask"].to(device)
+
+
+def prompt_texts(tokenizer, prompts: list[Prompt]) -> list[str]:
+    """What the tokenizer is given for each prompt (see `encode_prompts`)."""
+    if getattr(tokenizer, "use_chat_template", False):
+        return [tokenizer.apply_chat_template(as_messages(p), tokenize=False, add_generation_prompt=True)
+                for p in prompts]
+    return [p if isinstance(p, str) else plain_text(p) for p in prompts]
+
+
+def check_prompt_lengths(tokenizer, prompts: list[Prompt], context: int | None, max_new_tokens: int,
+                         source: str) -> None:
+    """The rule for inputs longer than the model takes: a prompt whose tokens + max_new_tokens exceed the model's
+    context (its position table) is refused, naming the first such prompt; none is truncated, since a cut prompt
+    is another question. Run on a task's known prompts before anything is trained."""
+    if context is None or not prompts:
+        return
+    chat = getattr(tokenizer, "use_chat_template", False)
+    room = context - max_new_tokens
+    for start in range(0, len(prompts), 256):
+        texts = prompt_texts(tokenizer, prompts[start:start + 256])
+        lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=not chat)["input_ids"]]  # no padding
+        over = [(i, n) for i, n in enumerate(lengths) if n > room]
+        if over:
+            i, n = over[0]
+            raise ValueError(
+                f"{source}: prompt {start + i} ({texts[i][:40]!r}...) is {n} tokens; with max_new_tokens="
+                f"{max_new_tokens} it needs {n + max_new_tokens} positions, and the model takes {context}. Shorten or "
+                f"drop such prompts (or lower max_new_tokens); prompts are never truncated")
 
 
 def check_sampling_args(prompts: list, temperature: float, greedy: bool, stop: list[str] | None = None,

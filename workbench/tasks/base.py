@@ -6,6 +6,8 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from workbench.files import read_jsonl
+
 
 @dataclass(frozen=True)
 class Example:
@@ -44,6 +46,15 @@ class Task:
         """The action texts of a solving episode, replayable through `make_env()`: here the one answer."""
         return [example.target]
 
+    def known_examples(self) -> list[Example]:
+        """Every example known before training, for checks that must pass before it starts (prompt lengths):
+        the held-out set; a data-file task adds its training rows."""
+        return self.eval_set()
+
+    def data_digest(self) -> str | None:
+        """A hash of the data files the task reads (None: the task is generated in code from its parameters)."""
+        return None
+
     def rewards(self, completions: list[str], examples: list[Example]) -> list[float]:
         if len(completions) != len(examples):
             raise ValueError(f"{len(completions)} completions for {len(examples)} examples")
@@ -80,8 +91,7 @@ class Task:
 
 
 def load_jsonl(path: str | Path) -> list[Example]:
-    with open(path) as f:
-        return [Example(**json.loads(line)) for line in f if line.strip()]
+    return [Example(**row) for row in read_jsonl(path)]
 
 
 def save_jsonl(examples: list[Example], path: str | Path) -> None:

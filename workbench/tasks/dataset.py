@@ -27,6 +27,7 @@ import string
 import threading
 from pathlib import Path
 
+from workbench.files import read_jsonl
 from workbench.tasks.base import Example, Task
 
 FILE_PREFIX = "file:"
@@ -58,6 +59,8 @@ def load_rows(path: str | Path) -> list[dict]:
         raise FileNotFoundError(f"data file {path} does not exist")
     if path.stat().st_size == 0:
         raise ValueError(f"data file {path} is empty")
+    if path.suffix.lower() == ".jsonl":
+        read_jsonl(path)  # a malformed line: an error naming it, not the JSON builder's traceback
     datasets = import_optional("datasets")
     with quiet_progress(datasets):
         try:
@@ -79,6 +82,14 @@ def quiet_progress(datasets):
     finally:
         if was_enabled:
             datasets.enable_progress_bars()
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def template_fields(template: str) -> set[str]:
@@ -193,6 +204,17 @@ class DatasetTask(Task):
         self.train_rows = [e for e in examples if e.prompt not in held_out]
         if not self.train_rows:
             raise ValueError(f"{self.path}: every prompt is held out; nothing left to train on")
+
+    def known_examples(self) -> list[Example]:
+        return self.train_rows + self.held_out_rows
+
+    def data_digest(self) -> str:
+        """sha256 of the data file and the held-out file, by content (an edit in place changes it)."""
+        digest = hashlib.sha256()
+        for path in (self.path, self.eval_path):
+            if path is not None:
+                digest.update(file_sha256(path).encode())
+        return digest.hexdigest()[:16]
 
     def needed_columns(self) -> dict[str, str]:
         """Option -> column for every column a row must have, template fields included."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from workbench.files import read_jsonl
 from workbench.preference.amortized import degrade_response
 from workbench.tasks.base import Example, Task
 
@@ -101,17 +102,13 @@ def degraded_lists(pairs: list[PreferencePair], fractions=(1 / 3, 2 / 3), seed: 
 def read_pairs(path: str | Path) -> list[PreferencePair]:
     """JSONL with one {"prompt", "chosen", "rejected"} object per line (TRL's explicit-prompt layout)."""
     pairs = []
-    with open(path) as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            missing = {"prompt", "chosen", "rejected"} - set(row)
-            if missing:
-                raise ValueError(f"{path}:{line_no}: missing fields {sorted(missing)}")
-            if not row["chosen"] or not row["rejected"]:
-                raise ValueError(f"{path}:{line_no}: empty response")
-            pairs.append(PreferencePair(row["prompt"], row["chosen"], row["rejected"]))
+    for number, row in enumerate(read_jsonl(path), 1):
+        missing = {"prompt", "chosen", "rejected"} - set(row)
+        if missing:
+            raise ValueError(f"{path}: row {number}: missing fields {sorted(missing)}")
+        if not row["chosen"] or not row["rejected"]:
+            raise ValueError(f"{path}: row {number}: empty response")
+        pairs.append(PreferencePair(row["prompt"], row["chosen"], row["rejected"]))
     if not pairs:
         raise ValueError(f"{path} holds no preference pairs")
     return pairs

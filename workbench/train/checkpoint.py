@@ -1,11 +1,17 @@
-"""Resumable checkpoints: model, optimizer, controller state, step; written atomically."""
+"""Resumable checkpoints: model, optimizer, controller state, step; written atomically, read with fallback."""
 from __future__ import annotations
 
-import json
 import shutil
+import sys
 from pathlib import Path
 
 import torch
+
+from workbench.files import save_atomic
+
+
+class CheckpointError(ValueError):
+    """No kept checkpoint of a run folder can be read."""
 
 
 def checkpoint_dir(out: Path, step: int) -> Path:
@@ -18,16 +24,21 @@ def save_checkpoint(out: Path, step: int, state: dict, keep: int = 2) -> Path:
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    torch.save(state, tmp / "state.pt")
+    save_atomic(state, tmp / "state.pt")
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)  # a half-written checkpoint never carries the final name
-    for old in sorted(out.glob("checkpoints/step_*[0-9]"))[:-keep]:
+    for old in kept_checkpoints(out)[:-keep]:
         shutil.rmtree(old)
     return final
 
 
+def kept_checkpoints(out: Path) -> list[Path]:
+    """Finished checkpoints, oldest first."""
+    return sorted(p for p in out.glob("checkpoints/step_*[0-9]") if (p / "state.pt").exists())
+
+
 def latest_checkpoint(out: Path) -> Path | None:
-    done = sorted(p for p in out.glob("checkpoints/step_*[0-9]") if (p / "state.pt").exists())
+    done = kept_checkpoints(out)
     return done[-1] if done else None
 
 
@@ -35,19 +46,24 @@ def load_checkpoint(path: Path) -> dict:
     return torch.load(path / "state.pt", weights_only=False)
 
 
-def prepare_run_folder(out: Path, config_json: str, defaults_json: str = "{}") -> None:
-    """Create the run folder, or check that an existing one holds this same config (then it resumes).
-
-    A different config is an error: nothing a user ran is overwritten. Fields added to the config since
-    the folder was written count as their defaults (`defaults_json`), so an upgrade does not orphan runs.
-    """
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "config.json"
-    if path.exists():
-        saved, mine = {**json.loads(defaults_json), **json.loads(path.read_text())}, json.loads(config_json)
-        if saved != mine:
-            diff = sorted(k for k in set(saved) | set(mine) if saved.get(k) != mine.get(k))
-            raise ValueError(f"{out} holds a run with a different config (differs in {diff}); "
-                             "choose another --out, or delete the folder to start over")
-    else:
-        path.write_text(config_json)
+def load_latest_checkpoint(out: Path) -> dict | None:
+    """The newest checkpoint that reads; a damaged one is renamed `*.damaged` (kept for inspection) with a
+    warning, and the one before it is tried. None when there is none; CheckpointError when none reads."""
+    damaged = []
+    for path in reversed(kept_checkpoints(out)):
+        try:
+            state = load_checkpoint(path)
+            if not isinstance(state, dict) or "step" not in state:
+                raise ValueError("not a workbench checkpoint (no step)")
+            return state
+        except Exception as err:  # any unreadable file: torn zip, bad pickle, wrong content
+            aside = path.with_name(path.name + ".damaged")
+            shutil.rmtree(aside, ignore_errors=True)
+            path.rename(aside)
+            damaged.append(f"{aside.name} ({type(err).__name__}: {str(err)[:120]})")
+            print(f"warning: checkpoint {path} is damaged ({type(err).__name__}: {str(err)[:120]}); moved it to "
+                  f"{aside.name} and falling back to the previous kept checkpoint", file=sys.stderr)
+    if damaged:
+        raise CheckpointError(f"no kept checkpoint of {out} can be read: {'; '.join(damaged)}. Move "
+                              f"{out / 'checkpoints'} aside to train from the start, or choose another --out")
+    return None

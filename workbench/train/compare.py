@@ -5,9 +5,10 @@ import json
 import statistics
 from pathlib import Path
 
+from workbench.files import write_atomic
 from workbench.train.config import apply_sets, make_config
 from workbench.train.metrics import read_rows
-from workbench.train.run import train
+from workbench.train.run import make_trainer, train
 
 
 def smoothed(values: list[float], window: int) -> list[float]:
@@ -46,6 +47,23 @@ def summarize(runs: dict[str, list[dict]], target: float, key: str = "accuracy",
     return out
 
 
+def plan(recipes: list[str], *, task: str, preset: str, seeds: int, out: Path, sets, progress: bool) -> dict:
+    """{(recipe, run folder): its trainer} for every (recipe, seed), all built before any trains, so a bad recipe,
+    override or task anywhere in the list is refused before the first run starts."""
+    if not recipes:
+        raise ValueError("compare needs at least one recipe")
+    repeated = sorted({r for r in recipes if recipes.count(r) > 1})
+    if repeated:
+        raise ValueError(f"recipes {repeated} are listed more than once; list each once (--seeds sets the runs per "
+                         "recipe)")
+    if seeds < 1:
+        raise ValueError(f"seeds must be >= 1, got {seeds}")
+    return {(recipe, out / f"{recipe}-s{seed}"): make_trainer(
+                apply_sets(make_config(preset, recipe=recipe, task=task, seed=seed), list(sets)),
+                out / f"{recipe}-s{seed}", progress=progress)
+            for recipe in recipes for seed in range(seeds)}
+
+
 def compare(recipes: list[str], *, task: str, preset: str = "smoke", seeds: int = 2, out: str | Path,
             sets: list[str] = (), target: float | None = None, progress: bool = True) -> dict:
     """Train every (recipe, seed) into out/RECIPE-sSEED (each resumable) and write out/compare.html.
@@ -53,25 +71,19 @@ def compare(recipes: list[str], *, task: str, preset: str = "smoke", seeds: int 
     target: sampled-accuracy level for "steps to target" (trailing 10-step mean); default: the mean
     accuracy of the first 10 steps over all runs plus 0.05.
     """
-    if not recipes:
-        raise ValueError("compare needs at least one recipe")
-    if seeds < 1:
-        raise ValueError(f"seeds must be >= 1, got {seeds}")
     out = Path(out)
+    planned = plan(recipes, task=task, preset=preset, seeds=seeds, out=out, sets=sets, progress=progress)
     runs: dict[str, list[dict]] = {}
-    for recipe in recipes:
-        for seed in range(seeds):
-            config = apply_sets(make_config(preset, recipe=recipe, task=task, seed=seed), list(sets))
-            folder = out / f"{recipe}-s{seed}"
-            summary = train(config, folder, progress=progress, report=False)
-            runs.setdefault(recipe, []).append({"summary": summary, "rows": read_rows(folder / "metrics.jsonl")})
+    for (recipe, folder), trainer in planned.items():
+        summary = train(trainer.config, folder, report=False, trainer=trainer)
+        runs.setdefault(recipe, []).append({"summary": summary, "rows": read_rows(folder / "metrics.jsonl")})
     if target is None:  # preference runs log no sampled accuracy: then no steps-to-target column
         starts = [r["accuracy"] for seeds_ in runs.values() for s in seeds_ for r in s["rows"][:10]
                   if r.get("accuracy") is not None]
         target = round(statistics.fmean(starts) + 0.05, 3) if starts else float("nan")
     table = summarize(runs, target)
     result = {"task": task, "preset": preset, "target_accuracy": target, "recipes": table}
-    (out / "compare.json").write_text(json.dumps(result, indent=2))
+    write_atomic(out / "compare.json", json.dumps(result, indent=2))
     from workbench.viz.report import write_seed_comparison
 
     result["report"] = str(write_seed_comparison({k: [s["rows"] for s in v] for k, v in runs.items()}, result,

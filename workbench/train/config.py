@@ -1,70 +1,186 @@
-"""Run configuration: one dataclass, presets, and `--set key=value` overrides."""
+"""Run configuration: one validated dataclass, presets, and `--set key=value` overrides.
+
+Each field declares its type and bounds beside it. A bad value -- from Python, a preset or the command line -- is
+refused when the config is built, with one `ConfigError` naming every bad field, the value given and what the
+field allows, instead of a TypeError (or a silently truncated value) many steps into a run.
+"""
 from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, field, fields
+import numbers
+import re
+import reprlib
+from dataclasses import field, fields
+from typing import Annotated, Any, Callable, Literal, get_args, get_origin
+
+import annotated_types
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic.dataclasses import dataclass
+from pydantic.fields import FieldInfo
+from pydantic_core import core_schema
 
 from workbench.rollout.engine import check_stop_strings
+from workbench.train.distributed import MODES
 
-ENGINES = ("hf", "vllm")  # rollout engines (workbench.rollout.make_engine)
+
+class ConfigError(ValueError):
+    """An invalid run configuration; the message has one line per problem."""
 
 
-@dataclass
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """Annotated metadata for a rule pydantic has no constraint for: `passes(value)` must be true. `says` is what
+    passes, in words (a callable when the allowed set can grow at run time, as PRESETS can)."""
+    passes: Callable[[Any], bool]
+    says: str | Callable[[], str]
+
+    def describe(self) -> str:
+        return self.says() if callable(self.says) else self.says
+
+    def __get_pydantic_core_schema__(self, source, handler):
+        def check(value):
+            if not self.passes(value):
+                raise ValueError(self.describe())
+            return value
+
+        return core_schema.no_info_after_validator_function(check, handler(source))
+
+
+def whole_number(value):
+    """3.0 (or numpy's int64) -> 3: the same integer written another way. 2.7 is left as it is, to be refused:
+    an integer field never truncates."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def zero_or_one(value):
+    """0 / 1 -> False / True (a flag written as a number); other numbers and all strings are left to be refused."""
+    return bool(value) if type(value) in (int, float) and value in (0, 1) else value
+
+
+def stop_strings_ok(stop) -> bool:
+    """The engines' own rule (check_stop_strings), so a config never holds stop strings an engine would refuse."""
+    try:
+        check_stop_strings(stop)
+    except ValueError:
+        return False
+    return True
+
+
+DEVICE = re.compile(r"cpu|mps|cuda(:[0-9]+)?")  # [0-9], not \d: \d also matches non-ASCII digits
+
+Int = Annotated[int, BeforeValidator(whole_number)]
+PositiveInt = Annotated[Int, Field(ge=1)]
+NonNegativeInt = Annotated[Int, Field(ge=0)]
+Seed = Annotated[Int, Field(ge=0, le=2**31 - 1)]  # step seeds are seed * 1_000_003 + step: they must fit torch's int64
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Probability = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+Flag = Annotated[bool, BeforeValidator(zero_or_one)]
+Name = Annotated[str, Field(min_length=1)]
+Kwargs = dict[str, Any]
+StopStrings = Annotated[list[str], Check(stop_strings_ok, "a list of non-empty strings")]
+PresetName = Annotated[str, Check(lambda name: name in PRESETS,  # looked up when checked: PRESETS is defined below
+                                  lambda: "one of " + ", ".join(map(repr, sorted(PRESETS))))]
+Device = Annotated[str, Check(DEVICE.fullmatch, "'cpu', 'cuda', 'cuda:<n>' or 'mps'")]
+Engine = Literal["hf", "vllm"]
+Distributed = Literal[MODES]  # the modes DataParallel runs
+DType = Literal["float32", "bfloat16", "float16"]
+NonFinite = Literal["stop", "skip"]
+
+ENGINES = get_args(Engine)  # rollout engines (workbench.rollout.make_engine)
+
+
+def reports_config_errors(cls):
+    """Class decorator: building the config raises one ConfigError, never pydantic's ValidationError (this also
+    covers `dataclasses.replace`, which calls the class)."""
+    validate = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        try:
+            validate(self, *args, **kwargs)
+        except ValidationError as error:
+            given = {**dict(zip((f.name for f in fields(cls)), args)), **kwargs}
+            raise ConfigError(explain(error, given)) from None
+
+    __init__.__qualname__, __init__.__doc__ = validate.__qualname__, validate.__doc__
+    cls.__init__ = __init__
+    return cls
+
+
+# strict: no silent coercion ("3" is not an int, 1 is not True); the BeforeValidators above are the exceptions
+@reports_config_errors
+@dataclass(config=ConfigDict(strict=True, extra="forbid"))
 class RunConfig:
-    recipe: str = "grpo"              # registered recipe key (see `workbench list --kind recipe`)
-    task: str = "countdown"           # task name, or "reasoning_gym:<dataset>"
-    task_kw: dict = field(default_factory=dict)  # task constructor arguments, e.g. {"digits": 3}
-    model: str = "tiny"               # "tiny" (built in code) or a local folder / hub id
-    preset: str = "smoke"             # the preset these values started from
-    seed: int = 0                     # seeds prompts, sampling, init and minibatch order
-    steps: int = 200                  # RL steps (one rollout batch each)
-    prompts_per_step: int = 16        # distinct prompts per step
-    group_size: int = 8               # G: samples per prompt
-    max_new_tokens: int = 10          # response budget L_max (truncated beyond)
-    temperature: float = 1.0          # sampling temperature (log-probs use the same)
-    top_p: float = 1.0                # nucleus sampling
-    stop: list[str] = field(default_factory=list)  # stop strings: a response ends after the first (kept in its text)
-    lr: float = 1e-4                  # AdamW learning rate for RL
-    weight_decay: float = 0.0         # AdamW weight decay
-    ppo_epochs: int = 1               # passes over each rollout batch
-    minibatches: int = 2              # optimizer steps per epoch (the batch is split this many ways)
-    grad_clip: float = 1.0            # max global gradient norm
-    kl_coef: float | None = None      # beta; None keeps the recipe's
-    entropy_coef: float | None = None  # c_H; None keeps the recipe's
-    recipe_overrides: dict = field(default_factory=dict)  # per slot, e.g. {"objective": {"eps_high": 0.28}}
-    pairs: int = 512                  # preference recipes: offline pairs built from the task's verifier
+    recipe: Name = "grpo"             # registered recipe key (see `workbench list --kind recipe`)
+    task: Name = "countdown"          # task name, or "reasoning_gym:<dataset>"
+    task_kw: Kwargs = field(default_factory=dict)  # task constructor arguments, e.g. {"digits": 3}
+    model: Name = "tiny"              # "tiny" (built in code) or a local folder / hub id
+    preset: PresetName = "smoke"      # the preset these values started from
+    seed: Seed = 0                    # seeds prompts, sampling, init and minibatch order
+    steps: PositiveInt = 200          # RL steps (one rollout batch each)
+    prompts_per_step: PositiveInt = 16  # distinct prompts per step
+    group_size: PositiveInt = 8       # G: samples per prompt
+    max_new_tokens: PositiveInt = 10  # response budget L_max (truncated beyond)
+    temperature: PositiveFloat = 1.0  # sampling temperature (log-probs use the same)
+    top_p: Probability = 1.0          # nucleus sampling
+    stop: StopStrings = field(default_factory=list)  # stop strings: a response ends after the first (kept in its text)
+    lr: PositiveFloat = 1e-4          # AdamW learning rate for RL
+    weight_decay: NonNegativeFloat = 0.0  # AdamW weight decay
+    ppo_epochs: PositiveInt = 1       # passes over each rollout batch
+    minibatches: PositiveInt = 2      # optimizer steps per epoch (the batch is split this many ways)
+    grad_clip: PositiveFloat = 1.0    # max global gradient norm
+    kl_coef: NonNegativeFloat | None = None  # beta; None keeps the recipe's
+    entropy_coef: FiniteFloat | None = None  # c_H; None keeps the recipe's
+    recipe_overrides: Kwargs = field(default_factory=dict)  # per slot, e.g. {"objective": {"eps_high": 0.28}}
+    pairs: PositiveInt = 512          # preference recipes: offline pairs built from the task's verifier
     data_path: str = ""               # preference recipes: a local JSONL of prompt/chosen/rejected instead
-    sft_steps: int = 600              # SFT warm-start steps before RL (0 = none); cached by config hash
-    sft_lr: float = 3e-3              # SFT learning rate
-    sft_batch: int = 64               # SFT examples per step
-    eval_size: int = 200              # held-out prompts for greedy accuracy before/after
-    eval_every: int = 0               # also evaluate every k steps (0 = only before/after)
-    checkpoint_every: int = 10        # save a resumable checkpoint every k steps
-    keep_checkpoints: int = 2         # how many checkpoints to keep
-    track_kl: bool = True             # keep a frozen reference to log KL even when the recipe has no KL term
-    lora_r: int = 0                   # LoRA rank (0 = full fine-tuning)
-    load_in_4bit: bool = False        # QLoRA: the frozen base in 4-bit NF4 (bitsandbytes); needs lora_r > 0
-    chat_template: bool = False       # wrap prompts in the tokenizer's chat template (instruct models)
-    gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30% slower
-    distributed: str = "none"         # "ddp": data parallel over the ranks `accelerate launch` / torchrun starts
-    device: str = "cpu"               # "cpu" or "cuda"
-    dtype: str = "float32"            # float32 | bfloat16
-    threads: int = 1                  # torch CPU threads (1 when anything else runs beside)
-    engine: str = "hf"                # rollout engine: "hf" (generate on the training model) or "vllm"
-    vllm_kv_cache_mb: int = 128       # engine="vllm": KV-cache memory (MiB) reserved by the vLLM engine
-    vllm_max_model_len: int = 256     # engine="vllm": longest prompt + response the vLLM engine accepts
+    sft_steps: NonNegativeInt = 600   # SFT warm-start steps before RL (0 = none); cached by config hash
+    sft_lr: PositiveFloat = 3e-3      # SFT learning rate
+    sft_batch: PositiveInt = 64       # SFT examples per step
+    eval_size: PositiveInt = 200      # held-out prompts for greedy accuracy before/after
+    eval_every: NonNegativeInt = 0    # also evaluate every k steps (0 = only before/after)
+    checkpoint_every: PositiveInt = 10  # save a resumable checkpoint every k steps
+    keep_checkpoints: PositiveInt = 2  # how many checkpoints to keep
+    track_kl: Flag = True             # keep a frozen reference to log KL even when the recipe has no KL term
+    lora_r: NonNegativeInt = 0        # LoRA rank (0 = full fine-tuning)
+    load_in_4bit: Flag = False        # QLoRA: the frozen base in 4-bit NF4 (bitsandbytes); needs lora_r > 0
+    chat_template: Flag = False       # wrap prompts in the tokenizer's chat template (instruct models)
+    gradient_checkpointing: Flag = False  # recompute activations in backward: less memory, ~30% slower
+    distributed: Distributed = "none"  # "ddp": data parallel over the ranks `accelerate launch` / torchrun starts
+    device: Device = "cpu"            # "cpu", "cuda", "cuda:<n>" or "mps"
+    dtype: DType = "float32"          # float32 | bfloat16 | float16
+    threads: PositiveInt = 1          # torch CPU threads (1 when anything else runs beside)
+    engine: Engine = "hf"             # rollout engine: "hf" (generate on the training model) or "vllm"
+    vllm_kv_cache_mb: PositiveInt = 128  # engine="vllm": KV-cache memory (MiB) reserved by the vLLM engine
+    vllm_max_model_len: PositiveInt = 256  # engine="vllm": longest prompt + response the vLLM engine accepts
+    nonfinite: NonFinite = "stop"     # NaN/inf loss or gradient: "stop" with an error, or "skip" the update (counted)
 
-    def __post_init__(self):
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
-        for name in ("vllm_kv_cache_mb", "vllm_max_model_len"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        check_stop_strings(self.stop)
+    @model_validator(mode="after")
+    def consistent(self) -> "RunConfig":
+        """Rules between fields (run only once every field is valid on its own); all broken ones at once."""
+        problems = [p for p in (self.qlora_problem(), self.minibatch_problem()) if p]
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def qlora_problem(self) -> str | None:
         if self.load_in_4bit and (self.lora_r <= 0 or self.engine == "vllm"):
-            raise ValueError("load_in_4bit (QLoRA) trains through a LoRA adapter only: set lora_r > 0, and use "
-                             "engine='hf' (vLLM cannot load the merged 4-bit weights)")
+            return ("load_in_4bit (QLoRA) trains through a LoRA adapter only: set lora_r > 0, and use "
+                    "engine='hf' (vLLM cannot load the merged 4-bit weights)")
+        return None
+
+    def minibatch_problem(self) -> str | None:
+        rows = self.prompts_per_step * self.group_size  # an empty minibatch would crash the update mid-run
+        if self.minibatches > rows:
+            return (f"minibatches={self.minibatches} splits a batch of {self.prompts_per_step} x {self.group_size} "
+                    f"= {rows} rows: at most {rows}")
+        return None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -83,10 +199,90 @@ class RunConfig:
     @staticmethod
     def from_dict(d: dict) -> "RunConfig":
         names = {f.name for f in fields(RunConfig)}
-        unknown = sorted(set(d) - names)
+        unknown = sorted(set(d) - names, key=str)
         if unknown:
-            raise ValueError(f"unknown config keys {unknown}; valid keys: {sorted(names)}")
+            raise ConfigError(f"unknown config keys {unknown}; valid keys: {sorted(names)}")
         return RunConfig(**d)
+
+
+# ------------------------------------------------------------------------------ what a field allows, in words
+
+
+NOUNS = {int: "integer", float: "number", str: "string"}
+BOUNDS = {annotated_types.Gt: (">", "gt"), annotated_types.Ge: (">=", "ge"), annotated_types.Lt: ("<", "lt"),
+          annotated_types.Le: ("<=", "le")}
+
+
+def allowed(info: FieldInfo, plural: bool = False) -> str:
+    """What a value of this declared type must be, read off the type and its constraints ("an integer >= 1",
+    "a finite number in (0, 1]", "None or a finite number >= 0", "one of 'hf', 'vllm'")."""
+    tp, meta = info.annotation, info.metadata
+    checks = [m for m in meta if isinstance(m, Check)]
+    if checks:
+        return checks[0].describe()
+    args = get_args(tp)
+    if get_origin(tp) is Literal:
+        return "one of " + ", ".join(map(repr, args))
+    if type(None) in args:  # X | None
+        (inner,) = [a for a in args if a is not type(None)]
+        return "None or " + allowed(FieldInfo.from_annotation(inner))
+    if get_origin(tp) is list:
+        return "a list of " + allowed(FieldInfo.from_annotation(args[0]), plural=True)
+    if get_origin(tp) is dict:
+        return f"a dict with {NOUNS[args[0]]} keys"
+    if tp is bool:
+        return "true or false"
+    finite = any(getattr(m, "allow_inf_nan", True) is False for m in meta)
+    non_empty = any(isinstance(m, annotated_types.MinLen) and m.min_length > 0 for m in meta)
+    words = ["finite"] * finite + ["non-empty"] * non_empty + [NOUNS[tp] + "s" * plural]
+    article = "" if plural else "an " if words[0][0] in "aeiou" else "a "
+    return article + " ".join(words) + bounds(meta)
+
+
+def bounds(meta) -> str:
+    """" > 0", " >= 1", or an interval " in (0, 1]" when there is a lower and an upper bound."""
+    found = [(op, getattr(m, attr)) for m in meta for kind, (op, attr) in BOUNDS.items() if isinstance(m, kind)]
+    lower, upper = [b for b in found if b[0][0] == ">"], [b for b in found if b[0][0] == "<"]
+    if len(lower) == len(upper) == 1:
+        (low_op, low), (high_op, high) = lower[0], upper[0]
+        return f" in {'(' if low_op == '>' else '['}{low}, {high}{']' if high_op == '<=' else ')'}"
+    return "".join(f" {op} {value}" for op, value in found)
+
+
+SHOWN = reprlib.Repr()
+SHOWN.maxstring = SHOWN.maxother = 60  # (keyword arguments to Repr need Python 3.12)
+
+
+def shown(value) -> str:
+    """The value as given, shortened so a message line stays one line."""
+    try:
+        return SHOWN.repr(value)
+    except ValueError:  # an int beyond Python's str() digit limit
+        return f"<{type(value).__name__} too large to print>"
+
+
+def explain(error: ValidationError, given: dict) -> str:
+    """One line per bad field (its value, what it allows), per broken cross-field rule, or per misplaced argument."""
+    names, lines, unknown = list(RunConfig.__pydantic_fields__), [], []
+    for e in error.errors():
+        where = e["loc"][0] if e["loc"] else None
+        name = names[where] if isinstance(where, int) and where < len(names) else where  # positional: its field
+        if e["type"] == "unexpected_keyword_argument":
+            unknown.append(name)
+        elif where is None:  # a cross-field rule, in its own words
+            lines.append(str(e["ctx"]["error"]) if "error" in e.get("ctx", {}) else e["msg"])
+        elif name in names and e["type"] != "multiple_argument_values":
+            value = given.get(name, e["input"])
+            rule = allowed(RunConfig.__pydantic_fields__[name])
+            lines.append(f"config field {name} = {shown(value)}: must be {rule}")
+        else:  # a positional argument too many, or a field given twice
+            lines.append(f"config argument {name!r}: {e['msg']}")
+    if unknown:
+        lines.append(f"unknown config keys {sorted(unknown)}; valid keys: {sorted(names)}")
+    return "\n".join(dict.fromkeys(lines))  # a field with several errors (a list's items) is named once
+
+
+# ------------------------------------------------------------------------------ presets and overrides
 
 
 PRESETS: dict[str, dict] = {
@@ -105,8 +301,8 @@ PRESETS: dict[str, dict] = {
 
 
 def make_config(preset: str = "smoke", **overrides) -> RunConfig:
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
+    if not isinstance(preset, str) or preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}; presets: {sorted(PRESETS)}")
     return RunConfig.from_dict({**PRESETS[preset], "preset": preset, **overrides})
 
 
@@ -114,36 +310,39 @@ def parse_value(text: str):
     """JSON when it parses ("3", "0.1", "true", "null", "{...}"), else the raw string."""
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON (JSONDecodeError), or an integer beyond Python's digit limit
         return text
 
 
+def is_text(info: FieldInfo) -> bool:
+    """A string field (free text or a choice of strings): `--set` hands it the raw text, so model=123 is "123"."""
+    tp = info.annotation
+    return tp is str or get_origin(tp) is Literal and all(isinstance(a, str) for a in get_args(tp))
+
+
 def apply_sets(config: RunConfig, assignments: list[str]) -> RunConfig:
-    """Apply "key=value" strings; dotted keys reach into dict fields ("recipe_overrides.kl_coef=0")."""
+    """Apply "key=value" strings; dotted keys reach into dict fields ("recipe_overrides.kl_coef=0").
+
+    Values are JSON when they parse (else the raw text; always the raw text for a string field) and are then
+    validated like any other config: `steps=2.7` is refused, not truncated."""
     d = dataclasses.asdict(config)
     for item in assignments:
         if "=" not in item:
-            raise ValueError(f"--set expects key=value, got {item!r}")
+            raise ConfigError(f"--set expects key=value, got {item!r}")
         key, raw = item.split("=", 1)
-        head, *rest = key.strip().split(".")
-        if head not in d:
-            raise ValueError(f"unknown config key {head!r} in --set {item!r}; valid keys: {sorted(d)}")
-        if rest and not isinstance(d[head], dict):
-            raise ValueError(f"config key {head!r} is not a dict; cannot set {key!r}")
-        target = d
-        path = [head, *rest]
-        for part in path[:-1]:
-            target = target.setdefault(part, {})
-        target[path[-1]] = _coerce(config, head, parse_value(raw)) if not rest else parse_value(raw)
+        path = key.strip().split(".")
+        if path[0] not in d:
+            raise ConfigError(f"unknown config key {path[0]!r} in --set {item!r}; valid keys: {sorted(d)}")
+        text = len(path) == 1 and is_text(RunConfig.__pydantic_fields__[path[0]])
+        set_path(d, path, raw if text else parse_value(raw), key)
     return RunConfig.from_dict(d)
 
 
-def _coerce(config: RunConfig, key: str, value):
-    current = getattr(config, key)
-    if isinstance(current, bool) or value is None:
-        return value
-    if isinstance(current, (int, float)) and isinstance(value, (int, float)):
-        return type(current)(value)
-    if isinstance(current, str) and not isinstance(value, str):
-        return str(value)
-    return value
+def set_path(d: dict, path: list[str], value, key: str) -> None:
+    """d[a][b][c] = value for path [a, b, c], creating missing dicts on the way; refuses to reach into a non-dict."""
+    *parents, last = path
+    for depth, part in enumerate(parents):
+        d = d.setdefault(part, {})
+        if not isinstance(d, dict):
+            raise ConfigError(f"config key {'.'.join(path[:depth + 1])!r} is not a dict; cannot set {key!r}")
+    d[last] = value

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
+
+from workbench.files import write_atomic
 
 GLOSSARY: dict[str, str] = {
     "step": "RL step index (one rollout batch per step), starting at 0.",
@@ -110,6 +113,8 @@ GLOSSARY: dict[str, str] = {
     "lipo/ndcg": "LiPO: NDCG of the policy's implicit-reward ranking against the verifier's ranking (1 = perfect).",
     "lipo/pair_accuracy": "LiPO: share of ordered pairs in the lists whose implicit rewards are in the right order.",
     "lipo/pairs_per_list": "LiPO: ordered (non-tied) pairs per list that carry a loss term.",
+    "nonfinite/skipped": "Updates dropped this step for a NaN/inf loss or gradient norm (only with nonfinite=skip); "
+                         "healthy runs stay at 0.",
     "eval/accuracy": "Greedy accuracy on the held-out set (only on evaluation steps).",
     "time/step": "Wall-clock seconds for the whole step.",
     "time/rollout": "Seconds spent generating (rollout) in the step.",
@@ -126,6 +131,10 @@ def clean(value):
     return value
 
 
+class MetricsError(ValueError):
+    """metrics.jsonl holds something resuming would have to drop."""
+
+
 class MetricsLog:
     """Append-only `metrics.jsonl`; each row is flushed so a crash loses nothing already logged."""
 
@@ -138,22 +147,58 @@ class MetricsLog:
             f.flush()
 
     def truncate(self, before_step: int) -> None:
-        """Keep only rows with step < before_step (steps after the last checkpoint are recomputed)."""
-        rows = [r for r in read_rows(self.path) if r["step"] < before_step]
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        tmp.replace(self.path)
+        """Keep only rows with step < before_step (steps after the last checkpoint are recomputed). A torn last
+        line (a write cut by a kill) is dropped with a warning; any other damage is refused (`resumable_rows`)."""
+        if not self.path.exists():
+            return
+        rows = [r for r in resumable_rows(self.path) if r["step"] < before_step]
+        write_atomic(self.path, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def parse_row(line: str) -> dict:
+    row = json.loads(line)
+    if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+        raise ValueError("not a metrics row (a JSON object with an integer step)")
+    return row
+
+
+def resumable_rows(path: str | Path, warn: bool = True) -> list[dict]:
+    """Every row of a metrics.jsonl, or a MetricsError naming the first bad line when one is not the last.
+
+    Only the last line can be torn by an interrupted append; a bad line before others is damage (a disk error,
+    a hand edit), and dropping the rows after it would lose them silently."""
+    path = Path(path)
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(parse_row(line))
+        except ValueError as err:  # JSONDecodeError is a ValueError
+            if number == len(lines):
+                if warn:
+                    print(f"warning: {path}: dropped a torn last line {number} ({line[:60]!r}): an interrupted write",
+                          file=sys.stderr)
+                break
+            raise MetricsError(
+                f"{path}:{number}: not a metrics row ({err}); {len(lines) - number} lines follow it, and resuming "
+                f"would have to drop them. Repair or delete line {number} (the rows after it are kept), then run "
+                f"the same command again") from None
+    return rows
 
 
 def read_rows(path: str | Path) -> list[dict]:
-    """Rows of a metrics.jsonl, tolerating a torn last line from an interrupted write."""
+    """Rows of a metrics.jsonl for reading (reports, comparisons): lines that do not parse are skipped."""
     path = Path(path)
     if not path.exists():
         return []
     rows = []
-    for line in path.read_text().splitlines():
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
+            rows.append(parse_row(line))
+        except ValueError:
+            continue
     return rows

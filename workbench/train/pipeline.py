@@ -114,6 +114,20 @@ class Pipeline:
             raise ValueError(f"recipe {self.recipe.key!r}: {entry.kind} {u.key!r} takes no {unknown}; its parameters: "
                              f"{sorted(k for k, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY)}")
 
+    def check_group_size(self, group_size: int) -> None:
+        """Refuse, before anything is trained, G = 1 for a component whose group baseline needs G >= 2 (it takes
+        `allow_singletons`, and the recipe leaves it False)."""
+        if group_size >= 2:
+            return
+        for slot, parts in self.parts.items():
+            for p in parts:
+                param = inspect.signature(p.fn).parameters.get("allow_singletons") if callable(p.fn) else None
+                if param is not None and not p.use.kw.get("allow_singletons", param.default):
+                    raise ValueError(
+                        f"group_size={group_size}: {p.entry.kind} {p.use.key!r} of recipe {self.recipe.key!r} needs "
+                        f"at least 2 samples per prompt for its group baseline; set group_size >= 2, or give "
+                        f"one-sample groups A = 0 with --set recipe_overrides.{slot}:{p.use.key}.allow_singletons=true")
+
     def _check_drivers(self) -> None:
         for target, driver in self.drivers.items():
             where, _, param = target.partition(".")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,12 +22,15 @@ from workbench.tasks import get_task
 from workbench.tasks.preferences import (PreferencePair, corrupt, degraded_lists, pair_from, read_pairs, task_lists,
                                          task_pairs)
 from workbench.tasks.steps import advantage_steps, sibling_pairs
-from workbench.train.checkpoint import latest_checkpoint, load_checkpoint, prepare_run_folder
+from workbench.train.checkpoint import load_latest_checkpoint
 from workbench.train.evaluate import greedy_accuracy
 from workbench.models import (add_lora, checkpoint_state, frozen_copy, frozen_reference, load_checkpoint_state, load_model,
                               merged_state_dict)
-from workbench.train.metrics import MetricsLog, read_rows
-from workbench.train.sft import warm_start
+from workbench.files import save_atomic, write_atomic
+from workbench.train.folder import claim_run_folder, write_run_results
+from workbench.train.guards import NonFiniteGuard
+from workbench.train.metrics import MetricsLog
+from workbench.train.sft import check_task_prompts, warm_start
 from workbench.train.steps import run_steps
 
 
@@ -126,15 +130,17 @@ class PreferenceTrainer:
         self.loss = registry.get("preference", self.recipe.loss)
         self.task = get_task(config.task, **config.task_kw)
         self.log = MetricsLog(self.out / "metrics.jsonl")
+        self.nonfinite = NonFiniteGuard(config.nonfinite)
 
     def setup(self) -> "PreferenceTrainer":
         if hasattr(self, "model"):
             return self
-        prepare_run_folder(self.out, self.config.to_json(), type(self.config)().to_json())
+        self.lock = claim_run_folder(self.out, self.config)
         c = self.config
         torch.set_num_threads(c.threads)
         folder = warm_start(c, self.task, progress=self.progress)
         self.model, self.tokenizer = load_model(str(folder) if folder else c.model, **c.model_kw())
+        check_task_prompts(self.task, self.model, self.tokenizer, c.max_new_tokens)
         if c.lora_r > 0:
             self.model = add_lora(self.model, r=c.lora_r, alpha=2 * c.lora_r)
         r = self.recipe
@@ -156,7 +162,10 @@ class PreferenceTrainer:
         same data: verified pairs, K-lists, pairs with degraded copies of the chosen answer, or steps."""
         path = self.out / "items.json"
         if path.exists():
-            return Items.from_json(path.read_text())
+            try:
+                return Items.from_json(path.read_text())
+            except (ValueError, KeyError, TypeError) as err:  # damaged; it is rebuilt from the config, identically
+                print(f"warning: {path} is damaged ({type(err).__name__}: {err}); building it again", file=sys.stderr)
         c, r = self.config, self.recipe
         if r.data == "lists":
             lists = task_lists(self.task, c.pairs, r.list_size, seed=c.seed)
@@ -180,7 +189,7 @@ class PreferenceTrainer:
                 items.responses = [ranked for _, ranked in lists]
         if r.data not in ("pairs", "lists", "degraded", "steps"):
             raise ValueError(f"recipe {r.key!r}: unknown offline data {r.data!r} (pairs, lists, degraded, steps)")
-        path.write_text(items.to_json())
+        write_atomic(path, items.to_json())
         return items
 
     def online_items(self, step: int) -> Items:
@@ -230,11 +239,14 @@ class PreferenceTrainer:
         """[N, K] reference log-probs of every offline item, computed once and cached in the run folder."""
         path = self.out / "ref_logps.pt"
         if path.exists():
-            cached = torch.load(path)
-            if cached.shape[0] == len(items):
-                return cached
+            try:
+                cached = torch.load(path)
+                if cached.shape[0] == len(items):
+                    return cached
+            except Exception as err:  # a cache: recomputed when unreadable
+                print(f"warning: {path} is damaged ({type(err).__name__}); computing it again", file=sys.stderr)
         cached = self.frozen_logps(self.ref, items)
-        torch.save(cached, path)
+        save_atomic(cached, path)
         return cached
 
     # ------------------------------------------------------------------ one step
@@ -301,9 +313,11 @@ class PreferenceTrainer:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip))
-        self.optimizer.step()
-        self.push_weights()  # a separate engine (vLLM) samples the next items with the new weights
-        return {**row, "loss/preference": loss.item(), **metrics, "grad_norm": grad_norm,
+        if self.nonfinite.allows(step, loss.item(), grad_norm):
+            self.optimizer.step()
+            self.push_weights()  # a separate engine (vLLM) samples the next items with the new weights
+        skipped = {"nonfinite/skipped": self.nonfinite.take()} if c.nonfinite == "skip" else {}
+        return {**row, "loss/preference": loss.item(), **metrics, "grad_norm": grad_norm, **skipped,
                 "time/step": time.perf_counter() - t0}
 
     # ------------------------------------------------------------------ evaluation
@@ -323,15 +337,24 @@ class PreferenceTrainer:
     # ------------------------------------------------------------------ the run
 
     def run(self) -> dict:
+        try:
+            return self.train_and_evaluate()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Give the run folder back (the lock goes with the process anyway)."""
+        if getattr(self, "lock", None) is not None:
+            self.lock.release()
+
+    def train_and_evaluate(self) -> dict:
         c = self.config
         self.setup()
-        ckpt = latest_checkpoint(self.out)
-        if ckpt is None:
+        state = load_latest_checkpoint(self.out)
+        if state is None:
             start, before = 0, {k: v for k, v in self.evaluate().items() if k != "records"}
-            if read_rows(self.out / "metrics.jsonl"):
-                self.log.truncate(0)
+            self.log.truncate(0)
         else:
-            state = load_checkpoint(ckpt)
             load_checkpoint_state(self.model, state["model"])
             if state["ref"] is not None:
                 load_checkpoint_state(self.ref, state["ref"])  # iterative recipes move their reference
@@ -352,5 +375,5 @@ class PreferenceTrainer:
                    "steps": c.steps, "accuracy_before": before["accuracy"], "accuracy_after": after["accuracy"],
                    "preference_accuracy_before": before["preference_accuracy"],
                    "preference_accuracy_after": after["preference_accuracy"], "eval_size": len(after["records"])}
-        (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
+        write_run_results(self.out, summary, after["records"])
         return summary

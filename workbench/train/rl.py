@@ -8,7 +8,6 @@ decide everything. Every step is seeded from (seed, step), so a resumed run repr
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 import time
 from pathlib import Path
@@ -24,27 +23,23 @@ from workbench.recipes import Recipe, get_recipe, with_overrides
 from workbench.rollout import make_engine, policy_forward
 from workbench.rollout.engine import Sampling
 from workbench.tasks import get_task
-from workbench.train.checkpoint import latest_checkpoint, load_checkpoint, prepare_run_folder
+from workbench.train.checkpoint import load_latest_checkpoint
 from workbench.train.config import RunConfig
 from workbench.train.distributed import DataParallel
 from workbench.train.evaluate import greedy_accuracy
-from workbench.train.metrics import MetricsLog, read_rows
+from workbench.train.folder import claim_run_folder, write_run_results
+from workbench.train.guards import DeadGradientGuard, NonFiniteGuard
+from workbench.train.metrics import MetricsLog
 from workbench.train.pipeline import Pipeline
-from workbench.train.sft import warm_start
+from workbench.train.sft import check_task_prompts, warm_start
 from workbench.train.steps import run_steps
 from workbench.values import ValueHead
-
-DEAD_STEPS = 3  # consecutive steps with advantages but no gradient anywhere before the run stops
 
 
 def resolve_recipe(config: RunConfig) -> Recipe:
     """The recipe with the config's overrides (kl_coef, entropy_coef, recipe_overrides) applied."""
     return with_overrides(get_recipe(config.recipe), config.recipe_overrides, kl_coef=config.kl_coef,
                           entropy_coef=config.entropy_coef)
-
-
-class NoGradientError(RuntimeError):
-    """Training steps with non-zero advantages moved no trainable parameter."""
 
 
 def mismatch_metrics(old_logp, mu_logp, mask) -> dict:
@@ -70,12 +65,13 @@ class Trainer:
         self.config, self.out, self.progress, self.callback = config, Path(out), progress, callback
         self.recipe = resolve_recipe(config)
         self.pipeline = Pipeline(self.recipe, track_kl=config.track_kl)  # refuses parts that don't fit
+        self.pipeline.check_group_size(config.group_size)
         self.task = get_task(config.task, **config.task_kw)
         self.log = MetricsLog(self.out / "metrics.jsonl")
         self.parallel = DataParallel(config.distributed, config.device)  # one process unless launched with N
         self.sampling = Sampling(config.max_new_tokens, config.temperature, config.top_p,
                                  tuple(config.stop) or None)
-        self.dead_steps = 0
+        self.dead_gradient, self.nonfinite = DeadGradientGuard(), NonFiniteGuard(config.nonfinite)
 
     # ------------------------------------------------------------------ set-up
 
@@ -84,6 +80,7 @@ class Trainer:
         torch.set_num_threads(c.threads)
         folder = warm_start(c, self.task, progress=self.progress and self.parallel.is_main)
         self.model, self.tokenizer = load_model(str(folder) if folder else c.model, **c.model_kw())
+        check_task_prompts(self.task, self.model, self.tokenizer, c.max_new_tokens)
         reference = pipeline.parts["reference"][0]
         self.model = reference.fn(self.model, self, **reference.use.kw)
         if c.lora_r > 0:
@@ -125,12 +122,11 @@ class Trainer:
                 "pipeline": self.pipeline.state_dict(), "accuracy_before": accuracy_before}
 
     def restore(self) -> tuple[int, float | None]:
-        ckpt = latest_checkpoint(self.out)
-        if ckpt is None:
-            if read_rows(self.out / "metrics.jsonl") and self.parallel.is_main:
+        state = load_latest_checkpoint(self.out)
+        if state is None:
+            if self.parallel.is_main:
                 self.log.truncate(0)  # logged steps without a checkpoint are recomputed from scratch
             return 0, None
-        state = load_checkpoint(ckpt)
         self.parallel.load_model_state(self.model, state["model"])
         self.parallel.load_optimizer_state(self.trained_modules(), self.optimizer, state["optimizer"])
         if self.value_head is not None:
@@ -248,7 +244,7 @@ class Trainer:
                     continue
                 value_denom = parallel.denominators(mb.value_mask, c.max_new_tokens) if self.value_head else None
                 self.optimizer.zero_grad(set_to_none=True)
-                metrics = {}
+                metrics, loss = {}, torch.zeros(())
                 if mb.mask.sum() > 0:  # a rank with nothing to learn here still joins the gradient sum
                     loss, metrics = self.minibatch_loss(mb, denom, step, value_denom)
                     (loss * parallel.loss_scale).backward()
@@ -257,24 +253,16 @@ class Trainer:
                     batch.old_logp[idx], batch.entropy[idx] = mb.old_logp * mb.mask, mb.entropy
                 parallel.sum_gradients(self.params)
                 metrics["grad_norm"] = parallel.clip_grad_norm(self.params, c.grad_clip)
+                if not self.nonfinite.allows(step, parallel.sum([loss.item()])[0], metrics["grad_norm"]):
+                    continue  # every rank sees the same summed loss and norm, so all of them skip
                 moved = moved or metrics["grad_norm"] > 0
                 self.optimizer.step()
                 for k, v in metrics.items():
                     sums[k] = sums.get(k, 0.0) + v
                 n += 1
-        self.check_gradient_flow(parallel.sum([signal])[0] > 0, moved)
-        return {k: v / max(n, 1) for k, v in sums.items()}
-
-    def check_gradient_flow(self, signal: bool, moved: bool) -> None:
-        """Stop a run that trains on nothing: DEAD_STEPS steps in a row with non-zero advantages and no gradient."""
-        self.dead_steps = self.dead_steps + 1 if signal and not moved else 0
-        if self.dead_steps >= DEAD_STEPS:
-            raise NoGradientError(
-                f"{self.dead_steps} consecutive steps had non-zero advantages but no gradient reached any trainable "
-                f"parameter (grad_norm = 0): the loss is not connected to the parameters being trained. Likely causes: "
-                f"a quantized (4-bit) base whose inference kernels dropped the autograd graph (load it with "
-                f"workbench.models.load_model(..., load_in_4bit=True), which keeps it trainable), a LoRA adapter that "
-                f"is not attached, or parameters frozen with requires_grad=False.")
+        self.dead_gradient.check(parallel.sum([signal])[0] > 0, moved)
+        skipped = {"nonfinite/skipped": self.nonfinite.take()} if c.nonfinite == "skip" else {}
+        return {**{k: v / max(n, 1) for k, v in sums.items()}, **skipped}
 
     def kl_estimator(self) -> str:
         """The estimator of the recipe's KL term (logged as `kl`), k3 when it has none."""
@@ -337,12 +325,23 @@ class Trainer:
     def setup(self) -> "Trainer":
         """Create/check the run folder and build the models (once)."""
         if not hasattr(self, "model"):
-            if self.parallel.is_main:
-                prepare_run_folder(self.out, self.config.to_json(), type(self.config)().to_json())
+            if self.parallel.is_main:  # only rank 0 writes the folder
+                self.lock = claim_run_folder(self.out, self.config)
             self.build_models()
         return self
 
+    def close(self) -> None:
+        """Give the run folder back (the lock goes with the process anyway)."""
+        if getattr(self, "lock", None) is not None:
+            self.lock.release()
+
     def run(self) -> dict:
+        try:
+            return self.train_and_evaluate()
+        finally:
+            self.close()
+
+    def train_and_evaluate(self) -> dict:
         c = self.config
         self.setup()
         start, accuracy_before = self.restore()
@@ -359,7 +358,6 @@ class Trainer:
                    "eval_size": len(records), "train_seconds_this_session": time.perf_counter() - t_start,
                    "ranks": self.parallel.world}
         if self.parallel.is_main:
-            (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
-            with open(self.out / "eval_after.jsonl", "w") as f:
-                f.writelines(json.dumps(r) + "\n" for r in records)
+            write_run_results(self.out, summary, records)
         return summary
+

@@ -16,10 +16,11 @@ import torch
 from tqdm.auto import tqdm
 
 from workbench import ops
+from workbench.files import remove_stale_temps
 from workbench.models import load_model, save_model_atomically
 from workbench.paths import cache_dir
 from workbench.envs.base import episode_seed
-from workbench.rollout.engine import encode_prompts, policy_forward
+from workbench.rollout.engine import check_prompt_lengths, encode_prompts, policy_forward
 from workbench.rollout.turns import encode_expert, pad_episodes, prompt_of
 from workbench.tasks import Task
 
@@ -65,12 +66,26 @@ def train_sft(model, tokenizer, task: Task, *, steps: int, lr: float, batch_size
     return losses
 
 
-def warm_start_key(config) -> str:
+def check_task_prompts(task: Task, model, tokenizer, max_new_tokens: int) -> None:
+    """Every prompt the task knows fits the model's context with max_new_tokens to spare (else a ValueError):
+    run before SFT and before RL, so a too-long row is refused before anything is trained."""
+    context = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    check_prompt_lengths(tokenizer, [e.prompt for e in task.known_examples()], context, max_new_tokens,
+                         f"task {task.name!r}")
+
+
+def warm_start_key(config, task: Task | None = None) -> str:
+    """The cache key of a warm start: everything it depends on, the task's data files by content (a `file:`
+    task's file edited in place is a new warm start, the same file elsewhere the same one)."""
     spec = {"v": 1, "model": config.model, "task": config.task, "task_kw": config.task_kw,
             "steps": config.sft_steps, "lr": config.sft_lr, "batch": config.sft_batch, "seed": config.seed,
             "dtype": config.dtype}
     if config.chat_template:  # prompts are formatted differently (only added when on: old keys stay valid)
         spec["chat_template"] = True
+    data = task.data_digest() if task is not None else None
+    if data is not None:  # procedural tasks have none: their keys stay what they were
+        spec["data"] = data
+        spec["task"] = config.task.split(":")[0]  # the path no longer matters, the content does
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -78,11 +93,13 @@ def warm_start(config, task: Task, progress: bool = True) -> Path | None:
     """Folder of the SFT'd model for this config (built once, then reused from the cache); None if no SFT."""
     if config.sft_steps <= 0:
         return None
-    folder = cache_dir() / "sft" / warm_start_key(config)
+    folder = cache_dir() / "sft" / warm_start_key(config, task)
     if (folder / "config.json").exists():
         return folder
+    remove_stale_temps(folder.parent)  # what killed builds left behind
     torch.manual_seed(config.seed)
     model, tokenizer = load_model(config.model, **{**config.model_kw(), "load_in_4bit": False})  # SFT: all weights
+    check_task_prompts(task, model, tokenizer, config.max_new_tokens)
     train_sft(model, tokenizer, task, steps=config.sft_steps, lr=config.sft_lr, batch_size=config.sft_batch,
               seed=config.seed, progress=progress)
     return save_model_atomically(model, tokenizer, folder)  # another process may have finished first

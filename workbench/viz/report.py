@@ -12,6 +12,8 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
+from workbench.files import write_atomic
+from workbench.train.metrics import resumable_rows
 from workbench.viz.figures import accuracy_bar, as_runs, is_number, present_keys, training_curves
 
 STYLE = """
@@ -31,17 +33,8 @@ def read_json(path: Path) -> dict:
 
 def read_metrics(path: Path) -> list[dict]:
     """Rows of a metrics.jsonl. A torn last line (the run was killed mid-write) is dropped; a bad line
-    anywhere else means the file is corrupt and raises."""
-    lines = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
-    rows = []
-    for i, line in enumerate(lines):
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            if i == len(lines) - 1:
-                break
-            raise ValueError(f"{path}: line {i + 1} is not JSON ({err})") from None
-    return rows
+    anywhere else means the file is corrupt and raises (`workbench.train.metrics.resumable_rows`)."""
+    return resumable_rows(path, warn=False)
 
 
 def flatten(config: Mapping, prefix: str = "") -> dict[str, object]:
@@ -130,7 +123,7 @@ def write_report(run_dir) -> Path:
         "<h2>config</h2>" + table(flatten(config)),
     ]
     out = run_dir / "report.html"
-    out.write_text(page(title, "\n".join(body)), encoding="utf-8")
+    write_atomic(out, page(title, "\n".join(body)))
     return out
 
 
@@ -162,7 +155,7 @@ def write_comparison(runs: Mapping[str, list[dict]], path, title: str = "run com
         "<h2>final values</h2>" + final_values(runs, keys),
         figures_html([training_curves(runs, keys=keys)]) if keys else "<p>no metrics to plot.</p>",
     ]
-    path.write_text(page(title, "\n".join(body)), encoding="utf-8")
+    write_atomic(path, page(title, "\n".join(body)))
     return path
 
 
@@ -195,5 +188,5 @@ def write_seed_comparison(groups: Mapping[str, list[list[dict]]], result: Mappin
         "<h2>summary</h2>" + seed_table(result),
         figures_html([seed_band_curves(groups)]),
     ]
-    path.write_text(page(title, "\n".join(body)), encoding="utf-8")
+    write_atomic(path, page(title, "\n".join(body)))
     return path

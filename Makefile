@@ -7,7 +7,7 @@ export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-fast lab book bench run clean
+.PHONY: install browser demo test test-fast lab book bench run clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -26,7 +26,15 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed browser
+
+# Debian's chromium for the book's browser test (tests/test_book_browser.py, skipped without it): installed
+# with apt where that works (root, Debian/Ubuntu), otherwise a note says how.
+browser:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    { apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; }; } || \
+	  echo "note: no chromium; the book's browser test will be skipped (install it: apt-get install chromium)"
 
 demo: install
 	$(BIN)/workbench run grpo --task countdown --preset smoke --out runs/demo

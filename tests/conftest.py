@@ -56,3 +56,17 @@ def executed_notebooks(notebook_runs):
     for source in notebook_sources():
         notebook_runs.run(source)
     return notebook_runs.dir
+
+
+@pytest.fixture(scope="session")
+def built_book(executed_notebooks, tmp_path_factory):
+    """(html folder, build log) of the book built once from the executed notebooks."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("book")
+    proc = subprocess.run([sys.executable, "-m", "workbench.book", "build", "--executed", str(executed_notebooks),
+                           "--out", str(out)], capture_output=True, text=True)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-6000:]
+    return out / "_build" / "html", log

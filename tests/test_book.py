@@ -1,15 +1,13 @@
 """The book: catalog generation (fast) and a full Jupyter Book build from executed notebooks (slow)."""
 from __future__ import annotations
 
-import subprocess
-import sys
+import re
 import textwrap
 
-import nbformat
 import pytest
 
-from workbench import book, registry
-from workbench.book import catalog_markdown, collect_covers, notebook_sources, plotly_to_html, toc_yaml
+from workbench import registry
+from workbench.book import catalog_markdown, collect_covers, notebook_sources, toc_yaml
 
 
 def test_collect_covers(tmp_path):
@@ -83,29 +81,10 @@ def test_toc_lists_notebooks_in_order():
     assert "root: intro" in toc and "Notebooks" not in toc_yaml([])
 
 
-def test_plotly_outputs_become_static_html(tmp_path):
-    fig = {"data": [{"type": "scatter", "x": [1, 2], "y": [3, 4]}], "layout": {}, "config": {}}
-    output = nbformat.v4.new_output("display_data", data={book.PLOTLY_MIME: fig, "text/plain": "Figure"})
-    cell = nbformat.v4.new_code_cell("fig", outputs=[output, output.copy()])
-    path = tmp_path / "nb.ipynb"
-    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
-    assert plotly_to_html(path) == 2
-    first, second = (o["data"] for o in nbformat.read(path, as_version=4).cells[0].outputs)
-    assert book.PLOTLY_MIME not in first and "Plotly.newPlot" in first["text/html"]
-    assert 'src="../_static/plotly.min.js"' in first["text/html"]  # plotly.js once per page
-    assert "plotly.min.js" not in second["text/html"] and "mathjax" not in second["text/html"].lower()
-
-
 @pytest.mark.slow
-def test_book_builds_without_warnings(executed_notebooks, tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "workbench.book", "build", "--executed", str(executed_notebooks),
-         "--out", str(tmp_path)], capture_output=True, text=True)
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, log[-6000:]
+def test_book_builds_without_warnings(built_book):
+    html, log = built_book
     assert "build succeeded" in log and "WARNING" not in log, log[-6000:]
-
-    html = tmp_path / "_build" / "html"
     catalog = (html / "catalog.html").read_text(encoding="utf-8")
     for entry in registry.entries():
         assert f'<span class="pre">{entry.key}</span></code><a class="headerlink"' in catalog, entry.key
@@ -124,3 +103,8 @@ def test_book_builds_without_warnings(executed_notebooks, tmp_path):
         if 'class="math' in text or page.name == "catalog.html":
             assert f'src="{prefix}_static/mathjax/tex-chtml.js' in text, page
         assert "cdn.jsdelivr.net/npm/mathjax" not in text and "cdnjs.cloudflare.com/ajax/libs/mathjax" not in text
+    for page in html.rglob("*.html"):  # offline, and light: no widget state, plotly.js served once from _static
+        text = page.read_text(encoding="utf-8")
+        assert page.stat().st_size < 3_000_000, (page, page.stat().st_size)
+        assert not re.search(r'<script[^>]+src="https?://', text), page
+        assert "require.min.js" not in text and "html-manager" not in text and "unpkg.com" not in text, page

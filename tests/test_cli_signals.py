@@ -24,7 +24,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reas
 def start(out, *extra):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen([sys.executable, "-m", "workbench.cli", *ARGS, "--out", str(out), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=default_sigint)
+
+
+def default_sigint():
+    """A shell's background job (nohup, &) starts with SIGINT ignored, and children inherit that; a terminal's
+    Ctrl-C reaches a foreground run, which is what these tests play."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def finish(out, *extra):

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
+from workbench.book_outputs import static_notebook
 from workbench.paths import ROOT
 
 BOOK_DIR = ROOT / "book"
@@ -45,7 +46,6 @@ KERNEL = "python3"
 # _static, i.e. <html>/_static/mathjax/tex-chtml.js.
 VENDOR = "_vendor"
 PLOTLY_JS = "plotly.min.js"          # -> <html>/_static/plotly.min.js
-PLOTLY_MIME = "application/vnd.plotly.v1+json"
 NPM_INSTALL = ("npm", "install", "--no-audit", "--no-fund", "--prefix")
 
 KIND_TITLES = {  # the registry's kinds in pipeline order (workbench/train/pipeline.py)
@@ -150,38 +150,6 @@ def copy_executed(sources: Iterable[Path], executed_dir: Path, out_dir: Path,
         out_dir.mkdir(parents=True, exist_ok=True)
         done.append(Path(shutil.copy2(src, out_dir / src.name)))
     return done
-
-
-def plotly_to_html(ipynb: Path, plotly_src: str = f"../_static/{PLOTLY_JS}") -> int:
-    """Replace every plotly figure output (in the book's copy of a notebook) by static HTML.
-
-    Headless kernels render figures as ``application/vnd.plotly.v1+json`` only, which Sphinx cannot
-    show: myst-nb warns "skipping unknown output mime type" for that mime type even next to a
-    text/html rendering, so the JSON is dropped. The HTML loads plotly.js from the book
-    (``plotly_src``, relative to the page) once per page, and no MathJax 2 from a CDN (which plotly's
-    own "notebook" renderer would add). Returns the number of figures converted.
-    """
-    import nbformat
-    import plotly.io as pio
-
-    nb = nbformat.read(ipynb, as_version=4)
-    converted = 0
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            data = output.get("data", {})
-            if PLOTLY_MIME not in data:
-                continue
-            fig = dict(data.pop(PLOTLY_MIME))
-            config = fig.pop("config", None) or {}
-            data["text/html"] = pio.to_html(
-                fig, config=config, include_plotlyjs=plotly_src if converted == 0 else False,
-                include_mathjax=False, full_html=False, default_width="100%", default_height=525,
-                validate=False,
-            )
-            converted += 1
-    if converted:
-        nbformat.write(nb, ipynb)
-    return converted
 
 
 # ------------------------------------------------------------------------------------- covers marks
@@ -376,7 +344,7 @@ def ensure_mathjax(book_dir: Path = BOOK_DIR, log: Callable[[str], None] = _log)
 
 
 def ensure_plotly_js(book_dir: Path = BOOK_DIR) -> Path:
-    """Copy the plotly.js bundled with the plotly package to book/_vendor (for plotly_to_html)."""
+    """Copy the plotly.js bundled with the plotly package to book/_vendor (for workbench.book_outputs)."""
     from plotly.offline import get_plotlyjs
 
     dest = Path(book_dir) / VENDOR / PLOTLY_JS
@@ -404,8 +372,9 @@ def prepare(*, book_dir: Path = BOOK_DIR, notebooks_dir: Path = NOTEBOOKS_DIR, t
     else:
         execute_notebooks(notebooks_dir, nb_dir, log=log)
     for ipynb in sorted(nb_dir.glob("*.ipynb")):
-        if n := plotly_to_html(ipynb):
-            log(f"{ipynb.name}: {n} plotly figure(s) rendered as static HTML")
+        counts = static_notebook(ipynb, plotly_src=f"../_static/{PLOTLY_JS}")
+        log(f"{ipynb.name}: {counts['figures']} figure(s) as static HTML, {counts['widgets']} explorer(s) as "
+            f"static stand-ins")
     log("writing catalog.md and _toc.yml")
     (book_dir / "catalog.md").write_text(catalog_markdown(tests_dir), encoding="utf-8")
     stems = [s.stem for s in sources]

@@ -46,7 +46,7 @@ test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow"
 
 lab: install
-	$(BIN)/jupytext --sync notebooks/*.py >/dev/null
+	$(BIN)/jupytext --to ipynb --update notebooks/*.py >/dev/null  # writes the untracked .ipynb only (--sync rewrote the .py headers)
 	$(BIN)/jupyter lab notebooks/
 
 book: install

@@ -39,3 +39,15 @@ def test_clipping_explorer_update_changes_figure():
     assert not any(s.type == "line" and s.x0 == 2.0 for s in box.figure.layout.shapes)
     box.controls["sign"].value = "A < 0"
     assert box.figure.data[0].visible is False and box.figure.data[2].visible is True
+
+
+def test_live_curves_draw_every_row_as_it_arrives():
+    from workbench.viz.widgets import LiveCurves
+
+    live = LiveCurves(["reward/mean", "entropy", "kl"])
+    assert len(live.figure.data) == 3 and all(len(t.x) == 0 for t in live.figure.data)
+    for step in range(4):
+        live.add({"step": step, "reward/mean": 0.1 * step, "entropy": 1.0 - 0.1 * step, "kl": None})
+    reward, entropy, kl = live.figure.data
+    assert list(reward.x) == [0, 1, 2, 3] and list(entropy.y) == pytest.approx([1.0, 0.9, 0.8, 0.7])
+    assert len(kl.x) == 0  # no KL logged (no reference): its subplot stays empty, the others still draw

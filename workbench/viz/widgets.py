@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from workbench.viz.figures import advantage_bars, surrogate_curves
+from workbench.viz.figures import advantage_bars, metric_series, surrogate_curves, training_curves
 
 
 def refresh(widget: go.FigureWidget, fig: go.Figure) -> None:
@@ -20,6 +20,27 @@ def refresh(widget: go.FigureWidget, fig: go.Figure) -> None:
         widget.layout.shapes = fig.layout.shapes
         widget.layout.annotations = fig.layout.annotations
         widget.layout.title = fig.layout.title
+
+
+class LiveCurves:
+    """Training curves that grow while a run trains: pass `add` as the trainer's callback, display `figure`.
+
+    The figure is laid out up front (one subplot and one trace per key, from a placeholder row), so the first
+    rows have traces to land in; each row then resets every trace to the series logged so far.
+    """
+
+    def __init__(self, keys=("reward/mean", "entropy", "kl")):
+        self.keys, self.rows = list(keys), []
+        self.figure = go.FigureWidget(training_curves([{"step": 0, **dict.fromkeys(self.keys, 0.0)}], keys=self.keys))
+        with self.figure.batch_update():
+            for trace in self.figure.data:
+                trace.x, trace.y = [], []
+
+    def add(self, row: dict) -> None:
+        self.rows.append(row)
+        with self.figure.batch_update():
+            for trace, key in zip(self.figure.data, self.keys):
+                trace.x, trace.y = metric_series(self.rows, key)
 
 
 def advantage_explorer(rewards=(1, 0, 0, 1, 0, 0, 0, 1)):

@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 from workbench import registry
+from workbench.paths import ROOT
 from workbench.book import catalog_markdown, collect_covers, notebook_sources, toc_yaml
 
 
@@ -108,3 +109,18 @@ def test_book_builds_without_warnings(built_book):
         assert page.stat().st_size < 3_000_000, (page, page.stat().st_size)
         assert not re.search(r'<script[^>]+src="https?://', text), page
         assert "require.min.js" not in text and "html-manager" not in text and "unpkg.com" not in text, page
+
+
+def test_recipe_cards_list_recipe_tests_and_component_cards_do_not():
+    from workbench.book import EVERY_RECIPE_TESTS, card_tests
+
+    covers = {"grpo": ["tests/advantages/test_group.py::test_grpo_values", "tests/recipes/test_canonical.py::test_x"]}
+    recipe, advantage = registry.get("recipe", "grpo"), registry.get("advantage", "grpo")
+    assert card_tests(advantage, covers) == ["tests/advantages/test_group.py::test_grpo_values"]
+    listed = card_tests(recipe, covers)
+    assert listed[0] == "tests/recipes/test_canonical.py::test_x" and "tests/advantages" not in " ".join(listed)
+    assert "tests/train/test_pipeline.py::test_every_recipe_resumes_exactly[grpo]" in listed
+    assert any("test_every_preference_recipe_trains[dpo]" in t for t in card_tests(registry.get("recipe", "dpo"), {}))
+    for test_id in sum(EVERY_RECIPE_TESTS.values(), []):  # the parametrized tests the cards name exist
+        path, name = test_id.split("::")
+        assert f"def {name}(recipe" in (ROOT / path).read_text(), test_id

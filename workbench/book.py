@@ -219,6 +219,27 @@ def collect_covers(tests_dir: Path = TESTS_DIR) -> dict[str, list[str]]:
 
 # ------------------------------------------------------------------------------------- catalog page
 
+RECIPE_TESTS = "tests/recipes/"  # a recipe shares its key with a component ("grpo"): these files test recipes
+EVERY_RECIPE_TESTS = {  # parametrized over every recipe of a loop (tests/test_book.py checks they exist)
+    "rl": ["tests/train/test_rl.py::test_every_recipe_trains_end_to_end",
+           "tests/train/test_pipeline.py::test_every_recipe_resumes_exactly"],
+    "preference": ["tests/train/test_preference.py::test_every_preference_recipe_trains",
+                   "tests/train/test_pipeline.py::test_every_preference_recipe_resumes_exactly"],
+}
+
+
+def card_tests(entry, covers: dict[str, list[str]]) -> list[str]:
+    """The tests a card lists: a recipe's own (tests/recipes/ marked with its key, and the tests every recipe of
+    its loop runs, as `id[key]`); a component's, never those of the recipe with the same key."""
+    marked = covers.get(entry.key, [])
+    if entry.kind != "recipe":
+        return [t for t in marked if not t.startswith(RECIPE_TESTS)]
+    from workbench.recipes import PreferenceRecipe, get_recipe
+
+    loop = "preference" if isinstance(get_recipe(entry.key), PreferenceRecipe) else "rl"
+    every = [f"{t}[{entry.key}]" for t in EVERY_RECIPE_TESTS[loop]]
+    return [t for t in marked if t.startswith(RECIPE_TESTS)] + every
+
 def _code(value) -> str:
     """Inline code safe inside a Markdown table cell."""
     text = repr(value).replace("|", "\\|")
@@ -289,7 +310,7 @@ def catalog_markdown(tests_dir: Path = TESTS_DIR) -> str:
             if len(families) > 1:
                 lines += [f"**Family: {family or 'unassigned'}**", ""]
             for entry in (e for e in of_kind if e.family == family):
-                lines += _card(entry, covers.get(entry.key, []))
+                lines += _card(entry, card_tests(entry, covers))
     lines += ["## Not yet implemented", ""]
     if missing:
         lines += [f"{len(missing)} catalog entries have no registered component yet.", "",

@@ -68,7 +68,7 @@ def test_a_different_config_never_overwrites_an_existing_run(grpo_run):
     assert (out / "metrics.jsonl").read_text() == before
 
 
-@pytest.mark.parametrize("recipe", sorted(k for k, r in RECIPES.items() if isinstance(r, Recipe) and k != "grpo"))
+@pytest.mark.parametrize("recipe", sorted(k for k, r in RECIPES.items() if isinstance(r, Recipe)))
 def test_every_recipe_trains_end_to_end(recipe, tmp_path):
     trainer = Trainer(make_config("smoke", recipe=recipe, **{**TINY, "steps": 2}), tmp_path, progress=False)
     trainer.task = DigitFirst()  # partly solvable from scratch, so every recipe gets a learning signal

@@ -1,0 +1,45 @@
+"""The method finder page: rows from the registry, notebook sections found by name, reference cross-checks."""
+from workbench import registry
+from workbench.book_finder import finder_markdown, finder_rows, notebook_sections, reference_names, section_id
+
+NOTEBOOK = '''# %% [markdown]
+# # Title
+#
+# ## 2. Dr.GRPO's fix
+#
+# `dr_grpo` drops the std.
+
+# %%
+x = registry.get("kl", "k3")
+
+# %% [markdown]
+# ## Exercises
+# Nothing named here.
+'''
+
+
+def test_sections_are_found_by_backticked_names_and_quoted_strings_with_sphinx_anchors(tmp_path):
+    (tmp_path / "02_x.py").write_text(NOTEBOOK)
+    found = notebook_sections(tmp_path, {"dr_grpo", "k3", "grpo"})
+    assert found == {"dr_grpo": [("02_x", "dr-grpo-s-fix", "2. Dr.GRPO's fix")],
+                     "k3": [("02_x", "dr-grpo-s-fix", "2. Dr.GRPO's fix")]}
+    assert section_id("4. Gradients: which estimator?") == "gradients-which-estimator"
+
+
+def test_reference_names_come_from_the_reference_test_files():
+    tests = ["tests/reference/test_trl_dpo.py::test_a", "tests/reference/test_verl.py::test_b",
+             "tests/advantages/test_group.py::test_c"]
+    assert reference_names(tests) == ["TRL", "verl"]
+
+
+def test_every_registered_component_has_a_row_linking_its_card_and_source(tmp_path):
+    entries = registry.entries()
+    rows = finder_rows(entries, {"grpo": ["tests/reference/test_trl.py::test_x"]}, {})
+    assert len(rows) == len(entries)
+    grpo = next(r for r in rows if r["key"] == "grpo" and r["kind"] == "advantage")
+    assert grpo["card"] == "catalog.html#catalog-advantage-grpo" and grpo["references"] == ["TRL"]
+    assert grpo["source"].startswith("workbench/advantages/") and ":" in grpo["source"]
+    dr = next(r for r in rows if r["key"] == "dr_grpo")
+    assert dr["card"] == "catalog.html#catalog-recipe-dr-grpo"  # docutils ids: "_" becomes "-"
+    page = finder_markdown(entries, {}, tmp_path)
+    assert page.count("<tr data-kind=") == len(entries) and 'data-filter="notebook"' in page

@@ -1,0 +1,137 @@
+"""The method finder page: every registered component in one table that filters in the browser (by kind, family,
+confidence, "has a notebook section", "cross-checked against" reference code), each row linking to its catalog
+card, the notebook sections that discuss it and its source. Generated from the registry, the notebooks and the
+tests' `covers` marks; the filter is a few lines of inline JavaScript, so the page works offline."""
+from __future__ import annotations
+
+import html
+import inspect
+import re
+from pathlib import Path
+
+from workbench.paths import ROOT
+
+REFERENCE_TESTS = "tests/reference/"
+REFERENCE_NAMES = {"trl": "TRL", "trl_dpo": "TRL", "verl": "verl", "openrlhf": "OpenRLHF"}  # by test file
+BACKTICKED = re.compile(r"`([^`\s]+)`")
+QUOTED = re.compile(r"[\"']([\w.+-]+)[\"']")
+HEADING = re.compile(r"^(#{2,4})\s+(.*)$")
+
+
+def section_id(heading: str) -> str:
+    """The anchor Sphinx gives a section (docutils' ids: "2. Dr.GRPO's fix" -> "dr-grpo-s-fix")."""
+    from docutils.nodes import make_id
+
+    return make_id(heading)
+
+
+def notebook_sections(notebooks_dir: Path, keys: set[str]) -> dict[str, list[tuple[str, str, str]]]:
+    """key -> [(notebook stem, section anchor, heading)] of the sections that name the key: in backticks in their
+    text, or as a string in their code (`registry.get("kl", "k3")`, `recipe="dr_grpo"`)."""
+    import jupytext
+
+    found: dict[str, list[tuple[str, str, str]]] = {}
+    for source in sorted(Path(notebooks_dir).glob("*.py")):
+        heading = None
+        for cell in jupytext.read(source).cells:
+            names = BACKTICKED if cell.cell_type == "markdown" else QUOTED
+            for line in cell.source.splitlines():
+                if cell.cell_type == "markdown" and (match := HEADING.match(line)):
+                    heading = match.group(2).strip()
+                    continue
+                for key in set(names.findall(line)) & keys:
+                    label = (heading or source.stem).replace("$", "")
+                    place = (source.stem, section_id(heading) if heading else "", label)
+                    if place not in found.setdefault(key, []):
+                        found[key].append(place)
+    return found
+
+
+def reference_names(tests: list[str]) -> list[str]:
+    """The public implementations a key's reference tests compare against ("TRL", "verl", ...)."""
+    stems = {t.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py").removeprefix("test_")
+             for t in tests if t.startswith(REFERENCE_TESTS)}
+    return sorted({REFERENCE_NAMES.get(stem, stem) for stem in stems})
+
+
+def source_of(entry) -> str:
+    """`workbench/advantages/group.py:48`: where the component is defined."""
+    try:
+        fn = inspect.unwrap(entry.fn)
+        path = Path(inspect.getsourcefile(fn)).resolve().relative_to(ROOT)
+        return f"{path.as_posix()}:{inspect.getsourcelines(fn)[1]}"
+    except (TypeError, ValueError, OSError):  # a recipe is data, not code
+        return ""
+
+
+def finder_rows(entries, covers: dict[str, list[str]], sections: dict) -> list[dict]:
+    return [{"key": e.key, "kind": e.kind, "family": e.family or "", "confidence": e.confidence or "unknown",
+             "title": " ".join(e.title.split()), "card": f"catalog.html#{section_id(f'catalog-{e.kind}-{e.key}')}",
+             "sections": [{"href": f"notebooks/{stem}.html" + (f"#{anchor}" if anchor else ""), "label": label}
+                          for stem, anchor, label in sections.get(e.key, [])],
+             "references": reference_names(covers.get(e.key, [])), "source": source_of(e)} for e in entries]
+
+
+def select(name: str, values) -> str:
+    options = "".join(f'<option value="{html.escape(v)}">{html.escape(v)}</option>' for v in sorted(set(values)))
+    return f'<label>{name} <select data-filter="{name}"><option value="">all</option>{options}</select></label>'
+
+
+def row_html(r: dict) -> str:
+    sections = "<br>".join(f'<a href="{html.escape(s["href"])}">{html.escape(s["label"])}</a>' for s in r["sections"])
+    attrs = " ".join(f'data-{k}="{html.escape(v)}"' for k, v in (
+        ("kind", r["kind"]), ("family", r["family"]), ("confidence", r["confidence"]),
+        ("notebook", "yes" if r["sections"] else "no"), ("reference", " ".join(r["references"]))))
+    method = (f'<a href="{r["card"]}"><code>{html.escape(r["key"])}</code></a><br><small>{html.escape(r["title"])}'
+              f'</small>' + (f'<br><small><code>{html.escape(r["source"])}</code></small>' if r["source"] else ""))
+    return (f'<tr {attrs}><td>{method}</td><td>{r["kind"]}</td><td>{html.escape(r["family"])}</td>'
+            f'<td>{r["confidence"]}</td><td><small>{sections or "&ndash;"}</small></td>'
+            f'<td>{", ".join(r["references"]) or "&ndash;"}</td></tr>')
+
+
+FILTER_JS = """
+<script>
+(function () {
+  const table = document.getElementById("finder-table");
+  const controls = document.querySelectorAll("[data-filter]");
+  function apply() {
+    let shown = 0;
+    for (const row of table.tBodies[0].rows) {
+      let ok = true;
+      for (const c of controls) {
+        const want = c.type === "checkbox" ? (c.checked ? c.value : "") : c.value;
+        const have = row.dataset[c.dataset.filter] || "";
+        if (want && !(c.dataset.filter === "reference" ? have.split(" ").includes(want) : have === want)) ok = false;
+      }
+      row.hidden = !ok;
+      shown += ok;
+    }
+    document.getElementById("finder-count").textContent = shown;
+  }
+  controls.forEach(c => c.addEventListener("change", apply));
+  apply();
+})();
+</script>
+"""
+
+
+def finder_markdown(entries, covers: dict[str, list[str]], notebooks_dir: Path) -> str:
+    """The page (MyST Markdown with one raw HTML block)."""
+    rows = finder_rows(entries, covers, notebook_sections(notebooks_dir, {e.key for e in entries}))
+    references = sorted({name for r in rows for name in r["references"]})
+    controls = " ".join([select("kind", [r["kind"] for r in rows]), select("family", [r["family"] for r in rows]),
+                         select("confidence", [r["confidence"] for r in rows]),
+                         select("reference", references),
+                         '<label><input type="checkbox" data-filter="notebook" value="yes"> has a notebook section'
+                         '</label>'])
+    table = ('<table id="finder-table" class="table"><thead><tr><th>method (paper, source)</th><th>kind</th>'
+             '<th>family</th><th>confidence</th><th>notebook sections</th><th>cross-checked against</th></tr></thead>'
+             '<tbody>' + "".join(row_html(r) for r in rows) + "</tbody></table>")
+    return "\n".join([
+        "# Method finder", "",
+        f"Every registered component ({len(rows)}): filter by slot (kind), family, confidence, the public code its "
+        "values are tested against, or whether a notebook discusses it. Keys link to their catalog card. Generated "
+        "by `python -m workbench.book build` from the registry, the notebooks and the tests.", "",
+        "```{raw} html",
+        f'<div class="workbench-finder">{controls} &middot; <span id="finder-count">{len(rows)}</span> shown</div>',
+        table, FILTER_JS, "```", ""])

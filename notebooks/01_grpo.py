@@ -55,6 +55,7 @@ task = "countdown"   # countdown, addition, or reasoning_gym:<dataset>
 model = None         # None keeps the preset's model ("tiny" on smoke)
 steps = None         # None: 40 on smoke, the preset's count on full
 seed = 0
+solutions = False    # True fills in the exercises' answers (the learner's cells start empty)
 runs_dir = "runs"   # where the run folders go (`make run` / `workbench notebook` point it at their folder)
 
 # %%
@@ -63,12 +64,12 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-import plotly.graph_objects as go
 import torch
 
 from workbench.train import Trainer, make_config, train
 from workbench.viz import (accuracy_bar, advantage_bars, advantage_explorer, clipping_explorer, entropy_heatmap,
                            surrogate_curves, training_curves)
+from workbench.viz.widgets import LiveCurves
 
 torch.set_num_threads(1)
 overrides = {"recipe": recipe, "task": task, "seed": seed}
@@ -104,8 +105,9 @@ print(f"\nbatch: {batch.size} responses, mean reward {batch.rewards.mean():.2f},
 #
 # Within a group the advantages sum to zero: right answers are pushed up exactly as much as wrong
 # ones are pushed down. A group whose answers all score the same carries **no signal** (A = 0),
-# which is why DAPO filters such groups. Dividing by the group std makes a 1-in-8 success as loud as a
-# 4-in-8 one; Dr.GRPO argues this biases training towards too-easy and too-hard prompts.
+# which is why DAPO filters such groups. Dividing by the group std gives every group with signal the same
+# total push (exercise 3), so a 1-in-8 success is as loud as a 4-in-8 one; Dr.GRPO argues this biases
+# training towards too-easy and too-hard prompts.
 
 # %%
 rows = slice(g * G, (g + 2) * G)  # the group above and the next one
@@ -149,20 +151,9 @@ entropy_heatmap(tokens, batch.entropy[rows], batch.mask[rows], title="token entr
 # last checkpoint instead of starting over. The glossary of every metric is `workbench.train.metrics.GLOSSARY`.
 
 # %%
-live = go.FigureWidget(training_curves([{"step": 0, "reward/mean": None}], keys=["reward/mean", "entropy", "kl"]))
-history = []
-
-
-def on_step(row):
-    history.append(row)
-    fresh = training_curves(history, keys=["reward/mean", "entropy", "kl"])
-    with live.batch_update():
-        for trace, new in zip(live.data, fresh.data):
-            trace.x, trace.y = new.x, new.y
-
-
-trainer.callback = on_step
-display(live)  # noqa: F821 (IPython)
+live = LiveCurves(["reward/mean", "entropy", "kl"])  # one point per step as the run logs it
+trainer.callback = live.add
+display(live.figure)  # noqa: F821 (IPython)
 summary = train(config, out, trainer=trainer)
 print({k: summary[k] for k in ("accuracy_before", "accuracy_after", "report")})
 
@@ -176,11 +167,40 @@ accuracy_bar(summary).show()
 # ## Exercises (checked automatically)
 #
 # 1. Compute by hand the GRPO advantages of the group with rewards `[1, 0, 0, 0]` (Bessel std, eps = 0).
-# 2. Which tokens get zero gradient under PPO-clip with eps = 0.2: ratio 1.3 with A = +1, or ratio 1.3 with A = −1?
+# 2. Which tokens get zero gradient under PPO-clip with eps = 0.2: ratio 1.3 with A = +1 (`"A=+1"`), or ratio
+#    1.3 with A = −1 (`"A=-1"`)?
+# 3. The std division sets how hard a group pushes in total. What is $\sum_i A_i^2$ (Bessel std, eps = 0) for
+#    the group of 8 with one right answer, `[1, 0, 0, 0, 0, 0, 0, 0]`, and for the group with four,
+#    `[1, 1, 1, 1, 0, 0, 0, 0]`? (a pair of numbers)
+#
+# Write your answers in the cell below (they start as `None`) and run the check cell after it. The worked
+# solutions are in the folded cell in between: they fill in the answers only when the notebook runs with
+# `-p solutions=True`.
 
 # %%
-from workbench.exercises import check_grpo_by_hand, check_zero_gradient
+my_advantages = None     # 1: a list of 4 floats
+zero_gradient = None     # 2: "A=+1" or "A=-1"
+my_sum_squares = None    # 3: a pair of floats (one right answer, four right answers)
 
-my_advantages = [1.5, -0.5, -0.5, -0.5]   # your answer to 1
-zero_gradient = "A=+1"                     # your answer to 2: "A=+1" or "A=-1"
-print(check_grpo_by_hand(my_advantages), check_zero_gradient(zero_gradient))
+# %% tags=["hide-input"]
+# The solutions, worked by hand: filled in only when the notebook runs with solutions=True (the headless checks).
+# Try the exercises first; in the book this cell is folded.
+if solutions:
+    import statistics
+
+    rewards = [1, 0, 0, 0]
+    mean, std = statistics.mean(rewards), statistics.stdev(rewards)   # 0.25 and sqrt(0.75 / 3) = 0.5
+    my_advantages = [(r - mean) / std for r in rewards]               # [1.5, -0.5, -0.5, -0.5]
+    ratio, eps = 1.3, 0.2
+    # min(r A, clip(r) A) takes the clipped, constant branch when A > 0 and r > 1 + eps, or A < 0 and r < 1 - eps
+    zero_gradient = "A=+1" if ratio > 1 + eps else "A=-1" if ratio < 1 - eps else "neither"
+    # sum_i (R_i - mean)^2 / std^2 and std^2 = sum_i (R_i - mean)^2 / (G - 1): the sum is G - 1 whatever the rewards
+    my_sum_squares = tuple(sum(((r - statistics.mean(g)) / statistics.stdev(g)) ** 2 for r in g)
+                           for g in ([1, 0, 0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0, 0, 0]))   # (7.0, 7.0)
+
+# %%
+from workbench.exercises import check_answers, check_grpo_by_hand, check_grpo_sum_of_squares, check_zero_gradient
+
+check_answers([(1, my_advantages, check_grpo_by_hand),
+              (2, zero_gradient, check_zero_gradient),
+              (3, my_sum_squares, check_grpo_sum_of_squares)])

@@ -53,6 +53,7 @@ preset = "smoke"            # nothing is trained here; "smoke" and "full" run th
 seed = 0
 lengths = (10, 1000)        # the two answers of section 2
 microbatch_lengths = (12, 300, 40, 25, 800, 60, 150, 5)  # the step split into micro-batches in section 5
+solutions = False           # True fills in the exercises' answers (the learner's cells start empty)
 
 # %%
 import os
@@ -219,12 +220,40 @@ W.VBox([k_slider, k_figure])
 # 2. Under seq-mean-token-mean, two wrong answers ($A = -1$) of 20 and 200 tokens share a batch. Whose tokens
 #    are pushed down harder per token: `"short"`, `"long"` or `"same"`?
 # 3. The same question under token-mean.
+# 4. The batch of exercise 1 is split into $k = 2$ micro-batches, one answer each. Each micro-batch takes its
+#    **own** token-mean and the accumulation loop divides by $k$ (local denominators). What is the per-token
+#    weight of a token of the 10-token answer? The full batch under token-mean gives $1/1010$; compare with
+#    your answer to 1.
+#
+# Write your answers in the cell below (they start as `None`) and run the check cell after it. The worked
+# solutions are in the folded cell in between: they fill in the answers only when the notebook runs with
+# `-p solutions=True`.
 
 # %%
-from workbench.exercises import check_length_bias, check_token_weight
+my_weight = None            # 1: a float
+harder_seq_mean = None      # 2: "short", "long" or "same"
+harder_token_mean = None    # 3: "short", "long" or "same"
+my_local_weight = None      # 4: a float
 
-my_weight = 1 / 20               # your answer to 1
-harder_seq_mean = "short"        # your answer to 2
-harder_token_mean = "same"       # your answer to 3
-print(check_token_weight(my_weight), check_length_bias(harder_seq_mean),
-      check_length_bias(harder_token_mean, mode="token-mean"))
+# %% tags=["hide-input"]
+# The solutions, worked by hand: filled in only when the notebook runs with solutions=True (the headless checks).
+# Try the exercises first; in the book this cell is folded.
+if solutions:
+    B = 2
+    my_weight = 1 / (B * 10)   # seq-mean-token-mean: w_i = 1 / (B |y_i|)
+    # the push on a token is |A| w with A = -1 for both answers: compare (short, long) per-token weights
+    weights = {"seq-mean-token-mean": (1 / (B * 20), 1 / (B * 200)),   # 1/40 vs 1/400
+               "token-mean": (1 / 220, 1 / 220)}                       # 1 / (20 + 200) for every token
+    harder_seq_mean, harder_token_mean = ("same" if w_short == w_long else "short" if w_short > w_long else "long"
+                                          for w_short, w_long in weights.values())
+    k = 2
+    my_local_weight = 1 / 10 / k   # its micro-batch only counts its own 10 tokens, then the loop divides by k
+    # = 1/20, exercise 1's seq-mean-token-mean weight: one answer per micro-batch turns token-mean into seq-mean
+
+# %%
+from workbench.exercises import check_answers, check_length_bias, check_local_microbatch_weight, check_token_weight
+
+check_answers([(1, my_weight, check_token_weight),
+              (2, harder_seq_mean, check_length_bias),
+              (3, harder_token_mean, lambda a: check_length_bias(a, mode="token-mean")),
+              (4, my_local_weight, check_local_microbatch_weight)])

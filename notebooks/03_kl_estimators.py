@@ -52,6 +52,7 @@ seed = 0
 vocab = 8            # size of the toy vocabulary
 distance = 1.5       # how far pi is from pi_ref in sections 1, 3 and 4
 n_samples = None     # tokens per Monte Carlo estimate; None: 256 on smoke, 4096 on full
+solutions = False    # True fills in the exercises' answers (the learner's cells start empty)
 
 # %%
 import os
@@ -98,8 +99,8 @@ for k in values:
 # the exact KL. Middle: the exact bias $\mathbb{E}_\pi[k] - \mathrm{KL}$. Right: the exact per-sample standard
 # deviation.
 #
-# * $k_1$ and $k_3$ are **unbiased** at every distance: $\mathbb{E}_\pi[k_3] = \mathbb{E}_\pi[\pi_{ref}/\pi] - 1
-#   + \mathrm{KL} = 1 - 1 + \mathrm{KL}$.
+# * $k_1$ and $k_3$ are **unbiased** at every distance:
+#   $\mathbb{E}_\pi[k_3] = \mathbb{E}_\pi[\pi_{ref}/\pi] - 1 + \mathrm{KL} = 1 - 1 + \mathrm{KL}$.
 # * $k_2$ agrees with the KL to second order near $\pi = \pi_{ref}$ and drifts away from it further out
 #   (above it for this pair; the sign depends on the pair). $|\log r|$ is biased upwards at every distance,
 #   since $|\log r| \ge \log r$.
@@ -218,12 +219,38 @@ print(f"fastest possible: 0.2 * (1 +/- 0.2 * {n_per_update}/{horizon})^{steps - 
 # 2. Which of `k1`, `k2`, `k3`, `abs` are never negative, whatever the sampled token? (a list)
 # 3. Which of `k1`, `k2`, `k3`, used as a loss on tokens sampled from $\pi$, has the gradient of
 #    $\mathrm{KL}(\pi\|\pi_{ref})$ in expectation? (a list)
+#
+# Write your answers in the cell below (they start as `None`) and run the check cell after it. The worked
+# solutions are in the folded cell in between: they fill in the answers only when the notebook runs with
+# `-p solutions=True`.
 
 # %%
-from workbench.exercises import check_k1_sign, check_nonnegative_estimators, check_reverse_kl_gradient
+my_sign = None             # 1: "positive", "negative" or "zero"
+my_nonnegative = None      # 2: a list of estimator keys
+my_right_gradient = None   # 3: a list of estimator keys
 
-my_sign = "negative"                   # your answer to 1
-my_nonnegative = ["k2", "k3", "abs"]   # your answer to 2
-my_right_gradient = ["k2"]             # your answer to 3
-print(check_k1_sign(my_sign), check_nonnegative_estimators(my_nonnegative),
-      check_reverse_kl_gradient(my_right_gradient))
+# %% tags=["hide-input"]
+# The solutions, worked by hand: filled in only when the notebook runs with solutions=True (the headless checks).
+# Try the exercises first; in the book this cell is folded.
+if solutions:
+    import math
+
+    logr = math.log(0.1) - math.log(0.4)   # k1 = log r = log(1/4) < 0: the token is less likely under pi
+    my_sign = "positive" if logr > 0 else "negative" if logr < 0 else "zero"
+    # as functions of x = log r: k1 = x changes sign; k2 = x^2 / 2 >= 0; |x| >= 0; k3 = e^-x - 1 + x >= 0 because
+    # e^-x lies above its tangent 1 - x at 0. Tried on a few values of both signs:
+    estimators = {"k1": lambda x: x, "k2": lambda x: x * x / 2, "k3": lambda x: math.exp(-x) - 1 + x,
+                  "abs": abs}
+    my_nonnegative = [k for k, f in estimators.items() if all(f(x) >= 0 for x in (-3, -0.5, 0.5, 3))]
+    # grad of k_x w.r.t. log pi(y), averaged over y ~ pi (sum_y pi(y) grad log pi(y) = grad sum_y pi(y) = 0):
+    #   k1: E[grad log pi] = 0                                      (no gradient in expectation)
+    #   k2: E[log r grad log pi] = grad KL(pi || pi_ref)            (the right one)
+    #   k3: E[(1 - pi_ref / pi) grad log pi] = -sum_y pi_ref grad log pi = grad KL(pi_ref || pi)   (the forward KL)
+    my_right_gradient = ["k2"]
+
+# %%
+from workbench.exercises import check_answers, check_k1_sign, check_nonnegative_estimators, check_reverse_kl_gradient
+
+check_answers([(1, my_sign, check_k1_sign),
+              (2, my_nonnegative, check_nonnegative_estimators),
+              (3, my_right_gradient, check_reverse_kl_gradient)])

@@ -57,6 +57,7 @@ task = "countdown"   # the task of the real rollouts in sections 4 and 5
 rl_steps = 3         # rollout batches per setting of mu in section 4
 stale_updates = 6    # policy updates after which the stale batch of section 5 is re-scored
 seed = 0
+solutions = False    # True fills in the exercises' answers (the learner's cells start empty)
 runs_dir = "runs"   # where the run folders go (`make run` / `workbench notebook` point it at their folder)
 
 # %%
@@ -261,11 +262,42 @@ staleness_figure(stale_rows).show()
 #
 # 1. A run uses `minibatches=1` and `ppo_epochs=1`. What fraction of tokens does PPO-clip (ε = 0.2) clip?
 # 2. At ratio $r = 1.5$ and advantage $A = +1$, which of `ppo-clip`, `dual-clip`, `cispo`, `sapo`, `gspo`
-#    (all at their defaults) still give the token a non-zero gradient?
+#    (all at their defaults) still give the token a non-zero gradient? (a set of keys)
+# 3. A bad token ($A = -1$) became 5 times more likely since the batch was sampled ($r = 5$). What gradient
+#    weight $w$ do `ppo-clip` (ε = 0.2) and `dual-clip` ($c = 3$) give it? (a pair: PPO-clip, dual-clip)
+#
+# Write your answers in the cell below (they start as `None`) and run the check cell after it. The worked
+# solutions are in the folded cell in between: they fill in the answers only when the notebook runs with
+# `-p solutions=True`.
 
 # %%
-from workbench.exercises import check_nonzero_weight_objectives, check_on_policy_clip_fraction
+on_policy_clip_fraction = None    # 1: a float
+nonzero_weight = None             # 2: a set of objective keys
+bad_token_weights = None          # 3: a pair of floats (ppo-clip, dual-clip)
 
-on_policy_clip_fraction = 0.0           # your answer to 1
-nonzero_weight = {"cispo", "sapo"}      # your answer to 2: a set of objective keys
-print(check_on_policy_clip_fraction(on_policy_clip_fraction), check_nonzero_weight_objectives(nonzero_weight))
+# %% tags=["hide-input"]
+# The solutions, worked by hand: filled in only when the notebook runs with solutions=True (the headless checks).
+# Try the exercises first; in the book this cell is folded.
+if solutions:
+    eps = 0.2
+    r = 1.0   # one optimizer step per batch: old_logp comes from the very policy being trained, so r = 1 everywhere
+    on_policy_clip_fraction = float(not 1 - eps <= r <= 1 + eps)   # no token outside [1 - eps, 1 + eps]: 0.0
+    r, A = 1.5, +1
+    zeroed = {"ppo-clip": r > 1 + eps,      # A > 0 beyond 1 + eps_high: the clipped, constant branch
+              "dual-clip": r > 1 + eps,     # the same for A > 0; its cap c only acts on A < 0
+              "gspo": r > 1 + 4e-4,         # a sequence clip with eps_high = 4e-4: r = 1.5 is far out
+              "cispo": False,               # w = A min(r, C): truncated, never 0
+              "sapo": False}                # w = A r 4 sigma (1 - sigma): a smooth gate, small but not 0
+    nonzero_weight = {key for key, zero in zeroed.items() if not zero}
+    r, A, c = 5.0, -1, 3.0
+    w_ppo = A * r if r > 1 - eps else 0.0   # A < 0 is only clipped below 1 - eps: above it w = r A, unbounded
+    w_dual = 0.0 if r > c else w_ppo        # beyond r = c the loss is the constant cap -c A: no gradient
+    bad_token_weights = (w_ppo, w_dual)     # (-5.0, 0.0)
+
+# %%
+from workbench.exercises import (check_answers, check_negative_advantage_weights, check_nonzero_weight_objectives,
+                                 check_on_policy_clip_fraction)
+
+check_answers([(1, on_policy_clip_fraction, check_on_policy_clip_fraction),
+              (2, nonzero_weight, check_nonzero_weight_objectives),
+              (3, bad_token_weights, check_negative_advantage_weights)])

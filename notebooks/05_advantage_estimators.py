@@ -50,6 +50,7 @@
 preset = "smoke"   # nothing is trained here; "smoke" and "full" run the same cells
 seed = 0
 G = 8              # group size of section 4
+solutions = False  # True fills in the exercises' answers (the learner's cells start empty)
 
 # %%
 import os
@@ -205,10 +206,37 @@ print(f"{'p = k/G':24}", "  ".join(f"{p:5.2f}" for p in table["p"][1:G]))
 # 1. Compute by hand the RLOO advantages of the group with rewards `[1, 0, 0, 0]`.
 # 2. In a group of $G = 8$ answers with 0/1 rewards, at which success rate $p$ (one of 1/8 … 7/8) does a
 #    right answer get the **largest** GRPO advantage (group std, Bessel)?
+# 3. Compute by hand the OPO advantages of the group with rewards `[1, 0, 0, 0]` whose answers have 2, 6, 4 and 4
+#    tokens. Compare with the plain mean-centred rewards: which answers gain, which lose?
+#
+# Write your answers in the cell below (they start as `None`) and run the check cell after it. The worked
+# solutions are in the folded cell in between: they fill in the answers only when the notebook runs with
+# `-p solutions=True`.
 
 # %%
-from workbench.exercises import check_largest_advantage_rate, check_rloo_by_hand
+my_rloo = None      # 1: a list of 4 floats
+largest_at = None   # 2: a float p = k/8
+my_opo = None       # 3: a list of 4 floats
 
-my_rloo = [1.0, -1 / 3, -1 / 3, -1 / 3]   # your answer to 1
-largest_at = 1 / 8                         # your answer to 2
-print(check_rloo_by_hand(my_rloo), check_largest_advantage_rate(largest_at))
+# %% tags=["hide-input"]
+# The solutions, worked by hand: filled in only when the notebook runs with solutions=True (the headless checks).
+# Try the exercises first; in the book this cell is folded.
+if solutions:
+    import math
+
+    R = [1, 0, 0, 0]
+    my_rloo = [r - (sum(R) - r) / (len(R) - 1) for r in R]   # baseline: the mean of the 3 others -> [1, -1/3, ...]
+    # a right answer gets (1 - p) / std, std = sqrt(p (1 - p) G / (G - 1)): sqrt((1 - p) / p) up to a constant,
+    # largest at the smallest p
+    n = 8   # the group size of the exercise (the parameter G may differ)
+    largest_at = max(range(1, n), key=lambda k: (1 - k / n) / math.sqrt(k / n * (1 - k / n) * n / (n - 1))) / n
+    opo_lengths = [2, 6, 4, 4]
+    b = sum(n_i * r for n_i, r in zip(opo_lengths, R)) / sum(opo_lengths)   # 2 / 16 = 0.125, below the mean 0.25
+    my_opo = [r - b for r in R]   # [0.875, -0.125, ...]: the short right answer gains, the wrong ones lose less
+
+# %%
+from workbench.exercises import check_answers, check_largest_advantage_rate, check_opo_by_hand, check_rloo_by_hand
+
+check_answers([(1, my_rloo, check_rloo_by_hand),
+              (2, largest_at, check_largest_advantage_rate),
+              (3, my_opo, check_opo_by_hand)])

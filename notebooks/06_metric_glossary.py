@@ -48,6 +48,7 @@ task = "countdown"
 steps = None         # None: 20 on smoke, the preset's count on full
 eval_every = 10      # also log eval/accuracy every k steps (0: only before and after)
 seed = 0
+solutions = False    # True fills in the exercises' answers (the learner's cells start empty)
 runs_dir = "runs"   # where the run folders go (`make run` / `workbench notebook` point it at their folder)
 
 # %%
@@ -253,11 +254,30 @@ print(f"all {len(logged)} logged metrics are in GLOSSARY: {', '.join(sorted(logg
 #
 # 1. Three tokens have ratios $r = 0.5, 1, 2$. What is their `kl/k3_old`?
 # 2. The reward curve of a run went flat. Which logged metric tells you directly that most groups carry no
-#    learning signal at all?
+#    learning signal at all? (a metric key)
+#
+# Write your answers in the cell below (they start as `None`) and run the check cell after it. The worked
+# solutions are in the folded cell in between: they fill in the answers only when the notebook runs with
+# `-p solutions=True`.
 
 # %%
-from workbench.exercises import check_k3_old, check_no_signal_metric
+my_k3 = None       # 1: a float
+no_signal = None   # 2: a metric key
 
-my_k3 = 1 / 6                          # your answer to 1
-no_signal = "frac_zero_std_groups"     # your answer to 2: a metric key
-print(check_k3_old(my_k3), check_no_signal_metric(no_signal))
+# %% tags=["hide-input"]
+# The solutions, worked by hand: filled in only when the notebook runs with solutions=True (the headless checks).
+# Try the exercises first; in the book this cell is folded.
+if solutions:
+    import math
+
+    ratios = (0.5, 1.0, 2.0)
+    my_k3 = sum((r - 1) - math.log(r) for r in ratios) / len(ratios)   # (0.193 + 0 + 0.307) / 3 = 1/6
+    # a group whose rewards are all equal has std 0 and advantage 0 on every token: no gradient at all. The share
+    # of such groups is logged directly (reward/std is over the whole batch: it stays high when some prompts are
+    # all right and others all wrong, although no group then carries a signal)
+    no_signal = "frac_zero_std_groups"
+
+# %%
+from workbench.exercises import check_answers, check_k3_old, check_no_signal_metric
+
+check_answers([(1, my_k3, check_k3_old), (2, no_signal, check_no_signal_metric)])

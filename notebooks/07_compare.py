@@ -37,6 +37,7 @@ task = "countdown"
 seeds = 1          # seeds 0..seeds-1 for every recipe
 steps = None       # None: 15 on smoke, the preset's count on full
 seed = 0           # unused here (each run uses its own seed index); kept for the common parameter set
+solutions = False  # True fills in the exercises' answers (the learner's cells start empty)
 runs_dir = "runs"   # where the run folders go (`make run` / `workbench notebook` point it at their folder)
 
 # %%
@@ -90,10 +91,26 @@ seed_band_curves(groups, keys=["reward/mean", "accuracy", "entropy", "kl", "clip
 # %% [markdown]
 # ## Exercises (checked automatically)
 #
-# 1. Which of the recipes above uses no KL term at all? Answer with a list of keys.
+# 1. Which of the recipes above uses no KL term at all, neither in the loss nor in the reward? Answer with a
+#    list of keys.
+#
+# Write your answer in the cell below (it starts as `None`) and run the check cell after it. The worked
+# solution is in the folded cell in between: it fills in the answer only when the notebook runs with
+# `-p solutions=True`.
 
 # %%
-from workbench.exercises import check_recipes_without_kl
+no_kl = None   # 1: a list of recipe keys
 
-no_kl = ["dr_grpo", "dapo", "lite-ppo", "cispo"]   # your answer
-print(check_recipes_without_kl(no_kl, recipes))
+# %% tags=["hide-input"]
+# The solution, worked out: filled in only when the notebook runs with solutions=True (the headless checks).
+# Try the exercise first; in the book this cell is folded.
+if solutions:
+    # a KL term sits in a recipe's regularizers (kl-penalty: in the loss) or its reward shaping (kl-in-reward)
+    kl_terms = {key: [u.key for u in get_recipe(key).regularizers + get_recipe(key).reward_shaping
+                      if u.key.startswith("kl-")] for key in recipes}
+    no_kl = [key for key, terms in kl_terms.items() if not terms]
+
+# %%
+from workbench.exercises import check_answers, check_recipes_without_kl
+
+check_answers([(1, no_kl, lambda a: check_recipes_without_kl(a, recipes))])

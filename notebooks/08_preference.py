@@ -64,6 +64,7 @@ dpo_steps = None     # None: 40 on smoke, the preset's count on full
 compare_recipes = ["dpo", "ipo", "simpo", "kto", "online-dpo"]
 compare_steps = None  # None: 20 on smoke, the preset's count on full
 seed = 0
+solutions = False    # True fills in the exercises' answers (the learner's cells start empty)
 runs_dir = "runs"   # where the run folders go (`make run` / `workbench notebook` point it at their folder)
 
 # %%
@@ -369,15 +370,40 @@ seed_band_curves(groups, keys=["logps/chosen", "logps/rejected"]).show()
 #    list of keys.
 # 3. In rock–paper–scissors with strength 0.9, what is the exploitability of the policy that always plays
 #    rock?
+#
+# Write your answers in the cell below (they start as `None`) and run the check cell after it. The worked
+# solutions are in the folded cell in between: they fill in the answers only when the notebook runs with
+# `-p solutions=True`.
 
 # %%
-from workbench.exercises import check_dpo_weight_at_zero, check_pure_rock_exploitability, check_reference_free
+my_weight = None             # 1: a float
+reference_free = None        # 2: a list of loss keys
+rock_exploitability = None   # 3: a float
 
-my_weight = 0.05                   # your answer to 1
-reference_free = ["simpo"]         # your answer to 2
-rock_exploitability = 0.45         # your answer to 3
-print(check_dpo_weight_at_zero(my_weight), check_reference_free(reference_free),
-      check_pure_rock_exploitability(rock_exploitability))
+# %% tags=["hide-input"]
+# The solutions, worked by hand: filled in only when the notebook runs with solutions=True (the headless checks).
+# Try the exercises first; in the book this cell is folded.
+if solutions:
+    import math
+
+    beta, delta = 0.1, 0.0
+    # L = -log sigmoid(beta Delta), so -dL/dDelta = beta sigmoid(-beta Delta): beta / 2 at Delta = 0
+    my_weight = beta / (1 + math.exp(beta * delta))
+    # dpo, ipo, cdpo-robust and hinge all score a pair by the log-ratio margin against pi_ref; SimPO's implicit
+    # reward is the length-normalised log pi(y) / |y| of the policy alone, with a fixed target margin gamma
+    reference_free = ["simpo"]
+    # against "always rock" the best response is paper, which wins with probability 1/2 + strength/2; the
+    # exploitability is that win rate minus the game's value 1/2
+    strength = 0.9
+    rock_exploitability = (0.5 + strength / 2) - 0.5   # 0.45
+
+# %%
+from workbench.exercises import (check_answers, check_dpo_weight_at_zero, check_pure_rock_exploitability,
+                                 check_reference_free)
+
+check_answers([(1, my_weight, check_dpo_weight_at_zero),
+              (2, reference_free, check_reference_free),
+              (3, rock_exploitability, check_pure_rock_exploitability)])
 
 # %% [markdown]
 # ## A real instruct model

@@ -385,15 +385,10 @@ if solutions:
     my_two_step = 1 / math.sqrt(2)   # two members: (a - (a+b)/2) / (|a-b|/sqrt 2), whatever the gap
 
 # %%
-from workbench.exercises import (check_anchor_step_advantage, check_trained_tokens, check_two_step_anchor,
-                                 check_unshared_step_advantage)
+from workbench.exercises import (check_anchor_step_advantage, check_answers, check_trained_tokens,
+                                 check_two_step_anchor, check_unshared_step_advantage)
 
-for number, answer, check in [(1, my_trained_tokens, check_trained_tokens),
-                              (2, my_start_step, check_anchor_step_advantage),
-                              (3, my_unshared_step, check_unshared_step_advantage),
-                              (4, my_two_step, check_two_step_anchor)]:
-    if answer is None:
-        print(f"exercise {number}: no answer yet: replace None in the answers cell above and run it and this cell "
-              f"(or execute the notebook with -p solutions=True to see the solutions)")
-    else:
-        print(f"exercise {number}: {check(answer)}")
+check_answers([(1, my_trained_tokens, check_trained_tokens),
+              (2, my_start_step, check_anchor_step_advantage),
+              (3, my_unshared_step, check_unshared_step_advantage),
+              (4, my_two_step, check_two_step_anchor)])

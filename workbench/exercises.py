@@ -8,6 +8,42 @@ from workbench.batch import RolloutBatch
 from workbench.objectives.ppo import ppo_clip
 
 
+def _near(answer, value: float, tol: float = 1e-3) -> bool:
+    """An exercise's numeric answer (None while the learner's cell is still empty) within `tol` of `value`."""
+    return answer is not None and abs(float(answer) - float(value)) <= tol
+
+
+def _numbers(answer) -> list[float] | None:
+    """An exercise's answer made of several numbers as a list of floats; None if it is not one."""
+    if isinstance(answer, str):
+        return None
+    try:
+        return [float(x) for x in answer]
+    except (TypeError, ValueError):
+        return None
+
+
+def _all_near(answer, values, tol: float = 1e-3) -> bool:
+    """An answer of several numbers, as many as `values`, each within `tol` of its value."""
+    given = _numbers(answer)
+    return given is not None and len(given) == len(values) and all(_near(a, v, tol) for a, v in zip(given, values))
+
+
+def check_answers(exercises) -> None:
+    """Print each exercise's verdict: "no answer yet" for an answer still None, else what its check says (which
+    explains a wrong answer by raising). `exercises`: (number, answer, check) triples, in order."""
+    for number, answer, check in exercises:
+        if answer is None:
+            print(f"exercise {number}: no answer yet: replace None in the answers cell above and run it and this cell "
+                  f"(or execute the notebook with -p solutions=True to see the solutions)")
+        else:
+            print(f"exercise {number}: {check(answer)}")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Notebook 01: GRPO end to end
+
+
 def check_grpo_by_hand(answer, rewards=(1.0, 0.0, 0.0, 0.0)) -> str:
     """Exercise: GRPO advantages of one group (Bessel std, eps = 0)."""
     r = torch.tensor(rewards, dtype=torch.float64)
@@ -37,6 +73,29 @@ def check_zero_gradient(answer: str, ratio: float = 1.3, eps: float = 0.2) -> st
         raise AssertionError(f"not quite: the clipped branch is active when A>0 and r>1+eps, or A<0 and "
                              f"r<1-eps (ratio {ratio}, eps {eps})")
     return "correct"
+
+
+STD_EXERCISE_GROUPS = ((1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0), (1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0))
+
+
+def grpo_sum_of_squares(groups=STD_EXERCISE_GROUPS, **kw) -> tuple[float, ...]:
+    """Σ_i A_i² of each group under the registered GRPO advantage (eps = 0 unless given; other kw go to grpo)."""
+    kw = {"eps": 0.0, **kw}
+    return tuple(float((grpo(RolloutBatch.from_rewards(r), **kw)[:, 0] ** 2).sum()) for r in groups)
+
+
+def check_grpo_sum_of_squares(answer, groups=STD_EXERCISE_GROUPS) -> str:
+    """Exercise: the total squared GRPO advantage Σ A_i² of a 1-of-8 and a 4-of-8 group (Bessel std, eps = 0)."""
+    if _all_near(answer, grpo_sum_of_squares(groups)):
+        return "correct"
+    if _all_near(answer, grpo_sum_of_squares(groups, unbiased=False)):
+        hint = "that is the population std; GRPO divides by the Bessel (G - 1) std"
+    elif _all_near(answer, grpo_sum_of_squares(groups, scale="none")):
+        hint = "that is Σ (R_i - mean)², Dr.GRPO's advantage without the std division; divide by std² first"
+    else:
+        hint = ("A_i = (R_i - mean) / std with std² = Σ_j (R_j - mean)² / (G - 1): write Σ_i A_i² with that std² "
+                "and simplify (answer one number per group)")
+    raise AssertionError(f"not quite ({answer}): {hint}")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -85,6 +144,33 @@ def check_length_bias(answer: str, mode: str = "seq-mean-token-mean", lengths=(2
         raise AssertionError(f"not quite: compare the per-token weights of a {lengths[0]}-token and a "
                              f"{lengths[1]}-token answer under {mode} (answer 'short', 'long' or 'same')")
     return "correct"
+
+
+def local_microbatch_weight(lengths=(10, 1000), k: int = 2, mode: str = "token-mean", row: int = 0) -> float:
+    """Per-token weight of answer `row` when the step is split into k micro-batches that each divide by their
+    OWN counts and the accumulation loop divides by k (autograd through the library's accumulation loop)."""
+    from workbench.viz.math_figures import microbatch_token_weights
+
+    return float(microbatch_token_weights(lengths, k, mode, "local")[row])
+
+
+def check_local_microbatch_weight(answer, lengths=(10, 1000), k: int = 2, mode: str = "token-mean",
+                                  row: int = 0) -> str:
+    """Exercise: the weight of a token of the short answer when each micro-batch holds one answer and takes its
+    own token-mean."""
+    expected = local_microbatch_weight(lengths, k, mode, row)
+    if _near(answer, expected, 1e-6 + 1e-3 * abs(expected)):
+        return "correct"
+    full = token_weight(lengths, mode, row)
+    if _near(answer, full, 1e-6 + 1e-3 * full):
+        hint = ("that is the full-batch (global) weight; a micro-batch that uses its own counts only knows its "
+                "own tokens")
+    elif _near(answer, expected * k, 1e-6 + 1e-3 * expected * k):
+        hint = f"the accumulation loop also divides each micro-batch's loss by k = {k}"
+    else:
+        hint = (f"the {lengths[row]}-token answer's micro-batch divides by its own token count only, then the loop "
+                f"divides by k = {k}")
+    raise AssertionError(f"not quite ({answer}): {hint}")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -200,6 +286,37 @@ def check_nonzero_weight_objectives(answer, ratio: float = 1.5, advantage: float
     return "correct"
 
 
+def negative_advantage_weights(ratio: float = 5.0, advantage: float = -1.0) -> tuple[float, float]:
+    """(ppo-clip, dual-clip) gradient weights of one token at (ratio, advantage), both at their defaults."""
+    from workbench.viz.zoo import gradient_weight_surface
+
+    return tuple(float(gradient_weight_surface(key, [ratio], [advantage])[0, 0]) for key in ("ppo-clip", "dual-clip"))
+
+
+def check_negative_advantage_weights(answer, ratio: float = 5.0, advantage: float = -1.0) -> str:
+    """Exercise: the gradient weights of PPO-clip and dual-clip on a bad token whose probability grew 5×."""
+    from workbench import registry
+
+    expected = negative_advantage_weights(ratio, advantage)
+    if _all_near(answer, expected):
+        return "correct"
+    hp = registry.get("objective", "dual-clip").defaults
+    c, eps = hp["dual_clip_c"], hp["eps_low"]
+    given = _numbers(answer)
+    if given is not None and len(given) == 2 and _near(given[0], 0.0, 1e-9):
+        hint = (f"PPO-clip zeroes A < 0 only below r = 1 - eps = {1 - eps:g}; at r = {ratio:g} its unclipped "
+                "branch r A is active, with no bound: that is what dual-clip is for")
+    elif given is not None and len(given) == 2 and _near(given[0], -expected[0]) and expected[0] != 0:
+        hint = f"mind the sign: the weight is r A with A = {advantage:+g}, so the token is pushed down"
+    elif given is not None and len(given) == 2 and _near(given[0], expected[0]):
+        hint = (f"PPO-clip is right; dual-clip caps the loss of A < 0 tokens at -c A (c = {c:g}): beyond r = c "
+                "the cap is a constant, so what is its gradient?")
+    else:
+        hint = (f"answer a pair (PPO-clip, dual-clip); w = d(-l)/d log pi is r A on the unclipped branch and 0 on "
+                f"a clipped or capped one (r = {ratio:g}, A = {advantage:+g}, eps = {eps:g}, c = {c:g})")
+    raise AssertionError(f"not quite ({answer}): {hint}")
+
+
 # ----------------------------------------------------------------------------------------------------
 # Notebook 05: advantage estimators
 
@@ -234,6 +351,27 @@ def check_largest_advantage_rate(answer, G: int = 8) -> str:
                              f"with std = sqrt(p (1 - p) G / (G - 1)); which k/G makes it largest? "
                              f"(you gave {answer})")
     return "correct"
+
+
+def opo_advantages(rewards=(1.0, 0.0, 0.0, 0.0), lengths=(2, 6, 4, 4)) -> list[float]:
+    """The registered `opo` advantages of one group of answers with these rewards and lengths."""
+    from workbench import registry
+
+    batch = RolloutBatch.from_rewards(rewards, None, lengths)
+    return registry.get("advantage", "opo").fn(batch)[:, 0].tolist()
+
+
+def check_opo_by_hand(answer, rewards=(1.0, 0.0, 0.0, 0.0), lengths=(2, 6, 4, 4)) -> str:
+    """Exercise: OPO advantages of one group (the baseline is the length-weighted mean reward)."""
+    if _all_near(answer, opo_advantages(rewards, lengths)):
+        return "correct"
+    mean = sum(rewards) / len(rewards)
+    if _all_near(answer, [r - mean for r in rewards]):
+        hint = f"that baseline is the plain mean {mean:g}; OPO weights each reward by its answer's length"
+    else:
+        hint = (f"baseline b = Σ |y_i| R_i / Σ |y_i| over the group (lengths {list(lengths)}), then A_i = R_i - b "
+                "(one number per answer)")
+    raise AssertionError(f"not quite ({answer}): {hint}")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -440,11 +578,6 @@ def gigpo_step_advantage(row: int, step: int, omega: float = 1.0) -> float:
 def anchor_step_advantage(row: int = 0, step: int = 0) -> float:
     """The step-level term A_S of (row, step): GiGPO's advantage minus its omega = 0 value (the episode term)."""
     return gigpo_step_advantage(row, step, 1.0) - gigpo_step_advantage(row, step, 0.0)
-
-
-def _near(answer, value: float, tol: float = 1e-3) -> bool:
-    """An exercise's numeric answer (None while the learner's cell is still empty) within `tol` of `value`."""
-    return answer is not None and abs(float(answer) - float(value)) <= tol
 
 
 def check_anchor_step_advantage(answer, row: int = 0, step: int = 0, gamma: float = 0.95) -> str:

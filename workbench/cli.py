@@ -1,4 +1,4 @@
-"""Command line: `workbench run`, `compare`, `notebook`, `report`, `list`."""
+"""Command line: `workbench run`, `compare`, `notebook`, `report`, `export`, `eval`, `list`."""
 from __future__ import annotations
 
 import argparse
@@ -51,6 +51,35 @@ def cmd_report(args) -> int:
         print(f"error: {run_dir} is not a run folder (no config.json)", file=sys.stderr)
         return 2
     print(write_report(run_dir))
+    return 0
+
+
+def cmd_export(args) -> int:
+    from workbench.export import export_run
+
+    record = export_run(args.run, args.out, step=args.step, adapter=args.adapter, progress=not args.quiet)
+    what = {"full": "weights", "merged": "LoRA merged into full weights", "adapter": "PEFT adapter"}[record["format"]]
+    print(f"exported step {record['step']} of {args.run} ({what}) to {args.out}")
+    if record["format"] == "adapter":
+        print(f"load it: peft.PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained({record['base']!r}), "
+              f"{args.out!r})")
+    else:
+        print(f"load it: transformers.AutoModelForCausalLM.from_pretrained({args.out!r})")
+    print(f"score it: {record['eval']}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from workbench.export import evaluate_model
+    from workbench.files import write_atomic
+    from workbench.train import apply_sets, make_config
+
+    config = apply_sets(make_config("smoke", task=args.task, model=args.model), args.set or [])
+    accuracy, records = evaluate_model(config)
+    print(f"greedy accuracy of {config.model} on {len(records)} held-out prompts of {config.task}: {accuracy:.4f}")
+    if args.out:
+        write_atomic(args.out, "".join(json.dumps(r) + "\n" for r in records))
+        print(f"records: {args.out}")
     return 0
 
 
@@ -142,6 +171,26 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("dir")
     report.set_defaults(fn=cmd_report)
 
+    export = sub.add_parser("export", help="write a run's checkpoint as a transformers save_pretrained folder (model "
+                                           "+ tokenizer; LoRA merged), or with --adapter a PEFT adapter folder")
+    export.add_argument("run", help="run folder")
+    export.add_argument("out", help="new (or empty) folder to write")
+    export.add_argument("--step", type=int, help="a kept checkpoint's step (default: the newest)")
+    export.add_argument("--adapter", action="store_true",
+                        help="LoRA runs: the adapter alone (peft.PeftModel.from_pretrained(base, OUT)), not merged")
+    export.add_argument("--quiet", action="store_true", help="no progress bars (an SFT warm start rebuilt)")
+    export.set_defaults(fn=cmd_export)
+
+    ev = sub.add_parser("eval", help="greedy accuracy of a model folder (or 'tiny') on a task's held-out set, "
+                                     "the evaluation runs do before and after training")
+    ev.add_argument("model", help="a save_pretrained folder (e.g. from workbench export), a PEFT adapter folder "
+                                  "from export --adapter, a hub id, or tiny")
+    ev.add_argument("--task", default="countdown", help="task name (addition, countdown, reasoning_gym:<name>)")
+    ev.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="a config field of the evaluation, e.g. --set eval_size=200 --set max_new_tokens=10")
+    ev.add_argument("--out", help="also write the per-prompt records to this JSONL file")
+    ev.set_defaults(fn=cmd_eval)
+
     lst = sub.add_parser("list", help="registered components")
     lst.add_argument("--json", action="store_true", help="machine-readable list of objects")
     lst.add_argument("--kind", help="only this kind: one per pipeline slot (reward, reward_shaping, group_transform, "
@@ -160,6 +209,7 @@ def terminate_as_interrupt(signum, frame):
 def main(argv: list[str] | None = None) -> int:
     from workbench.book import BookError
     from workbench.train.guards import NoGradientError, NonFiniteError
+    from workbench.train.metrics import TensorBoardMissing
     from workbench.train.steps import Interrupted
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -168,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, terminate_as_interrupt) if main_thread else None
     try:
         return args.fn(args)
-    except (ValueError, KeyError, FileNotFoundError, BookError) as e:  # bad input: nothing was trained
+    except (ValueError, KeyError, FileNotFoundError, BookError, TensorBoardMissing) as e:  # bad input: none trained
         print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
     except (NonFiniteError, NoGradientError) as e:  # the run stopped; its folder resumes from the last checkpoint

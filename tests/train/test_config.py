@@ -120,6 +120,7 @@ def test_the_default_config_json_is_unchanged_on_the_old_keys():
     for preset, digest in old_keys.items():
         d = json.loads(make_config(preset).to_json())
         assert d.pop("nonfinite") == "stop"
+        assert d.pop("report_to") == "none"
         assert hashlib.sha256(json.dumps(d, indent=2, sort_keys=True).encode()).hexdigest() == digest
     assert RunConfig(**dataclasses.asdict(RunConfig())) == RunConfig()
 
@@ -170,6 +171,7 @@ BOUNDS = {  # written out independently of config.py, as the oracle
         type(v) is str and v.startswith("cuda:") and v[5:].isascii() and v[5:].isdigit()),
     "dtype": text("float32", "bfloat16", "float16"), "threads": integer(1), "engine": text("hf", "vllm"),
     "vllm_kv_cache_mb": integer(1), "vllm_max_model_len": integer(1), "nonfinite": text("stop", "skip"),
+    "report_to": text("none", "tensorboard"),
 }
 
 

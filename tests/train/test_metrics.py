@@ -37,3 +37,19 @@ def test_rows_that_are_json_but_not_metrics_rows_count_as_damage(tmp_path):
     path.write_text('{"step": 0}\n[1, 2]\n{"step": 1}\n')
     with pytest.raises(MetricsError, match=":2:"):
         resumable_rows(path)
+
+
+def test_tensorboard_log_writes_one_scalar_per_numeric_metric_and_skips_the_rest(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    log = MetricsLog(tmp_path / "metrics.jsonl", tensorboard=tmp_path / "tb")
+    assert not (tmp_path / "tb").exists()  # the writer starts with the first row (only the main process logs)
+    log.append({"step": 0, "loss": 0.5, "count": 3, "kl": None, "bad": float("nan"), "name": "x", "flag": True})
+    log.append({"step": 1, "loss": 0.25, "count": 4, "kl": 0.125})
+    log.close()
+    events = EventAccumulator(str(tmp_path / "tb"))
+    events.Reload()
+    assert sorted(events.Tags()["scalars"]) == ["count", "kl", "loss"]
+    assert [(s.step, s.value) for s in events.Scalars("loss")] == [(0, 0.5), (1, 0.25)]
+    assert [(s.step, s.value) for s in events.Scalars("kl")] == [(1, 0.125)]
+    assert [r["kl"] for r in read_rows(tmp_path / "metrics.jsonl")] == [None, 0.125]

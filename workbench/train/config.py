@@ -92,6 +92,7 @@ Engine = Literal["hf", "vllm"]
 Distributed = Literal[MODES]  # the modes DataParallel runs
 DType = Literal["float32", "bfloat16", "float16"]
 NonFinite = Literal["stop", "skip"]
+ReportTo = Literal["none", "tensorboard"]
 
 ENGINES = get_args(Engine)  # rollout engines (workbench.rollout.make_engine)
 
@@ -160,6 +161,7 @@ class RunConfig:
     vllm_kv_cache_mb: PositiveInt = 128  # engine="vllm": KV-cache memory (MiB) reserved by the vLLM engine
     vllm_max_model_len: PositiveInt = 256  # engine="vllm": longest prompt + response the vLLM engine accepts
     nonfinite: NonFinite = "stop"     # NaN/inf loss or gradient: "stop" with an error, or "skip" the update (counted)
+    report_to: ReportTo = "none"      # also log every metrics row to TensorBoard event files in RUN/tensorboard/
 
     @model_validator(mode="after")
     def consistent(self) -> "RunConfig":

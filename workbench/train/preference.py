@@ -29,8 +29,8 @@ from workbench.models import (add_lora, checkpoint_state, frozen_copy, frozen_re
 from workbench.files import save_atomic, write_atomic
 from workbench.train.folder import claim_run_folder, write_run_results
 from workbench.train.guards import NonFiniteGuard
-from workbench.train.metrics import MetricsLog
-from workbench.train.sft import check_task_prompts, warm_start
+from workbench.train.metrics import run_log
+from workbench.train.sft import check_task_prompts, record_warm_start, warm_start
 from workbench.train.steps import run_steps
 
 
@@ -129,7 +129,7 @@ class PreferenceTrainer:
                              "(set iteration_update to 'prev' or 'momentum')")
         self.loss = registry.get("preference", self.recipe.loss)
         self.task = get_task(config.task, **config.task_kw)
-        self.log = MetricsLog(self.out / "metrics.jsonl")
+        self.log = run_log(self.out, config)  # metrics.jsonl (+ TensorBoard with report_to="tensorboard")
         self.nonfinite = NonFiniteGuard(config.nonfinite)
 
     def setup(self) -> "PreferenceTrainer":
@@ -139,6 +139,7 @@ class PreferenceTrainer:
         c = self.config
         torch.set_num_threads(c.threads)
         folder = warm_start(c, self.task, progress=self.progress)
+        record_warm_start(self.out, c, self.task, folder)  # `workbench export` rebuilds the policy from it
         self.model, self.tokenizer = load_model(str(folder) if folder else c.model, **c.model_kw())
         check_task_prompts(self.task, self.model, self.tokenizer, c.max_new_tokens)
         if c.lora_r > 0:

@@ -29,9 +29,9 @@ from workbench.train.distributed import DataParallel
 from workbench.train.evaluate import greedy_accuracy
 from workbench.train.folder import claim_run_folder, write_run_results
 from workbench.train.guards import DeadGradientGuard, NonFiniteGuard
-from workbench.train.metrics import MetricsLog
+from workbench.train.metrics import run_log
 from workbench.train.pipeline import Pipeline
-from workbench.train.sft import check_task_prompts, warm_start
+from workbench.train.sft import check_task_prompts, record_warm_start, warm_start
 from workbench.train.steps import run_steps
 from workbench.values import ValueHead
 
@@ -67,7 +67,7 @@ class Trainer:
         self.pipeline = Pipeline(self.recipe, track_kl=config.track_kl)  # refuses parts that don't fit
         self.pipeline.check_group_size(config.group_size)
         self.task = get_task(config.task, **config.task_kw)
-        self.log = MetricsLog(self.out / "metrics.jsonl")
+        self.log = run_log(self.out, config)  # metrics.jsonl (+ TensorBoard with report_to="tensorboard")
         self.parallel = DataParallel(config.distributed, config.device)  # one process unless launched with N
         self.sampling = Sampling(config.max_new_tokens, config.temperature, config.top_p,
                                  tuple(config.stop) or None)
@@ -79,6 +79,8 @@ class Trainer:
         c, pipeline = self.config, self.pipeline
         torch.set_num_threads(c.threads)
         folder = warm_start(c, self.task, progress=self.progress and self.parallel.is_main)
+        if self.parallel.is_main:
+            record_warm_start(self.out, c, self.task, folder)  # `workbench export` rebuilds the policy from it
         self.model, self.tokenizer = load_model(str(folder) if folder else c.model, **c.model_kw())
         check_task_prompts(self.task, self.model, self.tokenizer, c.max_new_tokens)
         reference = pipeline.parts["reference"][0]

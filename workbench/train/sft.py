@@ -16,7 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from workbench import ops
-from workbench.files import remove_stale_temps
+from workbench.files import remove_stale_temps, write_atomic
 from workbench.models import load_model, save_model_atomically
 from workbench.paths import cache_dir
 from workbench.envs.base import episode_seed
@@ -103,3 +103,14 @@ def warm_start(config, task: Task, progress: bool = True) -> Path | None:
     train_sft(model, tokenizer, task, steps=config.sft_steps, lr=config.sft_lr, batch_size=config.sft_batch,
               seed=config.seed, progress=progress)
     return save_model_atomically(model, tokenizer, folder)  # another process may have finished first
+
+
+WARM_START_FILE = "warm_start.json"  # in a run folder: where its warm start lives (`workbench export` reads it)
+
+
+def record_warm_start(out: Path, config, task: Task, folder: Path | None) -> Path:
+    """Write RUN/warm_start.json: {"path", "key", "sft_steps"} of the SFT folder the run started from, or
+    {"path": null} without SFT (the run started from config.model)."""
+    record = ({"path": str(Path(folder).resolve()), "key": warm_start_key(config, task), "sft_steps": config.sft_steps}
+              if folder is not None else {"path": None, "key": None, "sft_steps": config.sft_steps})
+    return write_atomic(Path(out) / WARM_START_FILE, json.dumps(record, indent=2))

@@ -25,8 +25,9 @@ def run_steps(step_fn: Callable[[int], dict], state_fn: Callable[[int], dict], *
               postfix: Callable[[dict], dict] = lambda row: {}, main: bool = True) -> None:
     """Run steps start..config.steps-1; after each, append its row, call `callback(row)`, and save
     `state_fn(steps_done)` every `config.checkpoint_every` steps and at the end. Only the `main` process
-    (rank 0 of a data-parallel run) writes the log and the checkpoints. KeyboardInterrupt (Ctrl-C, or SIGTERM
-    turned into one by the CLI) becomes `Interrupted`, naming the step and the checkpoint a rerun resumes from."""
+    (rank 0 of a data-parallel run) writes the log (metrics.jsonl, and TensorBoard event files with
+    report_to="tensorboard") and the checkpoints. KeyboardInterrupt (Ctrl-C, or SIGTERM turned into one by the
+    CLI) becomes `Interrupted`, naming the step and the checkpoint a rerun resumes from."""
     bar = tqdm(range(start, config.steps), initial=start, total=config.steps, desc=desc,
                disable=not (progress and main))
     step, saved = start, start or None
@@ -46,3 +47,5 @@ def run_steps(step_fn: Callable[[int], dict], state_fn: Callable[[int], dict], *
     except KeyboardInterrupt:
         bar.close()
         raise Interrupted(step, saved) from None
+    finally:
+        log.close()  # the TensorBoard writer, when the run logs to one

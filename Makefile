@@ -7,7 +7,7 @@ export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install browser demo test test-fast lab book bench run clean
+.PHONY: install browser demo test test-fast lab book bench run reference-runs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -48,6 +48,10 @@ test-fast: install
 lab: install
 	$(BIN)/jupytext --to ipynb --update notebooks/*.py >/dev/null  # writes the untracked .ipynb only (--sync rewrote the .py headers)
 	$(BIN)/jupyter lab notebooks/
+
+# The comparisons the book plots, over seeds (workbench/reference.py): about an hour on this 2-core machine.
+reference-runs: install
+	$(BIN)/python -m workbench.reference
 
 book: install
 	$(BIN)/python -m workbench.book build

@@ -1,0 +1,152 @@
+"""Reference runs: the comparisons that matter, trained over seeds at a scale where differences show, and kept as
+small JSONL files under data/reference_runs/ (as CleanRL publishes its benchmarks). The book and notebook 07 plot
+them, labelled with the command, commit and machine that made them; smoke runs stay a quick live check.
+
+    make reference-runs                              # every comparison below
+    python -m workbench.reference f1-countdown       # one of them
+
+Each (recipe, seed) trains into runs/reference/NAME/RECIPE-sSEED with `workbench.train.compare.compare` (resumable:
+rerun after a stop), then NAME.jsonl is written: a `meta` line (command, commit, machine, settings), one `summary`
+line per run (greedy held-out accuracy before/after), and every `every`-th metrics row of each run (`row` lines).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from workbench.files import write_atomic
+from workbench.paths import DATA_DIR, ROOT
+
+DATA = DATA_DIR / "reference_runs"
+KEPT = ("accuracy", "reward/mean", "entropy", "kl", "response_length/mean", "clip/region", "frac_zero_std_groups",
+        "loss/preference", "rewards/margins", "rewards/accuracies")  # the curves the book draws
+
+
+@dataclass(frozen=True)
+class Reference:
+    recipes: tuple[str, ...]
+    task: str
+    seeds: int
+    sets: tuple[str, ...]      # --set assignments shared by every run
+    every: int = 5             # keep every k-th step's row (and the last)
+    question: str = ""         # what the comparison is for, one line
+
+
+REFERENCES = {
+    "f1-countdown": Reference(
+        recipes=("grpo", "dr_grpo", "dapo", "rloo", "gspo", "cispo"), task="countdown", seeds=3,
+        sets=("steps=200", "eval_size=200", "checkpoint_every=50"),
+        question="The F1 policy-gradient recipes from one warm start: which learns countdown fastest, and what "
+                 "happens to entropy, KL and length on the way?"),
+}
+
+
+def machine() -> str:
+    """The CPU (or GPU) and core count, as a reader comparing numbers needs it."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    import torch
+
+    gpu = f", {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""
+    return f"{cpu}, {os.cpu_count()} cores{gpu}; torch {torch.__version__}"
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def provenance(name: str, ref: Reference) -> dict:
+    """What made the data: taken when the training starts (the commit whose code runs)."""
+    return {"name": name, **asdict(ref), "command": f"python -m workbench.reference {name}", "commit": commit(),
+            "machine": machine(), "date": datetime.date.today().isoformat()}
+
+
+def data_lines(meta: dict, ref: Reference, runs_dir: Path) -> list[dict]:
+    """The JSONL content of a finished reference comparison (its run folders under `runs_dir`)."""
+    from workbench.train.metrics import read_rows
+
+    lines = [{"meta": meta}]
+    for recipe in ref.recipes:
+        for seed in range(ref.seeds):
+            folder = runs_dir / f"{recipe}-s{seed}"
+            summary = json.loads((folder / "summary.json").read_text())
+            lines.append({"summary": {"recipe": recipe, "seed": seed, "accuracy_before": summary["accuracy_before"],
+                                      "accuracy_after": summary["accuracy_after"]}})
+            rows = read_rows(folder / "metrics.jsonl")
+            for row in rows:
+                if row["step"] % ref.every == 0 or row is rows[-1]:
+                    lines.append({"row": {"recipe": recipe, "seed": seed, "step": row["step"],
+                                          **{k: row[k] for k in KEPT if row.get(k) is not None}}})
+    return lines
+
+
+def run(name: str, runs_root: Path = ROOT / "runs" / "reference", data_dir: Path = DATA,
+        progress: bool = True) -> Path:
+    """Train (or finish) the comparison `name` and write data_dir/NAME.jsonl; returns its path."""
+    from workbench.train.compare import compare
+
+    if name not in REFERENCES:
+        raise ValueError(f"no reference comparison {name!r}; choose from {sorted(REFERENCES)}")
+    ref = REFERENCES[name]
+    meta = provenance(name, ref)
+    compare(list(ref.recipes), task=ref.task, seeds=ref.seeds, out=runs_root / name, sets=list(ref.sets),
+            progress=progress)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps(line) + "\n" for line in data_lines(meta, ref, runs_root / name))
+    return write_atomic(data_dir / f"{name}.jsonl", text)
+
+
+def load(name: str, data_dir: Path = DATA) -> tuple[dict, dict[str, list[list[dict]]], list[dict]] | None:
+    """(meta, recipe -> rows per seed, summaries) of a stored comparison, or None when it has not been run."""
+    path = data_dir / f"{name}.jsonl"
+    if not path.exists():
+        return None
+    meta, groups, summaries = {}, {}, []
+    for line in path.read_text().splitlines():
+        item = json.loads(line)
+        if "meta" in item:
+            meta = item["meta"]
+        elif "summary" in item:
+            summaries.append(item["summary"])
+        else:
+            row = item["row"]
+            seeds = groups.setdefault(row["recipe"], [])
+            while len(seeds) <= row["seed"]:
+                seeds.append([])
+            seeds[row["seed"]].append({k: v for k, v in row.items() if k not in ("recipe", "seed")})
+    return meta, groups, summaries
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workbench.reference", description=__doc__.split("\n")[0])
+    parser.add_argument("names", nargs="*", help=f"comparisons to run (default: all of {sorted(REFERENCES)})")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    for name in args.names or sorted(REFERENCES):
+        print(f"reference comparison {name}: {REFERENCES[name].question}" if name in REFERENCES else name)
+        try:
+            print(f"wrote {run(name, progress=not args.quiet)}")
+        except (ValueError, KeyError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -148,7 +148,7 @@ entropy_heatmap(tokens, batch.entropy[rows], batch.mask[rows], title="token entr
 # ## 5. Train, with live curves
 #
 # Each step appends a row to `metrics.jsonl` in the run folder; re-running this cell resumes from the
-# last checkpoint instead of starting over. The glossary of every metric is `workbench.train.metrics.GLOSSARY`.
+# last checkpoint instead of starting over. The glossary of every metric is `workbench.train.glossary.GLOSSARY`.
 
 # %%
 live = LiveCurves(["reward/mean", "entropy", "kl"])  # one point per step as the run logs it

@@ -17,8 +17,9 @@
 # Every RL step appends one row to the run's `metrics.jsonl`. This notebook is the reference for reading those
 # rows: **what each metric measures and what a healthy curve looks like**, next to the curve of a short real
 # run (GRPO on countdown with the tiny model). The one-line definitions come from
-# `workbench.train.metrics.GLOSSARY`, the same dictionary the reports use; the "healthy" notes are written
-# here. A final check asserts that every metric the run logged has a glossary entry.
+# `workbench.train.glossary.GLOSSARY`, the same dictionary the reports use, and the "healthy" notes from
+# `workbench.train.glossary.HEALTHY` (one for every glossary key). A final check asserts that every metric the run
+# logged has a glossary entry.
 #
 # ## Key equations
 #
@@ -62,7 +63,8 @@ from IPython.display import HTML, display
 from transformers.utils import logging as hf_logging
 
 from workbench.train import Trainer, make_config, train
-from workbench.train.metrics import GLOSSARY, read_rows
+from workbench.train.glossary import GLOSSARY, HEALTHY
+from workbench.train.metrics import read_rows
 from workbench.viz.zoo import glossary_html, metric_panels
 
 torch.set_num_threads(1)
@@ -87,68 +89,7 @@ print(f"{len(rows)} steps of {recipe} on {task}: greedy accuracy {summary['accur
 # recipe (value metrics need a critic, `clip/dual` a dual-clip cap, `sampling/*` dynamic sampling).
 
 # %%
-HEALTHY = {
-    "step": "Counts up by one per row. A resumed run recomputes the steps after its last checkpoint, so rows "
-            "are never duplicated.",
-    "reward/mean": "Noisy but trending up. Flat at the warm-start level: no signal reaches the policy. A jump to "
-                   "the maximum while entropy collapses: check for reward hacking.",
-    "reward/std": "Away from 0 while the task is neither solved nor hopeless; it shrinks as reward/mean nears "
-                  "its minimum or maximum.",
-    "accuracy": "Follows reward/mean for 0/1 rewards. Sampled at temperature 1, so it stays below the greedy "
-                "eval/accuracy.",
-    "frac_zero_std_groups": "Well below 1. Climbing towards 1 means most prompts became all-right or all-wrong: "
-                            "harder prompts, a larger G or dynamic sampling are needed.",
-    "advantage/mean": "Near 0 for group-centred estimators. A persistent sign means right answers are "
-                      "systematically longer (> 0) or shorter (< 0) than wrong ones, since the mean is per token.",
-    "advantage/abs_mean": "Roughly stable (about 0.8 with std scaling). Falling while frac_zero_std_groups rises: "
-                          "the learning signal is drying up.",
-    "entropy": "Declines slowly. A crash towards 0 within a few steps is entropy collapse (no exploration left); "
-               "a steady rise means the policy is diffusing (learning rate or entropy bonus too high).",
-    "kl": "Starts at 0 and grows slowly and smoothly. A steep climb means the policy leaves the reference fast "
-          "(raise the KL coefficient or lower the learning rate).",
-    "kl/k1_old": "Tiny, about 0 with one optimizer step per batch. Can be negative: it is an unbiased but noisy "
-                 "estimate.",
-    "kl/k3_old": "Small and never negative. PPO implementations often stop the epoch loop around 0.01 to 0.02; "
-                 "spikes flag an oversized step.",
-    "clip/region": "Exactly 0 with one optimizer step per batch, a few percent with several. Tens of percent: the "
-                   "step size is too large for the clip range.",
-    "clip/high": "A few percent at most. Persistently high: updates keep hitting the upper bound, which DAPO's "
-                 "clip-higher (eps_high = 0.28) relaxes.",
-    "clip/low": "A few percent at most; it grows with the number of optimizer steps per batch.",
-    "clip/out_of_band": "At least clip/region. The gap is tokens that moved against their advantage, which the "
-                        "clip does not stop.",
-    "clip/dual": "Near 0; only logged with a dual-clip cap. Rising: the ratios of bad tokens blow up (stale data).",
-    "ratio/mean": "Within a few thousandths of 1.",
-    "ratio/max": "Modest (below 2 or 3). Occasional spikes are normal; growing spikes mean instability or "
-                 "stale data.",
-    "loss/policy": "Not a progress measure: with centred advantages it hovers around 0 and does not go down as "
-                   "the policy improves.",
-    "loss/total": "Same caveat as loss/policy; the KL and entropy terms shift it.",
-    "value/loss": "Falls, then plateaus (critic recipes only).",
-    "value/clipfrac": "Small; large values mean the critic moves too far per step.",
-    "value/mean": "Tracks reward/mean when the critic learns.",
-    "value/explained_var": "Rises towards 1. Negative: the critic is worse than predicting a constant.",
-    "grad_norm": "Stable. Often above grad_clip (1.0 here) means every step is rescaled; spikes tend to precede "
-                 "instabilities.",
-    "response_length/mean": "Changes slowly. A steady climb to max_new_tokens or a collapse to a few tokens points "
-                            "at a length bias of the loss aggregation or at reward hacking.",
-    "response_length/max": "Below max_new_tokens most of the time.",
-    "truncated_frac": "Near 0. Rising: answers run out of budget and usually score 0.",
-    "sampling/rounds": "1 or 2. Always at the maximum: few prompts still give any reward spread.",
-    "sampling/shortfall_groups": "0: every step found enough informative groups.",
-    "filtered_frac/min-abs-advantage": "Small; it rises together with frac_zero_std_groups.",
-    "eval/accuracy": "Rises from evaluation to evaluation: the headline number.",
-    "time/step": "Flat. Growth means longer responses or memory pressure.",
-    "time/rollout": "Flat; compare with time/train to see where a step's time goes.",
-    "time/train": "Flat; grows with ppo_epochs and the number of minibatches.",
-    "tokens_per_s/rollout": "Flat for a given model and batch size.",
-    "tokens_per_s/train": "Flat for a given model and batch size.",
-}
-display(HTML(glossary_html([(key, text, HEALTHY.get(key, "(no note yet)"), key in logged)
-                            for key, text in GLOSSARY.items()])))
-undocumented = [key for key in GLOSSARY if key not in HEALTHY]
-if undocumented:
-    print("glossary keys without a healthy-curve note in this notebook yet:", undocumented)
+display(HTML(glossary_html([(key, text, HEALTHY[key], key in logged) for key, text in GLOSSARY.items()])))
 
 # %% [markdown]
 # ## 2. The curves of a real run
@@ -178,7 +119,7 @@ def section(name):
     absent = [k for k in SECTIONS[name] if k not in logged]
     if absent:
         print(f"not logged by {recipe}: {', '.join(absent)}")
-    items = [(k, f"{GLOSSARY.get(k, '(not in the glossary)')}\nHealthy: {HEALTHY.get(k, '(no note yet)')}")
+    items = [(k, f"{GLOSSARY[k]}\nHealthy: {HEALTHY[k]}" if k in GLOSSARY else "(not in the glossary)")
              for k in keys]
     if items:
         metric_panels(rows, items, title=name).show()
@@ -242,7 +183,8 @@ if SECTIONS["Other"]:
 # %% [markdown]
 # ## 3. Every logged metric has a glossary entry
 #
-# A new metric without an explanation fails here (add it to `GLOSSARY` in `workbench/train/metrics.py`).
+# A new metric without an explanation fails here (add it to `GLOSSARY` and `HEALTHY` in
+# `workbench/train/glossary.py`).
 
 # %%
 missing = sorted(logged - set(GLOSSARY))

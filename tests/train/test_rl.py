@@ -9,7 +9,8 @@ from workbench.models import load_model
 from workbench.recipes import RECIPES, Recipe
 from workbench.rollout import policy_forward
 from workbench.train import Trainer, make_config, train
-from workbench.train.metrics import GLOSSARY, read_rows
+from workbench.train.glossary import GLOSSARY
+from workbench.train.metrics import read_rows
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,334 @@
+"""What every logged metric measures, and what a healthy curve of it looks like.
+
+`GLOSSARY`: metric name -> what it measures (one line). `HEALTHY`: metric name -> the healthy range or shape of
+its curve on these runs, and what a bad curve means. Both have exactly the same keys, in the same order; every
+metric a recipe logs is a key (tests/train/test_rl.py, tests/train/test_preference.py), and notebook 06 and the
+book's glossary page show them side by side.
+"""
+from __future__ import annotations
+
+GLOSSARY: dict[str, str] = {
+    "step": "RL step index (one rollout batch per step), starting at 0.",
+    "reward/mean": "Mean outcome reward of the sampled responses; rises as the policy improves.",
+    "reward/std": "Std of rewards over the batch; near 0 means no learning signal is left in the groups.",
+    "accuracy": "Fraction of sampled responses the verifier accepts (at the sampling temperature).",
+    "frac_zero_std_groups": "Share of groups whose rewards are all equal: their group advantage is 0.",
+    "advantage/mean": "Mean advantage over valid tokens (about 0 for centred estimators).",
+    "advantage/abs_mean": "Mean |advantage| over valid tokens: the size of the learning signal.",
+    "entropy": "Mean full-vocabulary token entropy of the policy on its own samples (nats); a collapse to 0 "
+               "means no exploration.",
+    "kl": "Mean per-token KL(pi || ref) estimate (recipe's estimator) to the frozen reference; grows slowly "
+          "when healthy. KTO logs its batch KL baseline z_ref under this name (0 here: no mismatched pairs).",
+    "kl/beta": "KL coefficient used this step when a controller drives it (adaptive-kl).",
+    "kl/k1_old": "mean(old_logp - logp): how far the update moved from the sampling policy (cleanrl old_approx_kl).",
+    "kl/k3_old": "mean((r - 1) - log r), a non-negative estimate of the same drift (cleanrl approx_kl).",
+    "clip/region": "Fraction of tokens where PPO's clipped branch is active (clip/low + clip/high); 0 on the "
+                   "first minibatch after a rollout since r = 1 there.",
+    "clip/high": "Fraction of tokens with A > 0 and r > 1 + eps_high (update stopped from pushing further up).",
+    "clip/low": "Fraction of tokens with A < 0 and r < 1 - eps_low.",
+    "clip/out_of_band": "Fraction of tokens with r outside [1 - eps_low, 1 + eps_high], whatever the sign of A.",
+    "clip/dual": "Fraction of tokens where the dual-clip cap -c A is active.",
+    "ratio/mean": "Mean importance ratio pi/pi_old over valid tokens (1 when on-policy).",
+    "ratio/max": "Largest token ratio in the batch: spikes flag unstable updates.",
+    "loss/policy": "Policy objective value (aggregated), averaged over minibatches.",
+    "loss/total": "Total loss optimized: policy + KL + entropy + value terms.",
+    "value/loss": "Clipped value loss of the critic (PPO only).",
+    "value/clipfrac": "Fraction of tokens where the clipped value branch is larger (PPO only).",
+    "value/mean": "Mean predicted value V(s_t) (PPO only).",
+    "value/explained_var": "1 - Var(R - V)/Var(R): how much of the return variance the critic explains.",
+    "grad_norm": "Global gradient norm before clipping, averaged over optimizer steps.",
+    "response_length/mean": "Mean number of policy tokens per response (including EOS).",
+    "response_length/max": "Longest response in the batch.",
+    "truncated_frac": "Share of responses that hit max_new_tokens without EOS.",
+    "sampling/rounds": "Dynamic sampling (DAPO): generation rounds needed to collect informative groups.",
+    "sampling/shortfall_groups": "Dynamic sampling: informative groups still missing after the last round.",
+    "filtered_frac/min-abs-advantage": "Share of rollouts dropped for a near-zero advantage (LOOP's |A| < 0.01 filter).",
+    "filtered_frac/overlong-filter": "Share of rollouts masked out because they were truncated (no EOS in the budget).",
+    "filtered_frac/high-entropy-mask": "Share of rollouts left with no token after keeping only the high-entropy ones.",
+    "mdpo/kl": "MDPO: mean per-token KL(pi || pi_old) estimate (k2) inside the loss.",
+    "mdpo/inv_t": "MDPO: the KL weight 1/t_k at this step (grows over training).",
+    "mdpo/surrogate": "MDPO: mean r * A, the unclipped surrogate being maximised.",
+    "clip/cispo": "CISPO: fraction of tokens with A > 0 whose IS weight hit the cap (their weight is truncated).",
+    "cispo/weight_mean": "CISPO: mean stop-gradient IS weight min(r, cap) over valid tokens.",
+    "sapo/gate_weight": "SAPO: mean soft-gate derivative 4 s(1 - s), 1 on-policy, smaller where PPO would clip.",
+    "sapo/gate_value": "SAPO: mean gate value f_tau(r) = (4/tau) sigmoid(tau (r - 1)); 2/tau on-policy (2 where "
+                       "A > 0, 1.90 where A <= 0 with the default taus).",
+    "geo/seq_ratio_mean": "GMPO: mean geometric-mean sequence ratio of the log-space-clipped token ratios.",
+    "kl/abs_old": "Mean |logp - old_logp|: drift from the sampling policy, sign ignored.",
+    "tis/mean_weight": "TIS: mean truncated/masked importance weight exp(old - mu) applied to the loss.",
+    "tis/masked_frac": "TIS: fraction of valid tokens whose weight was masked to 0.",
+    "mismatch/abs_logp_diff_max": "TIS, MiniRL: largest |old_logp - mu_logp| over a minibatch's tokens (averaged over "
+                                  "optimizer steps): rollout-engine vs trainer log-prob mismatch.",
+    "mismatch/logp_abs_mean": "Mean |old_logp - mu_logp| over response tokens: trainer vs rollout-engine log-prob "
+                              "gap (~1e-7 with HF generate; larger with vLLM or stale engine weights).",
+    "mismatch/logp_abs_max": "Largest |old_logp - mu_logp| over the rollout batch's response tokens.",
+    "mismatch/is_ratio_mean": "Mean importance ratio exp(old_logp - mu_logp) over response tokens (1 = no mismatch).",
+    "mismatch/is_ratio_max": "Largest exp(old_logp - mu_logp) in the batch: what TIS's cap truncates.",
+    "clip_cov/detached": "Clip-Cov: number of tokens whose gradient was detached per minibatch (averaged over the "
+                         "step's optimizer steps).",
+    "clip_cov/detached_frac": "Clip-Cov: fraction of valid tokens detached (high covariance band, random subset).",
+    "clip_cov/candidate_frac": "Clip-Cov: fraction of valid tokens inside the covariance band (candidates).",
+    "kl_cov/penalized": "KL-Cov: number of top-covariance tokens given the |logp - old| penalty per minibatch "
+                        "(averaged over the step's optimizer steps).",
+    "kl_cov/penalized_frac": "KL-Cov: fraction of valid tokens penalized.",
+    "minirl/w_mean": "MiniRL: mean IS weight pi_theta / mu_old.",
+    "minirl/masked_frac": "MiniRL: fraction of tokens masked for staleness past the clip bound.",
+    "pairs": "Preference recipes: items (pairs, lists or steps) trained on this step (online pair recipes: prompts "
+             "whose samples the verifier separated).",
+    "loss/preference": "Preference objective value on the step's pairs.",
+    "rewards/chosen": "Mean implicit reward beta * (log pi - log ref) of the chosen responses (TRL name; SimPO: "
+                      "beta * per-token mean log pi; P3O, REFUEL, BRAIn: beta = 1).",
+    "rewards/rejected": "Mean implicit reward of the rejected responses; it often falls, and so can chosen's.",
+    "rewards/margins": "Mean chosen - rejected implicit reward: grows as the policy separates the pair.",
+    "rewards/accuracies": "Share of pairs whose chosen implicit reward exceeds the rejected one.",
+    "logps/chosen": "Mean summed log-prob of the chosen responses under the policy.",
+    "logps/rejected": "Mean summed log-prob of the rejected responses under the policy.",
+    "logps/chosen_avg": "SimPO: mean per-token (length-averaged) log-prob of the chosen responses.",
+    "logps/rejected_avg": "SimPO: mean per-token log-prob of the rejected responses.",
+    "dpo/weight": "DPO: mean sigma(-beta * margin), each pair's gradient weight; falls as pairs are learned.",
+    "cdpo/weight": "cDPO: mean gradient weight (1 - eps) sigma(-z) - eps sigma(z), z = beta * margin: 0 at the finite "
+                   "optimum, negative past it (the rdpo form's weight stays positive).",
+    "ipo/margin": "IPO: mean log-ratio margin being regressed.",
+    "ipo/target": "IPO: the regression target 1/(2 beta).",
+    "hinge/active": "Hinge: share of pairs still inside the margin (the only ones with gradient).",
+    "simpo/margin": "SimPO: mean per-token log-prob margin log pi(y_w)/|y_w| - log pi(y_l)/|y_l| (before beta and "
+                    "gamma).",
+    "simpo/gamma": "SimPO: the target reward margin gamma in use.",
+    "kto/desirable_frac": "KTO: share of desirable (chosen) completions in the batch.",
+    "sppo/target_chosen": "SPPO: mean regression target eta * (win rate - 1/2) of the chosen responses.",
+    "sppo/target_rejected": "SPPO: mean regression target of the rejected responses (negative when they lose).",
+    "p3o/advantage_abs": "P3O: mean |A|, A = half the KL-regularized reward difference of the pair, driving each "
+                         "pair's gradient.",
+    "p3o/kl": "P3O: mean sequence-level log pi_old - log pi_sft over both responses, the KL term folded into the "
+              "reward (before beta).",
+    "refuel/reward_gap": "REFUEL: mean reward difference of the pairs being regressed onto.",
+    "refuel/sign_align": "REFUEL: share of pairs whose log-ratio margin (chosen minus rejected) is > 0, the "
+                         "reference code's sign_align.",
+    "inpo/h": "INPO: mean log-ratio margin h_t against the mixture of the reference and the previous iterate.",
+    "inpo/target": "INPO: the regression target 1/(2 eta) that h_t is pulled towards.",
+    "nash_mp/h": "Nash-MP: mean log-ratio margin against the mixture of the reference and the prox centre.",
+    "nash_mp/target": "Nash-MP: the regression target eta / (2 (1 + eta beta)).",
+    "apo/ref_shift": "APO: mean |log pi~_t - log pi^_t|, how far momentum moved the reference (0 = iterative DPO).",
+    "brain/alpha_ess": "BRAIn: effective sample size 1/sum(alpha^2) of the posterior weights over the K samples.",
+    "brain/alpha_max": "BRAIn: mean largest posterior weight (1 = all mass on one sample, 1/K = uniform).",
+    "spo/reward_mean": "SPO: mean win-rate reward of the samples (exactly 1/2 for an antisymmetric judge).",
+    "spo/reward_std": "SPO: spread of the win-rate rewards (0 when every group's samples tie).",
+    "spo/antisymmetry_gap": "SPO: largest |P(i > j) + P(j > i) - 1| of the judge (0 for a consistent judge).",
+    "spo/aux_loss": "SPO-prefdeg: the preference-degree ranking loss over the degraded copies (before lambda).",
+    "spo/degree_accuracy": "SPO-prefdeg: share of (less, more degraded) copy pairs the implicit reward orders right.",
+    "mcts/label_smoothing": "MCTS-DPO: mean label smoothing of the step pairs (0 = plain DPO on the steps).",
+    "dapo_step/log_ratio": "Direct-Advantage-PO: mean beta * log(pi/pi_ref) of the steps, regressed onto A(s, a).",
+    "dapo_step/advantage": "Direct-Advantage-PO: mean Monte Carlo advantage V(s+a) - V(s) of the steps.",
+    "dapo_step/sign_agreement": "Direct-Advantage-PO: share of steps (A != 0) whose log-ratio has the sign of A.",
+    "lipo/ndcg": "LiPO: NDCG of the policy's implicit-reward ranking against the verifier's ranking (1 = perfect).",
+    "lipo/pair_accuracy": "LiPO: share of ordered pairs in the lists whose implicit rewards are in the right order.",
+    "lipo/pairs_per_list": "LiPO: ordered (non-tied) pairs per list that carry a loss term.",
+    "nonfinite/skipped": "Updates dropped this step for a NaN/inf loss or gradient norm (only with nonfinite=skip); "
+                         "healthy runs stay at 0.",
+    "eval/accuracy": "Greedy accuracy on the held-out set (only on evaluation steps).",
+    "time/step": "Wall-clock seconds for the whole step.",
+    "time/rollout": "Seconds spent generating (rollout) in the step.",
+    "time/train": "Seconds spent in forward/backward/optimizer in the step.",
+    "tokens_per_s/rollout": "Response tokens generated per second of rollout time.",
+    "tokens_per_s/train": "Response tokens trained on per second of training time (all epochs).",
+}
+
+
+HEALTHY: dict[str, str] = {
+    "step": "Counts up by one per row. A resumed run recomputes the steps after its last checkpoint, so rows are "
+            "never duplicated.",
+    "reward/mean": "Noisy but trending up. Flat at the warm-start level: no signal reaches the policy. A jump to the "
+                   "maximum while entropy collapses: check for reward hacking.",
+    "reward/std": "Away from 0 while the task is neither solved nor hopeless; it shrinks as reward/mean nears its "
+                  "minimum or maximum.",
+    "accuracy": "Follows reward/mean for 0/1 rewards. Sampled at temperature 1, so it stays below the greedy "
+                "eval/accuracy.",
+    "frac_zero_std_groups": "Well below 1. Climbing towards 1 means most prompts became all-right or all-wrong: "
+                            "harder prompts, a larger G or dynamic sampling are needed.",
+    "advantage/mean": "Near 0 for group-centred estimators. A persistent sign means right answers are systematically "
+                      "longer (> 0) or shorter (< 0) than wrong ones, since the mean is per token.",
+    "advantage/abs_mean": "Roughly stable (about 0.8 with std scaling). Falling while frac_zero_std_groups rises: the "
+                          "learning signal is drying up.",
+    "entropy": "Declines slowly. A crash towards 0 within a few steps is entropy collapse (no exploration left); a "
+               "steady rise means the policy is diffusing (learning rate or entropy bonus too high).",
+    "kl": "Starts at 0 and grows slowly and smoothly. A steep climb means the policy leaves the reference fast (raise "
+          "the KL coefficient or lower the learning rate).",
+    "kl/beta": "Drifts slowly (at most 0.2 B/horizon relative change per step): up while kl is above the target, down "
+               "while below. kl is per token here, so the default target 6 (per sequence) only lowers beta.",
+    "kl/k1_old": "Tiny, about 0 with one optimizer step per batch. Can be negative: it is an unbiased but noisy "
+                 "estimate.",
+    "kl/k3_old": "Small and never negative. PPO implementations often stop the epoch loop around 0.01 to 0.02; spikes "
+                 "flag an oversized step.",
+    "clip/region": "Exactly 0 with one optimizer step per batch, a few percent with several. Tens of percent: the "
+                   "step size is too large for the clip range.",
+    "clip/high": "A few percent at most. Persistently high: updates keep hitting the upper bound, which DAPO's "
+                 "clip-higher (eps_high = 0.28) relaxes.",
+    "clip/low": "A few percent at most; it grows with the number of optimizer steps per batch.",
+    "clip/out_of_band": "At least clip/region. The gap is tokens that moved against their advantage, which the clip "
+                        "does not stop.",
+    "clip/dual": "Near 0; only logged with a dual-clip cap. Rising: the ratios of bad tokens blow up (stale data).",
+    "ratio/mean": "Within a few thousandths of 1.",
+    "ratio/max": "Modest (below 2 or 3). Occasional spikes are normal; growing spikes mean instability or stale data.",
+    "loss/policy": "Not a progress measure: with centred advantages it hovers around 0 and does not go down as the "
+                   "policy improves.",
+    "loss/total": "Same caveat as loss/policy; the KL and entropy terms shift it.",
+    "value/loss": "Falls, then plateaus (critic recipes only).",
+    "value/clipfrac": "Small; large values mean the critic moves too far per step.",
+    "value/mean": "Tracks reward/mean when the critic learns.",
+    "value/explained_var": "Rises towards 1. Negative: the critic is worse than predicting a constant.",
+    "grad_norm": "Stable. Often above grad_clip (1.0 here) means every step is rescaled; spikes tend to precede "
+                 "instabilities.",
+    "response_length/mean": "Changes slowly. A steady climb to max_new_tokens or a collapse to a few tokens points at "
+                            "a length bias of the loss aggregation or at reward hacking.",
+    "response_length/max": "Below max_new_tokens most of the time.",
+    "truncated_frac": "Near 0. Rising: answers run out of budget and usually score 0.",
+    "sampling/rounds": "1 or 2. Always at the maximum: few prompts still give any reward spread.",
+    "sampling/shortfall_groups": "0: every step found enough informative groups.",
+    "filtered_frac/min-abs-advantage": "Small; it rises together with frac_zero_std_groups.",
+    "filtered_frac/overlong-filter": "Equal to truncated_frac and near 0. High: most of the batch gives no gradient "
+                                     "at all; raise max_new_tokens or train shorter answers first.",
+    "filtered_frac/high-entropy-mask": "0 with rho = 1 (a no-op); about 0.1 to 0.25 with rho = 0.2 on the smoke run. "
+                                       "Rising: whole responses are confident everywhere and drop out of the update.",
+    "mdpo/kl": "0 on the first minibatch after a rollout, then of the order of kl/k3_old (about 1e-3 on the smoke "
+               "run). Growing while mdpo/inv_t grows: the proximity term is not holding the step back.",
+    "mdpo/inv_t": "Follows the schedule exactly: K/(K+1) at step 0 rising to K/2 at the last of K steps (0.91 to 5 "
+                  "over 10 steps). Anything else: the schedule is not driving the objective.",
+    "mdpo/surrogate": "About advantage/mean on the first minibatch (r = 1), a little higher on later ones as r grows "
+                      "where A > 0. A fast climb together with mdpo/kl: the update is running away from pi_old.",
+    "clip/cispo": "Near 0: with the default cap of 5 only tokens whose ratio grew fivefold are truncated (0 on the "
+                  "smoke runs). Rising: several optimizer steps per batch move some tokens very far.",
+    "cispo/weight_mean": "Close to 1 and equal to ratio/mean while the cap of 5 does not bind. Clearly below "
+                         "ratio/mean: the cap truncates many weights, see clip/cispo.",
+    "sapo/gate_weight": "Just below 1 (0.998 on the smoke run): 4 s(1 - s) is 0.99 at r = 1.2 and 0.79 at r = 2 with "
+                        "tau = 1. Well below 1: ratios far from 1, and the soft gate damps most tokens.",
+    "sapo/gate_value": "About 2/tau on-policy: between 1.90 (A <= 0, tau_neg = 1.05) and 2 (A > 0, tau_pos = 1); 1.92 "
+                       "on the smoke run. Leaving that band: the ratios have moved far from 1.",
+    "geo/seq_ratio_mean": "1 on the first minibatch after a rollout, within about 1% of 1 after. A steady drift: each "
+                          "batch moves whole sequences far (the log-space clip binds only in A's direction).",
+    "kl/abs_old": "0 on the first minibatch after a rollout, a few thousandths on average (smoke run). Growing: the "
+                  "unclipped KL-Cov surrogate moves too far per batch (lower lr or raise ppo_kl_coef).",
+    "tis/mean_weight": "1 to within about 1e-6 with HF generate (mu equals old up to rounding). Below 1 in the mask "
+                       "modes by the dropped share; far from 1: engine and trainer disagree (vLLM dtype, stale "
+                       "weights).",
+    "tis/masked_frac": "Always 0 in the truncate modes, and 0 with HF generate in any mode. With vLLM it should stay "
+                       "small; high: much of the batch is dropped because engine and trainer log-probs disagree.",
+    "mismatch/abs_logp_diff_max": "Around 1e-6 with HF generate (float rounding; 5e-7 to 6e-6 on the smoke runs). "
+                                  "Orders of magnitude larger: a separate engine (vLLM, bf16) or stale engine "
+                                  "weights.",
+    "mismatch/logp_abs_mean": "About 1e-7 with HF generate (2e-7 to 5e-7 on the smoke runs). Larger with vLLM; a "
+                              "steady climb during training means the engine is not getting the new weights.",
+    "mismatch/logp_abs_max": "A few 1e-6 with HF generate (up to about 1e-4 on long runs). Much larger: a few tokens "
+                             "were sampled with a probability the trainer disagrees with, what TIS caps.",
+    "mismatch/is_ratio_mean": "1 to within 1e-6 with HF generate. Drifting from 1 (vLLM, stale weights): the samples "
+                              "no longer come from the policy being trained; use tis or minirl, or fix the weight "
+                              "push.",
+    "mismatch/is_ratio_max": "1 to within about 1e-4 with HF generate. Well above TIS's cap (2 by default): some "
+                             "tokens were sampled with a very different probability than the trainer gives them.",
+    "clip_cov/detached": "Fixed by construction: max(1, int(2e-4 N)) per minibatch given enough candidates, so 1 on "
+                         "small batches. 0: no token fell in the covariance band (see clip_cov/candidate_frac).",
+    "clip_cov/detached_frac": "About clip_cov_ratio (2e-4) on large batches, 1/N on small ones (0.002 on the smoke "
+                              "run). Not a health signal itself: watch entropy, which Clip-Cov keeps from collapsing.",
+    "clip_cov/candidate_frac": "A few percent (2 to 5% on the smoke run), at least clip_cov/detached_frac. Near 0: no "
+                               "token has a covariance in (lb, ub), so Clip-Cov is plain PPO-clip.",
+    "kl_cov/penalized": "Fixed by construction: max(1, int(kl_cov_ratio N)) top-covariance tokens per minibatch, 1 on "
+                        "small batches. A change means the batch size changed, not the policy.",
+    "kl_cov/penalized_frac": "About kl_cov_ratio (2e-4) on large batches, 1/N on small ones (0.002 on the smoke run). "
+                             "Judge the effect on entropy and kl/abs_old, not on this share.",
+    "minirl/w_mean": "Within a few hundredths of 1 (pi_theta/mu is 1 on-policy with HF generate). Far from 1: "
+                     "staleness (see clip/region) or engine mismatch (see mismatch/is_ratio_mean).",
+    "minirl/masked_frac": "Equal to clip/region (the same band test on pi_theta/pi_old): 0 on the first minibatch "
+                          "after a rollout, a few percent at most. Tens of percent: the step is too large for eps.",
+    "pairs": "Offline: prompts_per_step every step. Online pair recipes: at most that; falling towards 0 means the "
+             "verifier separates fewer groups (all right or all wrong), like frac_zero_std_groups rising.",
+    "loss/preference": "Falls from its value at the reference: ln 2 for DPO and cDPO, 0.5 for KTO, 1 for hinge and "
+                       "REFUEL, 1/(2 beta)^2 = 25 for IPO. Regression losses keep a floor; a rise: pairs unlearned.",
+    "rewards/chosen": "0 at step 0 (policy = reference; SimPO's starts elsewhere). May drift below 0 while the margin "
+                      "grows; a steep fall means the preferred answers are being unlearned too.",
+    "rewards/rejected": "0 at step 0, then falling, faster than rewards/chosen. Rising along with chosen: the update "
+                        "lifts both answers, and only the margin is trained.",
+    "rewards/margins": "0 at step 0, then growing steadily. Flat or negative: the pairs are not learned. SPPO drops "
+                       "back to 0 at each iteration (its reference moves); APO below 0 (its reference is "
+                       "extrapolated).",
+    "rewards/accuracies": "0 at step 0 (every implicit reward ties at 0 and the test is strict), well above 0.5 "
+                          "within a few steps, then towards 1. Stuck near 0.5: the pairs are not separated.",
+    "logps/chosen": "Roughly flat, or rising. Falling steadily (with rewards/chosen below 0): the preferred answers "
+                    "lose likelihood too, DPO's known displacement; compare with logps/rejected.",
+    "logps/rejected": "Falling, faster than logps/chosen: probability moves away from the rejected answers. Flat: "
+                      "nothing is learned; rising: check that the pairs are not flipped.",
+    "logps/chosen_avg": "Flat or rising towards 0 (about -0.9 per token on the smoke run). Falling along with "
+                        "rejected_avg: with no reference to anchor it, the chosen answer degrades too.",
+    "logps/rejected_avg": "Falling, faster than logps/chosen_avg; their gap is simpo/margin. Flat: the pairs are not "
+                          "being separated.",
+    "dpo/weight": "Exactly 0.5 at step 0 (margin 0 at the reference), then falling as pairs are learned. Above 0.5: "
+                  "most pairs are ranked the wrong way. Near 0 early: the pairs are too easy.",
+    "cdpo/weight": "0.5 (1 - 2 eps) = 0.4 at step 0 (eps = 0.1), falling to 0 at the finite optimum beta * margin = "
+                   "ln((1 - eps)/eps) = 2.2 and negative past it, where overconfident pairs are pushed back.",
+    "ipo/margin": "0 at step 0, rising towards ipo/target (5 with beta = 0.1) and settling there: IPO pulls margins "
+                  "past the target back. Stuck near 0: the pairs are not learned.",
+    "ipo/target": "Constant 1/(2 beta): 5 with the recipe's beta = 0.1. Read ipo/margin against it.",
+    "hinge/active": "1 at step 0 (every margin is 0, inside 1/beta = 10 nats), falling as pairs pass the margin. At 0 "
+                    "no gradient is left; stuck at 1: the margins are not growing.",
+    "simpo/margin": "Above gamma/beta (0.5 with the recipe's beta = 2, gamma = 1), where the loss is ln 2, and "
+                    "growing. Falling below it: chosen and rejected are no longer separated per token.",
+    "simpo/gamma": "Constant beta * gamma_beta_ratio: 1.0 with the recipe's beta = 2 and ratio 0.5. Compare beta * "
+                   "simpo/margin with it.",
+    "kto/desirable_frac": "Exactly 0.5: the recipe feeds each pair's chosen answer as desirable and its rejected one "
+                          "as undesirable. Unpaired data away from 0.5 needs re-balanced class weights (KTO eq. 8).",
+    "sppo/target_chosen": "Between 0 and eta/2 = 5 (beta = 0.1), set by the data, not the policy: it falls towards 0 "
+                          "as more of each group is right and the best answer wins fewer comparisons.",
+    "sppo/target_rejected": "Between -eta/2 = -5 and 0 (about -1 early on the smoke run); it falls towards -5 as most "
+                            "of each group becomes right and the rejected answer loses to almost every sample.",
+    "p3o/advantage_abs": "Exactly 0.5 at step 0 with the verified pairs (rewards 1 and 0, no KL yet), then slowly "
+                         "falling as beta times the log-ratio margin eats into the gap; 0 at a margin of 1/beta = 10.",
+    "p3o/kl": "0 at step 0 (policy = SFT model). On these fixed offline pairs it is a log-ratio, not a KL, and can go "
+              "well below 0. Large in size: the policy has left the SFT model far behind.",
+    "refuel/reward_gap": "Exactly 1 on the task's pairs (chosen scores 1, rejected 0): data, not a training signal. "
+                         "Other values only with graded rewards.",
+    "refuel/sign_align": "0 at step 0 (the margins are exactly 0 and the test is strict), rising towards 1 as margins "
+                         "approach eta * gap = 1. Stuck low: the regression is not separating the pairs.",
+    "inpo/h": "0 at step 0; climbs towards inpo/target (5) within each 5-step iteration and drops at each boundary, "
+              "where pi_t becomes the policy, to tau/eta = 0.3 of the margin over pi_ref. Flat at 0: no learning.",
+    "inpo/target": "Constant 1/(2 eta): 5 with the recipe's beta (eta) = 0.1. Read inpo/h against it.",
+    "nash_mp/h": "0 at step 0; climbs towards nash_mp/target (1.67) within each 5-step iteration and drops at each "
+                 "boundary, where the prox centre becomes the policy, to 1/3 of the margin over pi_ref.",
+    "nash_mp/target": "Constant eta / (2 (1 + eta beta)): 5/3 with the recipe's beta = 0.1 and eta = 5. Read "
+                      "nash_mp/h against it.",
+    "apo/ref_shift": "Float noise (about 1e-7) in the first iteration (steps 0 to 4, no earlier solution yet), then "
+                     "alpha = 0.3 times how far one iteration moved the log-probs. Growing: momentum compounds.",
+    "brain/alpha_ess": "Between 1 and K = 4: 4 when a list's rewards tie, about 2.7 for one right answer in four at "
+                       "step 0; back towards K as the policy matches the posterior. Near 1: one sample takes all.",
+    "brain/alpha_max": "Between 1/K = 0.25 and 1: 0.25 for tied rewards, about 0.54 for one right answer in four at "
+                       "step 0, back towards 0.25 as the policy matches the posterior. Near 1: weight collapse.",
+    "spo/reward_mean": "Exactly 0.5 with the verifier as judge (P(i > j) + P(j > i) = 1), so reward/mean reads 0.5 "
+                       "too. Anything else: an inconsistent judge, see spo/antisymmetry_gap.",
+    "spo/reward_std": "Above 0 while groups disagree (at most 1/3 with 0/1 rewards and G = 4); it falls towards 0 as "
+                      "more groups tie, as frac_zero_std_groups rises. At 0 no learning signal is left.",
+    "spo/antisymmetry_gap": "Exactly 0 with the verifier as judge (ties count 1/2 both ways). Above 0 only with a "
+                            "stochastic or inconsistent judge; spo/reward_mean then leaves 0.5 as well.",
+    "spo/aux_loss": "3 ln 2 = 2.08 at step 0 (three level pairs tied at the reference), falling as the degraded "
+                    "copies are ranked below the chosen answer. Rising: the copies are ranked the wrong way.",
+    "spo/degree_accuracy": "Near 0 at step 0 (all levels tie and the test is strict), rising towards 1. Stuck at 0.5 "
+                           "or below: the policy does not prefer full answers to ones with digits removed.",
+    "mcts/label_smoothing": "Exactly 0 with the mcts-dpo recipe (the conservative smoothing is off). With chosen_q "
+                            "and rejected_q passed it lies in [0, 0.5]; near 0.5 the pairs carry almost no gradient.",
+    "dapo_step/log_ratio": "0 at step 0, then following dapo_step/advantage, its regression target (below 0.01 in "
+                           "size on the smoke run). Much larger than the advantages: lr too high or beta too small.",
+    "dapo_step/advantage": "Data, not a training signal: steps of fixed offline responses, A in [-1, 1] from 4 "
+                           "rollouts per state, averaging near 0 (-0.11 to 0.08 on the smoke run).",
+    "dapo_step/sign_agreement": "0 at step 0 (log-ratios are exactly 0), rising towards 1 as each step's log-ratio "
+                                "takes the sign of its advantage (0.83 after 10 smoke steps). None when every A is 0.",
+    "lipo/ndcg": "Exactly 1 at step 0 (tied scores are broken by the label); 0.55 (reversed) to 1 for K = 4, 0.75 for "
+                 "a random order. Falling towards 0.75: the implicit rewards no longer follow the ranking.",
+    "lipo/pair_accuracy": "0 at step 0 (all scores tie and the test is strict), then rising towards 1 over the 6 "
+                          "ordered pairs per list. Stuck near 0.5: the policy does not rank the lists.",
+    "lipo/pairs_per_list": "Constant K (K - 1)/2 = 6 with the recipe's K = 4 strictly ranked responses. Fewer only "
+                           "with tied labels, which carry no term.",
+    "nonfinite/skipped": "0 on every step. Anything else: a NaN/inf loss or gradient norm was dropped; several in a "
+                         "row mean the run diverged (lower lr, clamp log-ratios, train in float32).",
+    "eval/accuracy": "Rises from evaluation to evaluation: the headline number.",
+    "time/step": "Flat. Growth means longer responses or memory pressure.",
+    "time/rollout": "Flat; compare with time/train to see where a step's time goes.",
+    "time/train": "Flat; grows with ppo_epochs and the number of minibatches.",
+    "tokens_per_s/rollout": "Flat for a given model and batch size.",
+    "tokens_per_s/train": "Flat for a given model and batch size.",
+}

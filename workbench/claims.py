@@ -1,0 +1,111 @@
+""""Claim vs what we see": each method's central claim, what the stored reference runs show at toy scale over seeds,
+and a verdict. The claims are written here, one sentence each, with the comparison that tests them; the numbers
+and verdicts are computed from data/reference_runs/ (`workbench.reference`), so the table changes only when the
+runs are re-made. The verdict rule is VERDICT_RULE.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from workbench.reference import load
+
+VERDICT_RULE = ("Verdict rule (3 seeds are few): with d = direction × (mean of the method − mean of the baseline) and s "
+                "the root-mean-square of the two seed standard deviations, reproduced if d > s, contradicted if "
+                "d < −s, else no difference beyond seed noise; a claim of \"no worse\" is reproduced unless d < −s.")
+
+
+@dataclass(frozen=True)
+class Claim:
+    key: str                 # the recipe (registry key)
+    claim: str               # the paper's central claim, as we read it
+    comparison: str = ""     # the reference comparison that tests it ("" = not testable here)
+    metric: str = "accuracy_after"  # a summary field, or "final:<metric row key>" (mean of the last 4 rows)
+    baseline: str = "grpo"   # recipe compared against; "before": the same runs before training
+    direction: int = 1       # +1 higher than the baseline, -1 lower, 0 no worse
+    why_not: str = ""        # why it cannot be tested here (comparison "")
+
+
+CLAIMS = (
+    Claim("grpo", "A group-mean baseline (no critic) improves reasoning accuracy over the SFT start.",
+          "f1-countdown", baseline="before"),
+    Claim("dr_grpo", "Dropping the length and std normalisations removes a bias towards long wrong answers.",
+          "f1-countdown", metric="final:response_length/mean", direction=-1),
+    Claim("dr_grpo", "(same paper) ... with no loss of accuracy.", "f1-countdown", direction=0),
+    Claim("dapo", "Clip-higher, dynamic sampling, token-level loss and overlong shaping beat GRPO's accuracy.",
+          "f1-countdown"),
+    Claim("dapo", "(same paper) Clip-higher keeps entropy from collapsing.", "f1-countdown", metric="final:entropy"),
+    Claim("rloo", "A leave-one-out REINFORCE baseline is enough: no critic, and as good as the alternatives.",
+          "f1-countdown", direction=0),
+    Claim("gspo", "Sequence-level ratios and clipping train more efficiently than GRPO's token-level ratio.",
+          "f1-countdown"),
+    Claim("cispo", "Clipping the importance weight instead of the update keeps every token's gradient and learns "
+          "faster than GRPO/DAPO.", "f1-countdown"),
+    Claim("ppo", "A learned critic (GAE) gives lower-variance advantages than Monte Carlo returns.",
+          why_not="the claim is about variance on long multi-step returns; our one-turn tasks end in one terminal "
+                  "reward after about 10 tokens, where a critic has little to predict beyond the prompt's success rate"),
+)
+
+
+def values(stored, recipe: str, metric: str) -> list[float]:
+    """Per seed: a summary field, or the mean of the last 4 stored rows of a metric ("final:<key>")."""
+    _, groups, summaries = stored
+    if metric.startswith("final:"):
+        key = metric.split(":", 1)[1]
+        return [statistics.fmean(r[key] for r in seed[-4:] if r.get(key) is not None) for seed in groups.get(recipe, [])]
+    return [s[metric] for s in summaries if s["recipe"] == recipe and s.get(metric) is not None]
+
+
+def spread(xs: list[float]) -> float:
+    return statistics.stdev(xs) if len(xs) > 1 else 0.0
+
+
+def verdict(claim: Claim, stored) -> tuple[str, str]:
+    """(what we see, verdict) for one claim."""
+    if not claim.comparison:
+        return "", f"not testable here: {claim.why_not}"
+    if stored is None:
+        return "", f"not run yet: make reference-runs ({claim.comparison})"
+    mine = values(stored, claim.key, claim.metric)
+    other = (values(stored, claim.key, "accuracy_before") if claim.baseline == "before"
+             else values(stored, claim.baseline, claim.metric))
+    if not mine or not other:
+        return "", f"no data for {claim.key} or {claim.baseline} in {claim.comparison}"
+    d = (statistics.fmean(mine) - statistics.fmean(other)) * (claim.direction or 1)
+    s = ((spread(mine) ** 2 + spread(other) ** 2) / 2) ** 0.5
+    seen = (f"{claim.metric.removeprefix('final:')}: {statistics.fmean(mine):.3f} ± {spread(mine):.3f} vs "
+            f"{claim.baseline} {statistics.fmean(other):.3f} ± {spread(other):.3f} ({len(mine)} seeds)")
+    if claim.direction == 0:
+        return seen, "contradicted" if d < -s else "reproduced (no worse)"
+    return seen, "reproduced" if d > s else "contradicted" if d < -s else "no difference beyond seed noise"
+
+
+def claims_table(data_dir=None) -> list[dict]:
+    """Rows of the table: recipe, claim, comparison, what we see, verdict."""
+    kw = {"data_dir": data_dir} if data_dir is not None else {}
+    cache: dict[str, object] = {}
+    rows = []
+    for c in CLAIMS:
+        if c.comparison and c.comparison not in cache:
+            cache[c.comparison] = load(c.comparison, **kw)
+        seen, said = verdict(c, cache.get(c.comparison))
+        rows.append({"recipe": c.key, "claim": c.claim, "comparison": c.comparison, "seen": seen, "verdict": said})
+    return rows
+
+
+def claims_markdown(data_dir=None) -> str:
+    """The book's page."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|") or "&ndash;"
+
+    lines = ["# Claim vs what we see", "",
+             "Each method's central claim as we read its paper, what our reference runs show on a 0.5M-parameter "
+             "model at toy scale over seeds (`make reference-runs`; plotted in notebook 07), and a verdict. A verdict "
+             "here is about this setting only: a claim made at 7B parameters and thousands of steps is not refuted "
+             "by a tiny model on countdown, and not confirmed by it either.", "",
+             VERDICT_RULE, "",
+             "| recipe | claim | reference run | what we see | verdict |", "| --- | --- | --- | --- | --- |"]
+    for r in claims_table(data_dir):
+        lines.append(f"| `{r['recipe']}` | {cell(r['claim'])} | {cell(r['comparison'])} | {cell(r['seen'])} | "
+                     f"{cell(r['verdict'])} |")
+    return "\n".join(lines) + "\n"

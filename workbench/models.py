@@ -1,7 +1,9 @@
 """Model and tokenizer loading: a tiny character-level Llama built in code, or any local/hub model.
 
 The tiny model is a real `LlamaForCausalLM` with a real `PreTrainedTokenizerFast`, so it goes through
-the same `save_pretrained` / `from_pretrained` path as a hub model.
+the same `save_pretrained` / `from_pretrained` path as a hub model. "qwen-0.5b-random" is built in code the same
+way: Qwen2.5-0.5B's exact architecture with random weights and the tiny model's tokenizer, for measuring time and
+memory of a 0.5B model where no weights can be downloaded (it learns nothing useful).
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from pathlib import Path
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import (AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast,
+                          Qwen2Config, Qwen2ForCausalLM)
 
 from workbench.files import temp_sibling
 from workbench.paths import cache_dir
@@ -65,13 +68,57 @@ def build_tiny(size: TinySize = TinySize(), seed: int = 0):
     return model, tokenizer
 
 
+# Qwen2.5-0.5B's architecture in transformers' Qwen2Config field names. Values: config.json of Qwen/Qwen2.5-0.5B and
+# of Qwen/Qwen2.5-0.5B-Instruct (the full preset's model) on the Hugging Face hub, identical in every field below
+# (the two differ only in eos_token_id and max_window_layers, and max_window_layers does nothing while
+# use_sliding_window is false). Older transformers keep rope_theta as a field, 5.x turns it into rope_parameters.
+# q/k/v projections carry a bias (Qwen2 always has one), o_proj and the MLP none.
+QWEN2_5_0_5B = {
+    "vocab_size": 151936, "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
+    "num_attention_heads": 14, "num_key_value_heads": 2, "hidden_act": "silu", "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-6, "rope_theta": 1_000_000.0, "tie_word_embeddings": True, "use_sliding_window": False,
+    "attention_dropout": 0.0, "initializer_range": 0.02,
+}
+
+
+def qwen_0_5b_config(**overrides) -> Qwen2Config:
+    """Qwen2.5-0.5B's config with the character tokenizer's special ids; `overrides` change fields (a 2-layer copy
+    for a quick test: num_hidden_layers=2)."""
+    tokenizer = char_tokenizer()
+    assert len(tokenizer) <= QWEN2_5_0_5B["vocab_size"]  # 100 ids (4 special + 96 characters) << 151936
+    return Qwen2Config(**{**QWEN2_5_0_5B, "pad_token_id": tokenizer.pad_token_id,
+                          "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
+                          **overrides})
+
+
+def build_qwen_random(seed: int = 0, **overrides):
+    """A `Qwen2ForCausalLM` of Qwen2.5-0.5B's exact shape (494,032,768 parameters), randomly initialised from
+    `seed` (transformers' own init, on the CPU in float32, so the weights do not depend on the device), and the
+    tiny model's character tokenizer.
+
+    Every id the tokenizer produces (0..99) is a row of the 151,936-row embedding, so prompts encode and run
+    unchanged. The model, in turn, samples almost only ids >= 100, which the tokenizer decodes to nothing (and
+    EOS, id 2, almost never): every response runs to max_new_tokens and earns no reward. That is what it is for:
+    timing and memory of the full batch at full length, not learning."""
+    tokenizer = char_tokenizer()
+    config = qwen_0_5b_config(**overrides)
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+# names `load_model` builds in code (seeded by its `seed`); everything else goes through from_pretrained
+IN_CODE_MODELS = {"tiny": build_tiny, "qwen-0.5b-random": build_qwen_random}
+
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def load_model(name_or_path: str, *, dtype: str = "float32", device: str = "cpu", seed: int = 0,
                chat_template: bool = False, gradient_checkpointing: bool = False, load_in_4bit: bool = False):
-    """(model, tokenizer) from "tiny" (built in code), a `BUILTIN_MODELS` name ("smollm2") or a local folder /
-    hub id via from_pretrained.
+    """(model, tokenizer) from an `IN_CODE_MODELS` name ("tiny", "qwen-0.5b-random": built in code), a
+    `BUILTIN_MODELS` name ("smollm2") or a local folder / hub id via from_pretrained.
 
     chat_template: prompts are wrapped in the tokenizer's chat template (`rollout.engine.encode_prompts`);
     gradient_checkpointing: recompute activations in the backward pass (memory for time, large models);
@@ -81,13 +128,13 @@ def load_model(name_or_path: str, *, dtype: str = "float32", device: str = "cpu"
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     if name_or_path in BUILTIN_MODELS:
         name_or_path = str(BUILTIN_MODELS[name_or_path]())
-    if name_or_path == "tiny" and load_in_4bit:  # quantization happens while loading: go through a folder
-        with tempfile.TemporaryDirectory(prefix="workbench-tiny-") as folder:
-            save_model(*build_tiny(seed=seed), folder)
+    if name_or_path in IN_CODE_MODELS and load_in_4bit:  # quantization happens while loading: go through a folder
+        with tempfile.TemporaryDirectory(prefix=f"workbench-{name_or_path}-") as folder:
+            save_model(*IN_CODE_MODELS[name_or_path](seed=seed), folder)
             return load_model(folder, dtype=dtype, device=device, seed=seed, chat_template=chat_template,
                               gradient_checkpointing=gradient_checkpointing, load_in_4bit=True)
-    if name_or_path == "tiny":
-        model, tokenizer = build_tiny(seed=seed)
+    if name_or_path in IN_CODE_MODELS:
+        model, tokenizer = IN_CODE_MODELS[name_or_path](seed=seed)
     else:
         if Path(name_or_path).exists():
             if not (Path(name_or_path) / "config.json").exists():

@@ -21,6 +21,10 @@ def test_the_verdict_follows_the_rule():
     noisy = stored({"dapo": [0.41, 0.3, 0.5], "grpo": [0.4, 0.3, 0.45]})
     assert verdict(claim, noisy)[1] == "no difference beyond seed noise"
     assert verdict(Claim("dapo", "no worse", "f1", direction=0), noisy)[1] == "reproduced (no worse)"
+    # paired by seed: a consistent gain is reproduced even when the seeds' own spread is larger than it ...
+    assert verdict(claim, stored({"dapo": [0.45, 0.65, 0.85], "grpo": [0.4, 0.6, 0.8]}))[1] == "reproduced"
+    # ... but never on a difference below the noise floor (1 or 2 held-out prompts)
+    assert verdict(claim, stored({"dapo": [0.405, 0.605], "grpo": [0.4, 0.6]}))[1] == "no difference beyond seed noise"
     lower = Claim("dapo", "lower entropy", "f1", metric="final:entropy", direction=-1)
     seen, said = verdict(lower, stored({"dapo": [0.4, 0.4], "grpo": [0.4, 0.4]}, entropy={"dapo": 0.2, "grpo": 0.5}))
     assert said == "reproduced" and seen.startswith("entropy: 0.200 ± 0.000 vs grpo 0.500")

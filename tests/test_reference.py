@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from tests.helpers import TINY
+from tests.helpers import PREF, TINY
 from workbench import reference
 
 TINY_SETS = tuple(f"{k}={json.dumps(v)}" for k, v in {**TINY, "steps": 3, "checkpoint_every": 3}.items()
@@ -27,7 +27,57 @@ def test_a_reference_comparison_is_stored_with_provenance_and_read_back(tmp_path
     assert reference.load("missing", data_dir=tmp_path / "data") is None
 
 
+def test_a_preference_comparison_stores_preference_accuracies_and_per_recipe_sets(tmp_path, monkeypatch):
+    sets = tuple(f"{k}={json.dumps(v)}" for k, v in {**PREF, "steps": 2, "sft_steps": 0, "eval_size": 8,
+                                                       "checkpoint_every": 2}.items() if k != "task")
+    spec = reference.Reference(recipes=("dpo", "ipo"), task="addition", seeds=1, sets=sets, every=1,
+                               recipe_sets={"ipo": ("lr=0.0005",)})
+    monkeypatch.setitem(reference.REFERENCES, "tiny-pref", spec)
+    reference.run("tiny-pref", runs_root=tmp_path / "runs", data_dir=tmp_path / "data", progress=False)
+    meta, groups, summaries = reference.load("tiny-pref", data_dir=tmp_path / "data")
+    assert meta["recipe_sets"] == {"ipo": ["lr=0.0005"]}
+    for recipe, lr in (("dpo", PREF["lr"]), ("ipo", 0.0005)):
+        folder = tmp_path / "runs" / "tiny-pref" / f"{recipe}-s0"
+        assert json.loads((folder / "config.json").read_text())["lr"] == lr
+        summary = json.loads((folder / "summary.json").read_text())
+        stored = next(s for s in summaries if s["recipe"] == recipe)
+        assert {k: stored[k] for k in reference.SUMMARY_KEPT} == {k: summary[k] for k in reference.SUMMARY_KEPT}
+        assert [r["step"] for r in groups[recipe][0]] == [0, 1]
+        assert {"loss/preference", "rewards/margins", "logps/chosen", "logps/rejected"} <= set(groups[recipe][0][1])
+
+
+def test_an_rl_comparison_stores_no_preference_accuracies(tmp_path):
+    lines = reference.data_lines({}, reference.Reference(recipes=("grpo",), task="addition", seeds=1, sets=()),
+                                 _one_run(tmp_path, "grpo", {"accuracy_before": 0.1, "accuracy_after": 0.2}))
+    assert lines[1] == {"summary": {"recipe": "grpo", "seed": 0, "accuracy_before": 0.1, "accuracy_after": 0.2}}
+
+
+def _one_run(root, recipe, summary):
+    folder = root / f"{recipe}-s0"
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text(json.dumps(summary))
+    (folder / "metrics.jsonl").write_text(json.dumps({"step": 0, "accuracy": 0.5}) + "\n")
+    return root
+
+
 def test_an_unknown_comparison_is_refused_before_training(tmp_path):
     with pytest.raises(ValueError, match="no reference comparison 'nope'; choose from"):
         reference.run("nope", runs_root=tmp_path, data_dir=tmp_path)
     assert reference.main(["nope"]) == 2
+
+
+def test_every_stored_comparison_is_a_valid_plan():
+    from workbench.recipes import get_recipe
+    from workbench.train.config import apply_sets, make_config
+
+    for name, ref in reference.REFERENCES.items():
+        assert ref.question and ref.seeds >= 1, name
+        assert set(ref.recipe_sets) <= set(ref.recipes), name
+        for recipe in ref.recipes:
+            get_recipe(recipe)
+            apply_sets(make_config(recipe=recipe, task=ref.task), [*ref.sets, *ref.recipe_sets.get(recipe, ())])
+        stored = reference.load(name)
+        if stored is not None:  # the data file was made by this spec
+            meta, groups, summaries = stored
+            assert meta["recipes"] == list(ref.recipes) and meta["sets"] == list(ref.sets), name
+            assert len(summaries) == len(ref.recipes) * ref.seeds, name

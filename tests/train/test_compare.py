@@ -49,3 +49,31 @@ def test_compare_preference_recipes(tmp_path):
     result = compare(["dpo", "ipo", "simpo"], task="addition", seeds=1, out=tmp_path, sets=sets, progress=False)
     assert set(result["recipes"]) == {"dpo", "ipo", "simpo"}
     assert (tmp_path / "compare.html").exists()
+
+
+def test_per_recipe_sets_apply_to_that_recipe_only(tmp_path):
+    from workbench.train.compare import compare
+
+    sets = [f"{k}={json.dumps(v)}" for k, v in {**TINY, "steps": 1}.items() if k != "task"]
+    result = compare(["grpo", "rloo"], task="addition", seeds=1, out=tmp_path, sets=sets, progress=False,
+                     recipe_sets={"rloo": ["lr=0.002", "eval_size=8"]})  # after `sets`: eval_size 16 -> 8
+    assert set(result["recipes"]) == {"grpo", "rloo"}
+    grpo, rloo = (json.loads((tmp_path / f"{r}-s0" / "config.json").read_text()) for r in ("grpo", "rloo"))
+    assert {k for k in grpo if grpo[k] != rloo[k]} == {"recipe", "lr", "eval_size"}
+    assert (grpo["lr"], rloo["lr"], grpo["eval_size"], rloo["eval_size"]) == (TINY["lr"], 0.002, 16, 8)
+
+
+@pytest.mark.parametrize("recipe_sets, message", [
+    ({"ppo": ["lr=0.002"]}, r"recipe_sets names \['ppo'\], which are not among the compared recipes"),
+    ({"rloo": "lr=0.002"}, r"recipe_sets\['rloo'\] must be a list of key=value strings"),
+    ({"rloo": ["lr=-1"]}, "config field lr"),
+])
+def test_bad_per_recipe_sets_are_refused_before_any_run(tmp_path, recipe_sets, message):
+    from workbench.train.compare import compare
+    from workbench.train.config import ConfigError
+
+    sets = [f"{k}={json.dumps(v)}" for k, v in {**TINY, "steps": 1}.items() if k != "task"]
+    with pytest.raises((ValueError, ConfigError), match=message):
+        compare(["grpo", "rloo"], task="addition", seeds=1, out=tmp_path, sets=sets, progress=False,
+                recipe_sets=recipe_sets)
+    assert not (tmp_path / "grpo-s0").exists()  # nothing trained, no folder claimed

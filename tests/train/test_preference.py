@@ -127,3 +127,18 @@ def test_a_preference_run_folder_holds_the_held_out_episodes_after_training(tmp_
     assert len(records) == summary["eval_size"] == PREF["eval_size"]
     assert {"prompt", "completion", "answer", "correct"} <= set(records[0])
     assert sum(r["correct"] for r in records) / len(records) == pytest.approx(summary["accuracy_after"])
+
+
+def test_loss_overrides_and_kl_coef_reach_the_preference_loss_or_are_refused(tmp_path):
+    from workbench.train.preference import PreferenceTrainer
+
+    trainer = PreferenceTrainer(make_config("smoke", recipe="dpo", **PREF, kl_coef=0.5), tmp_path)
+    assert trainer.recipe.loss_kw["beta"] == 0.5  # kl_coef is the loss's beta
+    trainer = PreferenceTrainer(make_config("smoke", recipe="ipo", **PREF,
+                                            recipe_overrides={"loss": {"beta": 2.0}}), tmp_path)
+    assert trainer.recipe.loss_kw["beta"] == 2.0
+    with pytest.raises(ValueError, match=r"takes no \['bta'\]; its keywords: \['beta'"):
+        PreferenceTrainer(make_config("smoke", recipe="dpo", **PREF, recipe_overrides={"loss": {"bta": 1}}), tmp_path)
+    with pytest.raises(ValueError, match=r"preference recipe: recipe_overrides take only .*\['objective'\]"):
+        PreferenceTrainer(make_config("smoke", recipe="dpo", **PREF, recipe_overrides={"objective": {}}), tmp_path)
+    assert not (tmp_path / "config.json").exists()

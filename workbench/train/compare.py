@@ -47,9 +47,11 @@ def summarize(runs: dict[str, list[dict]], target: float, key: str = "accuracy",
     return out
 
 
-def plan(recipes: list[str], *, task: str, preset: str, seeds: int, out: Path, sets, progress: bool) -> dict:
+def plan(recipes: list[str], *, task: str, preset: str, seeds: int, out: Path, sets, progress: bool,
+         recipe_sets: dict[str, list[str]] | None = None) -> dict:
     """{(recipe, run folder): its trainer} for every (recipe, seed), all built before any trains, so a bad recipe,
-    override or task anywhere in the list is refused before the first run starts."""
+    override or task anywhere in the list is refused before the first run starts. `recipe_sets[recipe]` are --set
+    assignments for that recipe's runs only, applied after the shared `sets`."""
     if not recipes:
         raise ValueError("compare needs at least one recipe")
     repeated = sorted({r for r in recipes if recipes.count(r) > 1})
@@ -58,21 +60,34 @@ def plan(recipes: list[str], *, task: str, preset: str, seeds: int, out: Path, s
                          "recipe)")
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
+    recipe_sets = dict(recipe_sets or {})
+    strays = sorted(set(recipe_sets) - set(recipes))
+    if strays:  # a typo would otherwise apply to nothing, silently
+        raise ValueError(f"recipe_sets names {strays}, which are not among the compared recipes {list(recipes)}")
+    for recipe, assignments in recipe_sets.items():
+        if isinstance(assignments, str):  # "lr=1e-5" would be read as the assignments "l", "r", ...
+            raise ValueError(f"recipe_sets[{recipe!r}] must be a list of key=value strings, got {assignments!r}")
     return {(recipe, out / f"{recipe}-s{seed}"): make_trainer(
-                apply_sets(make_config(preset, recipe=recipe, task=task, seed=seed), list(sets)),
+                apply_sets(make_config(preset, recipe=recipe, task=task, seed=seed),
+                           [*sets, *recipe_sets.get(recipe, ())]),
                 out / f"{recipe}-s{seed}", progress=progress)
             for recipe in recipes for seed in range(seeds)}
 
 
 def compare(recipes: list[str], *, task: str, preset: str = "smoke", seeds: int = 2, out: str | Path,
-            sets: list[str] = (), target: float | None = None, progress: bool = True) -> dict:
+            sets: list[str] = (), target: float | None = None, progress: bool = True,
+            recipe_sets: dict[str, list[str]] | None = None) -> dict:
     """Train every (recipe, seed) into out/RECIPE-sSEED (each resumable) and write out/compare.html.
+
+    sets: --set assignments for every run; recipe_sets: {recipe: assignments} for that recipe's runs only,
+    applied after `sets` (e.g. {"online-dpo": ["group_size=16"]}).
 
     target: sampled-accuracy level for "steps to target" (trailing 10-step mean); default: the mean
     accuracy of the first 10 steps over all runs plus 0.05.
     """
     out = Path(out)
-    planned = plan(recipes, task=task, preset=preset, seeds=seeds, out=out, sets=sets, progress=progress)
+    planned = plan(recipes, task=task, preset=preset, seeds=seeds, out=out, sets=sets, progress=progress,
+                   recipe_sets=recipe_sets)
     runs: dict[str, list[dict]] = {}
     for (recipe, folder), trainer in planned.items():
         summary = train(trainer.config, folder, report=False, trainer=trainer)

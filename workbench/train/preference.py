@@ -5,6 +5,8 @@ Same run folder as the RL loop: config.json, metrics.jsonl, summary.json, checkp
 """
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import random
 import sys
@@ -110,6 +112,27 @@ def has_own_weights(model) -> bool:
     return isinstance(model, torch.nn.Module)
 
 
+def preference_recipe(config):
+    """The preference recipe with the config's overrides applied to its loss: recipe_overrides {"loss": {kw: value}}
+    and kl_coef (the loss's beta). Anything a preference loop cannot apply is refused (a run never records a
+    setting it ignored)."""
+    recipe = get_recipe(config.recipe)
+    unknown = sorted(set(config.recipe_overrides) - {"loss"})
+    if unknown or config.entropy_coef is not None:
+        raise ValueError(f"recipe {recipe.key!r} is a preference recipe: recipe_overrides take only "
+                         f'{{"loss": {{...}}}} (its loss keywords) and kl_coef its beta; got overrides {unknown}'
+                         + (f" and entropy_coef={config.entropy_coef}" if config.entropy_coef is not None else ""))
+    kw = dict(config.recipe_overrides.get("loss", {}))
+    if config.kl_coef is not None:
+        kw["beta"] = config.kl_coef
+    params = inspect.signature(registry.get("preference", recipe.loss).fn).parameters
+    bad = sorted(set(kw) - set(params))
+    if bad:
+        raise ValueError(f"recipe {recipe.key!r}: its loss {recipe.loss!r} takes no {bad}; its keywords: "
+                         f"{sorted(k for k, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY)}")
+    return dataclasses.replace(recipe, loss_kw={**recipe.loss_kw, **kw}) if kw else recipe
+
+
 class PreferenceTrainer:
     """Trains a preference recipe (see `workbench.recipes.PREFERENCE_RECIPES`).
 
@@ -120,7 +143,7 @@ class PreferenceTrainer:
 
     def __init__(self, config, out, progress: bool = True, callback=None):
         self.config, self.out, self.progress, self.callback = config, Path(out), progress, callback
-        self.recipe = get_recipe(config.recipe)
+        self.recipe = preference_recipe(config)
         if self.recipe.iteration_update not in ITERATION_UPDATES:
             raise ValueError(f"recipe {self.recipe.key!r}: iteration_update must be one of {ITERATION_UPDATES}, "
                              f"got {self.recipe.iteration_update!r}")

@@ -50,4 +50,6 @@ def test_the_table_reads_the_stored_data(tmp_path):
     dapo = next(r for (key, _), r in rows.items() if key == "dapo" and r["seen"].startswith("accuracy"))
     assert dapo["verdict"] == "reproduced" and "0.600 ± 0.010 vs grpo 0.400 ± 0.010 (3 seeds)" in dapo["seen"]
     page = claims_markdown(tmp_path)
-    assert page.count("\n| `") == len(CLAIMS) and "Verdict rule" in page
+    recipes = {e.key for e in registry.entries("recipe")}
+    assert page.count("\n| `") == len(CLAIMS) + len(recipes - {c.key for c in CLAIMS}) and "Verdict rule" in page
+    assert all(f"| `{key}` |" in page for key in recipes)  # every recipe has a row

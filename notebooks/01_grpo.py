@@ -151,15 +151,17 @@ entropy_heatmap(tokens, batch.entropy[rows], batch.mask[rows], title="token entr
 # last checkpoint instead of starting over. The glossary of every metric is `workbench.train.glossary.GLOSSARY`.
 
 # %%
+from workbench.train.metrics import read_rows
+
 live = LiveCurves(["reward/mean", "entropy", "kl"])  # one point per step as the run logs it
+for row in read_rows(out / "metrics.jsonl"):  # a resumed (or finished) run: the steps it already logged
+    live.add(row)
 trainer.callback = live.add
 display(live.figure)  # noqa: F821 (IPython)
 summary = train(config, out, trainer=trainer)
 print({k: summary[k] for k in ("accuracy_before", "accuracy_after", "report")})
 
 # %%
-from workbench.train.metrics import read_rows
-
 training_curves(read_rows(out / "metrics.jsonl")).show()
 accuracy_bar(summary).show()
 

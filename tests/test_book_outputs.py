@@ -59,3 +59,17 @@ def test_an_explorer_becomes_its_default_figure_its_controls_and_a_kernel_note()
     assert f'src="{SRC}"' in page and "controls: G = 8" in page and "needs a running kernel" in page
     assert "widgets" not in nb.metadata and "x" * 1000 not in json.dumps(nb)  # no bundle left on the page
     assert "remove-cell" in nb.cells[0].metadata["tags"]
+
+
+def test_a_progress_bar_is_dropped_and_a_figure_without_controls_says_it_fills_in_live():
+    state = {"bar": {"model_name": "HBoxModel", "state": {"children": ["IPY_MODEL_p"]}},
+             "p": {"model_name": "FloatProgressModel", "state": {"description": "", "value": 40}},
+             "fig": {"model_name": "AnyModel", "state": {"_widget_layout": {}, "_widget_data": [{"type": "scatter",
+                                                                                                 "x": [0], "y": [1]}]}}}
+    views = [nbformat.v4.new_output("display_data", data={WIDGET_VIEW: {"model_id": m}, "text/plain": "x"})
+             for m in ("bar", "fig")]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("train()", outputs=views)])
+    nb.metadata["widgets"] = {WIDGET_STATE: {"state": state}}
+    make_static(nb, SRC)
+    (output,) = nb.cells[0].outputs  # the progress bar is gone
+    assert "fills in while the cell runs" in output["data"]["text/html"] and "controls" not in output["data"]["text/html"]

@@ -22,6 +22,8 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 MODEL_REF = re.compile(r"IPY_MODEL_(\w+)")
 LIVE_NOTE = ("Static picture at the notebook's default setting{controls}. Moving the controls needs a running "
              "kernel: open this notebook in JupyterLab (<code>make lab</code>).")
+LIVE_FIGURE_NOTE = ("Static picture of the figure as the notebook's run left it; in a running kernel it fills in while "
+                    "the cell runs (<code>make lab</code>).")
 
 
 def figure_html(fig: dict, first: bool, plotly_src: str) -> str:
@@ -85,8 +87,10 @@ def widget_parts(model_id: str, models: dict) -> tuple[list[dict], list[str]]:
 
 
 def live_note(controls: list[str]) -> str:
-    listed = f" (controls: {html.escape(', '.join(controls))})" if controls else ""
-    return f'<p class="workbench-live-note"><em>{LIVE_NOTE.format(controls=listed)}</em></p>'
+    """What the stand-in says: the controls it was drawn at, or (no controls: a figure a running cell fills in) that."""
+    text = (LIVE_NOTE.format(controls=f" (controls: {html.escape(', '.join(controls))})") if controls
+            else LIVE_FIGURE_NOTE)
+    return f'<p class="workbench-live-note"><em>{text}</em></p>'
 
 
 def make_static(nb, plotly_src: str) -> dict:
@@ -104,11 +108,15 @@ def make_static(nb, plotly_src: str) -> dict:
                 counts["figures"] += 1
             elif WIDGET_VIEW in data:
                 figures, controls = widget_parts(data.pop(WIDGET_VIEW)["model_id"], models)
+                data.pop("text/plain", None)  # "VBox(children=...)" says nothing to a reader
+                if not figures and not controls:  # a progress bar: nothing to show once the cell has run
+                    continue
                 parts = [figure_html(f, not counts["figures"] and not i, plotly_src) for i, f in enumerate(figures)]
                 counts["figures"] += len(figures)
-                data.pop("text/plain", None)  # "VBox(children=...)" says nothing to a reader
                 data["text/html"] = "\n".join(parts + [live_note(controls)])
                 counts["widgets"] += 1
+        if "outputs" in cell:  # drop the outputs emptied above (progress bars)
+            cell.outputs = [o for o in cell.outputs if "data" not in o or o["data"]]
     nb.metadata.pop("widgets", None)
     return counts
 

@@ -51,3 +51,5 @@ def test_live_curves_draw_every_row_as_it_arrives():
     reward, entropy, kl = live.figure.data
     assert list(reward.x) == [0, 1, 2, 3] and list(entropy.y) == pytest.approx([1.0, 0.9, 0.8, 0.7])
     assert len(kl.x) == 0  # no KL logged (no reference): its subplot stays empty, the others still draw
+    live.add({"step": 2, "reward/mean": 0.9, "entropy": 0.5})  # resumed from step 2: recomputed steps replace theirs
+    assert list(reward.x) == [0, 1, 2] and reward.y[-1] == pytest.approx(0.9)

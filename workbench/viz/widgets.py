@@ -23,7 +23,8 @@ def refresh(widget: go.FigureWidget, fig: go.Figure) -> None:
 
 
 class LiveCurves:
-    """Training curves that grow while a run trains: pass `add` as the trainer's callback, display `figure`.
+    """Training curves that grow while a run trains: pass `add` as the trainer's callback, display `figure`; `add`
+    the rows a resumed run already logged first (a finished run then still shows its curves).
 
     The figure is laid out up front (one subplot and one trace per key, from a placeholder row), so the first
     rows have traces to land in; each row then resets every trace to the series logged so far.
@@ -37,7 +38,8 @@ class LiveCurves:
                 trace.x, trace.y = [], []
 
     def add(self, row: dict) -> None:
-        self.rows.append(row)
+        """Draw `row`; a step logged again (recomputed after a resume) replaces the one drawn before."""
+        self.rows = [r for r in self.rows if r["step"] < row["step"]] + [row]
         with self.figure.batch_update():
             for trace, key in zip(self.figure.data, self.keys):
                 trace.x, trace.y = metric_series(self.rows, key)

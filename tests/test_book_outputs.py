@@ -72,4 +72,5 @@ def test_a_progress_bar_is_dropped_and_a_figure_without_controls_says_it_fills_i
     nb.metadata["widgets"] = {WIDGET_STATE: {"state": state}}
     make_static(nb, SRC)
     (output,) = nb.cells[0].outputs  # the progress bar is gone
-    assert "fills in while the cell runs" in output["data"]["text/html"] and "controls" not in output["data"]["text/html"]
+    page = output["data"]["text/html"]
+    assert "fills in while the cell runs" in page and "controls" not in page

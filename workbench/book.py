@@ -1,4 +1,4 @@
-"""Build the workbench book: executed notebooks + a catalog page generated from the registry.
+"""Build the workbench book: executed notebooks + catalog, method finder and claims pages generated from the code.
 
     python -m workbench.book build [--executed DIR] [--out DIR]
 
@@ -8,15 +8,17 @@ Steps, each printed as it runs:
    headless with papermill at ``preset="smoke"`` into ``book/notebooks/<stem>.ipynb``; with
    ``--executed DIR`` the already-executed ``DIR/<stem>.ipynb`` are copied instead;
 2. ``book/catalog.md`` and the method finder ``book/finder.md`` are generated from the registry, the
-   notebooks and the ``@pytest.mark.covers`` marks in ``tests/**/*.py``; ``book/_toc.yml`` lists intro,
-   every notebook (sorted by name), the finder and the catalog;
+   notebooks and the ``@pytest.mark.covers`` marks in ``tests/**/*.py``, ``book/claims.md`` from the stored
+   reference runs (``workbench.claims``); ``book/_toc.yml`` lists intro, every notebook (sorted by name),
+   the finder, the claims and the catalog;
 3. MathJax 3 is installed from npm into ``book/node_modules`` (once) and copied next to the book's
    static files, so that math renders offline;
 4. ``jupyter-book build`` (1.x) runs with every Sphinx warning an error; the HTML lands in
    ``<out>/_build/html`` (``out`` defaults to ``book/``).
 
 Generated files (``book/notebooks/``, ``book/catalog.md``, ``book/finder.md``, ``book/claims.md``,
-``book/_toc.yml``, ``book/_vendor/``) are git-ignored: ``book/_config.yml``, ``book/intro.md`` and ``book/package.json`` are the sources.
+``book/_toc.yml``, ``book/_vendor/``) are git-ignored: ``book/_config.yml``, ``book/intro.md`` and
+``book/package.json`` are the sources.
 """
 from __future__ import annotations
 
@@ -237,9 +239,9 @@ def card_tests(entry, covers: dict[str, list[str]]) -> list[str]:
     marked = covers.get(entry.key, [])
     if entry.kind != "recipe":
         return [t for t in marked if not t.startswith(RECIPE_TESTS)]
-    from workbench.recipes import PreferenceRecipe, get_recipe
+    from workbench.recipes import PreferenceRecipe
 
-    loop = "preference" if isinstance(get_recipe(entry.key), PreferenceRecipe) else "rl"
+    loop = "preference" if isinstance(entry.fn, PreferenceRecipe) else "rl"  # a recipe entry holds the recipe
     every = [f"{t}[{entry.key}]" for t in EVERY_RECIPE_TESTS[loop]]
     return [t for t in marked if t.startswith(RECIPE_TESTS)] + every
 

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 from workbench.reference import load
 
-NOISE_FLOOR = 0.01  # a difference below this is 1 or 2 held-out prompts in 200: never a verdict on its own
+NOISE_FLOOR = 0.01  # a difference below this is at most 2 held-out prompts in 200: never a verdict on its own
 VERDICT_RULE = ("Verdict rule (3 seeds are few): the method and its baseline are paired by seed (the same seed and "
                 "warm start); with d = direction × the mean over seeds of (method − baseline) and s the standard "
-                "deviation of those differences, at least 0.01 (2 of the 200 held-out prompts), reproduced if d > s, "
-                "contradicted if d < −s, else no difference beyond seed noise; a claim of \"no worse\" is reproduced "
-                "unless d < −s.")
+                f"deviation of those differences, at least {NOISE_FLOOR} (2 of the 200 held-out prompts), reproduced "
+                "if d > s, contradicted if d < −s, else no difference beyond seed noise; a claim of \"no worse\" is "
+                "reproduced unless d < −s.")
 
 
 @dataclass(frozen=True)
@@ -137,8 +137,8 @@ def claims_markdown(data_dir=None) -> str:
 
     lines = ["# Claim vs what we see", "",
              "Each method's central claim as we read its paper, what our reference runs show on a 0.5M-parameter "
-             "model at toy scale over seeds (`make reference-runs`; plotted in notebook 07), and a verdict. A verdict "
-             "here is about this setting only: a claim made at 7B parameters and thousands of steps is not refuted "
+             "model at toy scale over seeds (`make reference-runs`; plotted in notebooks 07 and 08), and a verdict. "
+             "A verdict here is about this setting only: a claim made at 7B parameters and thousands of steps is not refuted "
              "by a tiny model on countdown, and not confirmed by it either.", "",
              VERDICT_RULE, "",
              "| recipe | claim | reference run | what we see | verdict |", "| --- | --- | --- | --- | --- |"]

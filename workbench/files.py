@@ -3,7 +3,6 @@ killed mid-write, sees the old file or the new one, never a torn one; the tempor
 carry its pid, so the next writer can tell they are stale and delete them."""
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -21,13 +20,13 @@ def temp_sibling(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}-{int.from_bytes(os.urandom(4), 'little')}")
 
 
-def write_atomic(path: str | Path, data: str | bytes) -> Path:
-    """Replace `path` with `data` in one rename (text is written as UTF-8)."""
+def replace_atomic(path: str | Path, write) -> Path:
+    """Replace `path` in one rename with what `write(binary file)` writes into a temporary sibling."""
     path = Path(path)
     tmp = temp_sibling(path)
     try:
         with open(tmp, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -36,13 +35,16 @@ def write_atomic(path: str | Path, data: str | bytes) -> Path:
     return path
 
 
+def write_atomic(path: str | Path, data: str | bytes) -> Path:
+    """Replace `path` with `data` in one rename (text is written as UTF-8)."""
+    return replace_atomic(path, lambda f: f.write(data.encode("utf-8") if isinstance(data, str) else data))
+
+
 def save_atomic(obj, path: str | Path) -> Path:
-    """`torch.save(obj, path)`, replacing the file in one rename."""
+    """`torch.save(obj, path)`, replacing the file in one rename (streamed: no second copy in memory)."""
     import torch
 
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    return write_atomic(path, buffer.getvalue())
+    return replace_atomic(path, lambda f: torch.save(obj, f))
 
 
 def pid_alive(pid: int) -> bool:

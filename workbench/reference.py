@@ -1,6 +1,6 @@
 """Reference runs: the comparisons that matter, trained over seeds at a scale where differences show, and kept as
-small JSONL files under data/reference_runs/ (as CleanRL publishes its benchmarks). The book and notebook 07 plot
-them, labelled with the command, commit and machine that made them; smoke runs stay a quick live check.
+small JSONL files under data/reference_runs/ (as CleanRL publishes its benchmarks). The book (notebooks 07 and 08)
+plots them, labelled with the command, commit and machine that made them; smoke runs stay a quick live check.
 
     make reference-runs                              # every comparison below
     python -m workbench.reference f1-countdown       # one of them

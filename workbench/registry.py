@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from workbench.paths import data_file  # noqa: F401  (re-exported for tests and tools)
 
-# One signature per kind; the pipeline stages run them in the order of `workbench.pipeline.STAGES`.
+# One signature per kind; the pipeline stages run them in the order of `workbench.train.pipeline.STAGES`.
 SIGNATURES = {
     "reward":          "fn(completions, **columns) -> list[float | None]          (TRL's convention)",
     "reward_shaping":  "fn(batch, ctx, **hp) -> batch                             (rewards, token_rewards)",

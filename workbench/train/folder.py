@@ -104,9 +104,8 @@ def claim_run_folder(out: Path, config) -> FolderLock:
     """Lock `out` for this process, clear what killed writers left, and check or write its config.json."""
     lock = FolderLock(out).acquire()
     try:
-        for sub in (out, out / "checkpoints"):
-            if sub.is_dir():
-                remove_stale_temps(sub)
+        if out.is_dir():  # (a checkpoint's temporary folder is cleared by the next save of that step)
+            remove_stale_temps(out)
         prepare_run_folder(out, config.to_json(), type(config)().to_json())
     except BaseException:
         lock.release()

@@ -56,3 +56,7 @@ class NonFiniteGuard:
         """Updates skipped since the last call (this step's count)."""
         skipped, self.skipped = self.skipped, 0
         return skipped
+
+    def metrics(self) -> dict:
+        """This step's row entry: nonfinite/skipped in skip mode (then always logged), nothing in stop mode."""
+        return {"nonfinite/skipped": self.take()} if self.mode == "skip" else {}

@@ -10,7 +10,7 @@ rollout's mask; a token mask changes only which tokens the policy loss trains on
 The loop never branches on a method. Each registration declares what it reads and provides; `Pipeline`
 refuses, before anything is built, a recipe whose parts don't fit. State kept across steps (controllers,
 running statistics, buffers, samplers) lives in `Pipeline.state`, is saved in every checkpoint and
-restored exactly; controllers and schedules set the parameter they name (`into="slot:key.param"`).
+restored exactly; controllers and schedules set the parameter they name (`into="kind:key.param"`).
 """
 from __future__ import annotations
 

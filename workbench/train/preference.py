@@ -162,7 +162,7 @@ class PreferenceTrainer:
         c = self.config
         torch.set_num_threads(c.threads)
         folder = warm_start(c, self.task, progress=self.progress)
-        record_warm_start(self.out, c, self.task, folder)  # `workbench export` rebuilds the policy from it
+        record_warm_start(self.out, c, folder)  # `workbench export` rebuilds the policy from it
         self.model, self.tokenizer = load_model(str(folder) if folder else c.model, **c.model_kw())
         check_task_prompts(self.task, self.model, self.tokenizer, c.max_new_tokens)
         if c.lora_r > 0:
@@ -340,8 +340,7 @@ class PreferenceTrainer:
         if self.nonfinite.allows(step, loss.item(), grad_norm):
             self.optimizer.step()
             self.push_weights()  # a separate engine (vLLM) samples the next items with the new weights
-        skipped = {"nonfinite/skipped": self.nonfinite.take()} if c.nonfinite == "skip" else {}
-        return {**row, "loss/preference": loss.item(), **metrics, "grad_norm": grad_norm, **skipped,
+        return {**row, "loss/preference": loss.item(), **metrics, "grad_norm": grad_norm, **self.nonfinite.metrics(),
                 "time/step": time.perf_counter() - t0}
 
     # ------------------------------------------------------------------ evaluation

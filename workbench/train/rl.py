@@ -80,7 +80,7 @@ class Trainer:
         torch.set_num_threads(c.threads)
         folder = warm_start(c, self.task, progress=self.progress and self.parallel.is_main)
         if self.parallel.is_main:
-            record_warm_start(self.out, c, self.task, folder)  # `workbench export` rebuilds the policy from it
+            record_warm_start(self.out, c, folder)  # `workbench export` rebuilds the policy from it
         self.model, self.tokenizer = load_model(str(folder) if folder else c.model, **c.model_kw())
         check_task_prompts(self.task, self.model, self.tokenizer, c.max_new_tokens)
         reference = pipeline.parts["reference"][0]
@@ -263,8 +263,7 @@ class Trainer:
                     sums[k] = sums.get(k, 0.0) + v
                 n += 1
         self.dead_gradient.check(parallel.sum([signal])[0] > 0, moved)
-        skipped = {"nonfinite/skipped": self.nonfinite.take()} if c.nonfinite == "skip" else {}
-        return {**{k: v / max(n, 1) for k, v in sums.items()}, **skipped}
+        return {**{k: v / max(n, 1) for k, v in sums.items()}, **self.nonfinite.metrics()}
 
     def kl_estimator(self) -> str:
         """The estimator of the recipe's KL term (logged as `kl`), k3 when it has none."""

@@ -108,9 +108,9 @@ def warm_start(config, task: Task, progress: bool = True) -> Path | None:
 WARM_START_FILE = "warm_start.json"  # in a run folder: where its warm start lives (`workbench export` reads it)
 
 
-def record_warm_start(out: Path, config, task: Task, folder: Path | None) -> Path:
+def record_warm_start(out: Path, config, folder: Path | None) -> Path:
     """Write RUN/warm_start.json: {"path", "key", "sft_steps"} of the SFT folder the run started from, or
     {"path": null} without SFT (the run started from config.model)."""
-    record = ({"path": str(Path(folder).resolve()), "key": warm_start_key(config, task), "sft_steps": config.sft_steps}
+    record = ({"path": str(Path(folder).resolve()), "key": Path(folder).name, "sft_steps": config.sft_steps}
               if folder is not None else {"path": None, "key": None, "sft_steps": config.sft_steps})
     return write_atomic(Path(out) / WARM_START_FILE, json.dumps(record, indent=2))

@@ -12,8 +12,10 @@ import torch
 class StepContext:
     """One step as a component sees it. `state` is the calling component's own state (None if it keeps none);
     `metrics` collects what it wants logged in the step's row. `resample(round)` draws and rolls out a new
-    round of the same step (group transforms); `rollout(examples, group_size=, greedy=)` runs the recipe's
-    rollout strategy on given examples (e.g. ReMax's greedy baseline); `gather(x)` collects a per-row tensor from
+    round of the same step (group transforms); `rollout(examples, group_size=, greedy=, temperature=)` runs the
+    recipe's rollout strategy on given examples (e.g. ReMax's greedy baseline, AEPO's resampling at another
+    temperature); `score(batch, temperature)` is the current policy's log-probs [B, T] of the batch's responses at
+    that temperature, without gradient (DCPO's target-temperature weight); `gather(x)` collects a per-row tensor from
     every rank, so that state a component keeps is the same on all of them."""
 
     step: int
@@ -26,6 +28,7 @@ class StepContext:
     examples: list = field(default_factory=list)   # the step's examples; batch.group indexes them
     resample: Callable | None = None
     rollout: Callable | None = None
+    score: Callable | None = None
     gather: Callable = lambda x: x                 # [N] this rank's rows -> all ranks' rows (data parallelism)
     state: Any = None
     metrics: dict = field(default_factory=dict)

@@ -260,3 +260,52 @@ def test_one_sample_per_prompt_is_refused_up_front_with_the_override_that_allows
                                                      "recipe_overrides": {"advantage:grpo": {"allow_singletons": True}}})
     Trainer(allowed, tmp_path, progress=False)
     Trainer(make_config("smoke", recipe="ppo", **{**TINY, "group_size": 1}), tmp_path, progress=False)  # a critic
+
+
+# ------------------------------------------------------------------------------ a controller driving a whole component
+
+class Bounds:
+    """A controller of two PPO bounds at once: both widen by 0.1 per step (into="objective:ppo-clip")."""
+
+    @staticmethod
+    def init(*, initial):
+        return {"eps_low": initial["eps_low"], "eps_high": initial["eps_high"], "label": "not logged"}
+
+    @staticmethod
+    def update(state, batch, metrics):
+        return {**state, "eps_low": state["eps_low"] + 0.1, "eps_high": state["eps_high"] + 0.1}
+
+    @staticmethod
+    def value(state):
+        return {"eps_low": state["eps_low"], "eps_high": state["eps_high"]}
+
+
+@pytest.fixture
+def bounds_controller():
+    registry.register("controller", "probe-bounds", title="probe", summary="two bounds", family="pipeline")(Bounds)
+    yield
+    registry._REGISTRY["controller"].pop("probe-bounds")
+
+
+def test_a_controller_may_drive_several_parameters_of_one_component(bounds_controller):
+    recipe = Recipe(key="r", title="t", summary="s", advantage=["grpo"], objective=use("ppo-clip", eps_high=0.28),
+                    controllers=[use("probe-bounds", into="objective:ppo-clip")])
+    pipeline = Pipeline(recipe, track_kl=False)
+    objective = pipeline.find("objective:ppo-clip")
+    assert pipeline.kwargs(objective, 0, 1) == {"eps_low": 0.2, "eps_high": 0.28}  # starts from recipe + defaults
+    pipeline.after_step(None, {})
+    assert pipeline.kwargs(objective, 1, 1) == pytest.approx({"eps_low": 0.3, "eps_high": 0.38})
+    assert pipeline.driven_metrics(1, 1) == pytest.approx({"objective:ppo-clip.eps_low": 0.3,
+                                                           "objective:ppo-clip.eps_high": 0.38})
+
+
+def test_a_whole_component_controller_must_return_parameters_the_component_takes(bounds_controller, monkeypatch):
+    recipe = Recipe(key="r", title="t", summary="s", advantage=["grpo"],
+                    controllers=[use("probe-bounds", into="objective:ppo-clip")])
+    pipeline = Pipeline(recipe, track_kl=False)
+    monkeypatch.setattr(Bounds, "value", staticmethod(lambda state: {"eps_hi": 0.3}))
+    with pytest.raises(ValueError, match=r"sets \['eps_hi'\], which objective:ppo-clip does not take"):
+        pipeline.kwargs(pipeline.find("objective:ppo-clip"), 0, 1)
+    monkeypatch.setattr(Bounds, "value", staticmethod(lambda state: 0.3))
+    with pytest.raises(ValueError, match=r"must return \{param: value\}"):
+        pipeline.kwargs(pipeline.find("objective:ppo-clip"), 0, 1)

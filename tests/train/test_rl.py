@@ -196,3 +196,25 @@ def test_the_trainer_samples_and_evaluates_with_its_stop_strings(tmp_path):
     trainer.sample(0)
     trainer.evaluate()
     assert len(seen) == 2 and all(stop == ["=U"] for stop in seen)
+
+
+def test_components_can_score_and_resample_at_another_temperature(tmp_path, monkeypatch):
+    """ctx.score(batch, T) is the policy's log-probs with logits / T; ctx.rollout(..., temperature=T) samples at T."""
+    trainer = Trainer(make_config("smoke", recipe="grpo", **{**TINY, "steps": 1}), tmp_path, progress=False)
+    trainer.task = DigitFirst()
+    trainer.setup()
+    ctx = trainer.context(0)
+    batch = trainer.make_batch(0)
+    for temperature in (0.8, 1.0, 1.2):
+        expected, _, _ = policy_forward(trainer.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids,
+                                        batch.mask, temperature)
+        assert torch.allclose(ctx.score(batch, temperature), expected * batch.mask)
+    assert not torch.allclose(ctx.score(batch, 0.8), ctx.score(batch, 1.2))
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        ctx.score(batch, 0.0)
+    seen = []
+    monkeypatch.setattr(trainer.pipeline, "rollout", lambda engine, task, examples, *, group_size, sampling:
+                        seen.append(sampling.temperature))
+    ctx.rollout(ctx.examples or [trainer.task.eval_set(1)[0]], group_size=2, temperature=1.3)
+    ctx.rollout([trainer.task.eval_set(1)[0]], group_size=2)
+    assert seen == [1.3, trainer.config.temperature]

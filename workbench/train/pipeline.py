@@ -129,17 +129,33 @@ class Pipeline:
                         f"one-sample groups A = 0 with --set recipe_overrides.{slot}:{p.use.key}.allow_singletons=true")
 
     def _check_drivers(self) -> None:
+        """`into="kind:key.param"` drives one parameter with a float; a controller may instead name the whole
+        component (`into="kind:key"`) and return {param: value} from `value(state)` (several bounds at once)."""
         for target, driver in self.drivers.items():
             where, _, param = target.partition(".")
             part = self.find(where)
-            if not target or part is None or not param:
+            if not target or part is None or not (param or driver.slot == "controllers"):
                 names = sorted(p.name for ps in self.parts.values() for p in ps)
                 raise ValueError(f"recipe {self.recipe.key!r}: {driver.name} drives into={target!r}, which names no "
                                  f"component parameter; use 'kind:key.param' with one of {names}")
             params = inspect.signature(part.fn).parameters
-            if param not in params:
+            if param and param not in params:
                 raise ValueError(f"recipe {self.recipe.key!r}: {driver.name} drives {param!r}, which {part.name} does "
                                  f"not take")
+
+    def driven_params(self, target: str, value) -> dict:
+        """{param: value} a driver sets on its target: one parameter, or the dict a whole-component driver returns."""
+        where, _, param = target.partition(".")
+        if param:
+            return {param: value}
+        if not isinstance(value, dict):
+            raise ValueError(f"controller driving into={target!r} (a whole component) must return {{param: value}} "
+                             f"from value(state), got {type(value).__name__}")
+        takes = inspect.signature(self.find(where).fn).parameters
+        unknown = sorted(set(value) - set(takes))
+        if unknown:
+            raise ValueError(f"controller driving {where} sets {unknown}, which {where} does not take")
+        return value
 
     def reads_before_update(self, *fields: str) -> bool:
         """Does a stage before the update read any of `fields` (so the forward passes must supply it)?"""
@@ -171,8 +187,8 @@ class Pipeline:
         if p.slot == "controllers":
             where, _, param = p.use.into.partition(".")
             target = self.find(where)
-            initial = target.use.kw.get(param, target.entry.defaults.get(param))
-            return p.fn.init(initial=initial, **p.use.kw)
+            current = {**target.entry.defaults, **target.use.kw}  # whole-component drivers start from all of them
+            return p.fn.init(initial=current.get(param) if param else current, **p.use.kw)
         if registry.STATEFUL.get(p.entry.kind):
             return p.fn.init(**p.use.kw)
         return p.entry.state()
@@ -186,9 +202,8 @@ class Pipeline:
         """The part's keyword arguments this step: the recipe's, then what controllers and schedules drive."""
         kw = {k: v for k, v in p.use.kw.items() if not (p.entry.kind == "reward" and k == "weight")}
         for target, driver in self.drivers.items():
-            where, _, param = target.partition(".")
-            if where == p.name:
-                kw[param] = self.driven_value(driver, step, total)
+            if target.partition(".")[0] == p.name:
+                kw.update(self.driven_params(target, self.driven_value(driver, step, total)))
         return kw
 
     def driven_value(self, driver: Part, step: int, total: int) -> float:
@@ -197,13 +212,15 @@ class Pipeline:
         return driver.fn(step, total, **driver.use.kw)
 
     def driven_metrics(self, step: int, total: int) -> dict:
-        """The value each controller set this step, logged as `<param>` of its target ("kl/beta" for a KL beta)."""
+        """The values each controller set this step, logged as `<target>.<param>` ("kl/beta" for a KL beta); only
+        numbers are logged (a controller may also drive a list, e.g. a per-turn history)."""
         out = {}
         for target, driver in self.drivers.items():
             if driver.slot == "controllers":
-                where, _, param = target.partition(".")
-                label = "kl/beta" if param == "beta" and "kl" in where else f"{where}.{param}"
-                out[label] = self.driven_value(driver, step, total)
+                where = target.partition(".")[0]
+                for param, value in self.driven_params(target, self.driven_value(driver, step, total)).items():
+                    if isinstance(value, (int, float)) and not isinstance(value, bool):
+                        out["kl/beta" if param == "beta" and "kl" in where else f"{where}.{param}"] = float(value)
         return out
 
     def context(self, p: Part, base: StepContext) -> StepContext:

@@ -148,14 +148,28 @@ class Trainer:
         c = self.config
         ctx = StepContext(step=step, total_steps=c.steps, seed=c.seed, group_size=c.group_size,
                           prompts_per_step=c.prompts_per_step, max_new_tokens=c.max_new_tokens,
-                          pad_id=self.tokenizer.pad_token_id, rollout=self.rollout_on, gather=self.parallel.gather)
+                          pad_id=self.tokenizer.pad_token_id, rollout=self.rollout_on, score=self.score,
+                          gather=self.parallel.gather)
         ctx.resample = lambda round: self.sample(step, round, ctx)
         return ctx
 
-    def rollout_on(self, examples: list, *, group_size: int, greedy: bool = False) -> RolloutBatch:
-        """The recipe's rollout strategy on given examples, with the environment's rewards only."""
-        sampling = dataclasses.replace(self.sampling, greedy=greedy)
+    def rollout_on(self, examples: list, *, group_size: int, greedy: bool = False,
+                   temperature: float | None = None) -> RolloutBatch:
+        """The recipe's rollout strategy on given examples, with the environment's rewards only; `temperature`
+        overrides the run's sampling temperature for these samples."""
+        sampling = dataclasses.replace(self.sampling, greedy=greedy,
+                                       temperature=self.sampling.temperature if temperature is None else temperature)
         return self.pipeline.rollout(self.engine, self.task, examples, group_size=group_size, sampling=sampling)
+
+    @torch.no_grad()
+    def score(self, batch: RolloutBatch, temperature: float) -> torch.Tensor:
+        """The current policy's log-probs [B, T] of the batch's responses with the logits divided by
+        `temperature` (0 off the mask)."""
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        logp, _, _ = policy_forward(self.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.mask,
+                                    temperature)
+        return logp * batch.mask
 
     def sample(self, step: int, round: int = 0, ctx: StepContext | None = None) -> RolloutBatch:
         """Stages sampler -> rollout -> rewards for (step, round); round > 0 only when a transform resamples."""

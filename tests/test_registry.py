@@ -52,7 +52,7 @@ def test_project_catalog_is_the_shared_one():
 
 
 def test_unknown_keys_and_duplicates_get_clear_errors():
-    with pytest.raises(KeyError, match="no advantage named 'nope'; registered advantages: gae, "):
+    with pytest.raises(KeyError, match="no advantage named .nope.; registered advantages: .*gae, .*grpo, "):
         registry.get("advantage", "nope")
     with pytest.raises(ValueError, match="unknown registry kind"):
         registry.get("optimizer", "adam")

@@ -29,13 +29,19 @@ class RolloutBatch:
     values: torch.Tensor | None = None           # [B, T] critic values V(s_t)
     old_values: torch.Tensor | None = None       # [B, T] critic values at rollout time
     baseline_rewards: torch.Tensor | None = None  # [B] reward of a baseline rollout (ReMax greedy)
+    temp_logp: torch.Tensor | None = None        # [B, T] old policy's log-probs at another temperature (DCPO)
+    resampled: torch.Tensor | None = None        # [B] bool, rows replaced by samples drawn at another temperature
     advantages: torch.Tensor | None = None       # [B, T] filled by the advantage estimator
+    target_adv: torch.Tensor | None = None       # [B, T] GBPO's target advantage (sets the target ratio)
     returns: torch.Tensor | None = None          # [B, T] value targets (critic methods)
     value_mask: torch.Tensor | None = None       # [B, T] tokens the value loss trains on (critic methods)
     truncated: torch.Tensor | None = None        # [B] bool, no EOS within max_new_tokens
     turn: torch.Tensor | None = None             # [B, T] turn ids of actions and observations, -1 on padding
     turn_rewards: torch.Tensor | None = None     # [B, S] per-turn environment rewards (0 past a row's turns)
     segment: torch.Tensor | None = None          # [B, T] segment ids (segment methods)
+    offpolicy_mask: torch.Tensor | None = None   # [B, T] 1 on off-policy (reference / teacher) tokens (LUFFY)
+    task_value: torch.Tensor | None = None       # [B] VSPO task value p(1 - p) of the row's prompt
+    head: object = None  # context.Head: the LM head at a minibatch's training forward, when read (CAPO)
     completions: list[str] = field(default_factory=list)  # decoded responses, len B
     prompts: list[str] = field(default_factory=list)      # prompt text per row, len B
     turn_info: list[list[dict]] = field(default_factory=list)  # per row, per turn: {"state": hashable, ...}

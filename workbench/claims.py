@@ -106,8 +106,12 @@ def verdict(claim: Claim, stored) -> tuple[str, str]:
     return seen, "reproduced" if d > s else "contradicted" if d < -s else "no difference beyond seed noise"
 
 
-def claims_table(data_dir=None) -> list[dict]:
-    """Rows of the table: recipe, claim, comparison, what we see, verdict; then every recipe without a claim."""
+def claims_table(data_dir=None, recipes=None) -> list[dict]:
+    """Rows of the table: recipe, claim, comparison, what we see, verdict; then every recipe without a claim.
+    `recipes` keeps only the rows of those recipes (a notebook's family)."""
+    if recipes is not None:
+        keep = set(recipes)
+        return [row for row in claims_table(data_dir) if row["recipe"] in keep]
     kw = {"data_dir": data_dir} if data_dir is not None else {}
     cache: dict[str, object] = {}
     rows = []

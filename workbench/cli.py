@@ -37,8 +37,10 @@ def cmd_compare(args) -> int:
     print(f"{'recipe':22s} {'acc before':>12s} {'acc after':>16s}   steps to sampled acc {result['target_accuracy']}")
     for recipe, row in result["recipes"].items():
         steps = ", ".join("never" if s is None else str(s) for s in row["steps_to_target"])
+        passed = (f"   pass@{row['pass_k']} {row['pass@k_after']:.3f} ± {row['pass@k_after_std']:.3f}"
+                  if "pass@k_after" in row else "")
         print(f"{recipe:22s} {row['accuracy_before']:12.3f} {row['accuracy_after']:9.3f} ± "
-              f"{row['accuracy_after_std']:.3f}   {steps}")
+              f"{row['accuracy_after_std']:.3f}   {steps}{passed}")
     print(f"report: {result['report']}")
     return 0
 

@@ -49,3 +49,26 @@ class Forward:
     logp: torch.Tensor
     entropy: torch.Tensor | None = None
     values: torch.Tensor | None = None
+
+
+@dataclass(eq=False)  # compared by identity: a batch field (`RolloutBatch.head`), never merged across batches
+class Head:
+    """The policy's output layer at a minibatch's training forward, as the coming optimizer step sees it.
+
+    logits / temperature = (hidden @ weight.T + bias) / temperature at each response position. `exp_avg`,
+    `exp_avg_sq` and `step` are the optimizer's Adam state of `weight` as of this update (None, None, 0 before
+    its first step; a tied embedding's state counts both uses); `trained` is False when the optimizer does not
+    update `weight` (a LoRA run's frozen head). The trainer sets it on a minibatch when a component reads "head"
+    (CAPO predicts each token's update from it)."""
+
+    hidden: torch.Tensor                    # [B, T, H] the head's input at each response position, detached
+    weight: torch.Tensor                    # [V, H], detached
+    bias: torch.Tensor | None
+    trained: bool
+    lr: float
+    betas: tuple
+    eps: float
+    temperature: float
+    exp_avg: torch.Tensor | None = None     # [V, H] first moment of the loss gradient
+    exp_avg_sq: torch.Tensor | None = None  # [V, H] second moment
+    step: int = 0                           # optimizer steps taken on `weight` so far

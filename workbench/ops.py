@@ -68,6 +68,8 @@ class Denominators:
     num_tokens: float | None = None     # valid tokens in the optimizer step (token-mean)
     num_seqs: float | None = None       # sequences with >= 1 valid token in the step (seq-mean-*)
     norm_constant: float | None = None  # the constant C of seq-mean-token-sum-norm (e.g. B_global * L_max)
+    weights: torch.Tensor | None = None  # [B, T] detached per-token weights on the loss, counts unchanged
+                                        # (rollout importance correction: verl's `pg_losses * rollout_is_weights`)
 
     @staticmethod
     def of(mask: torch.Tensor, norm_constant: float | None = None) -> "Denominators":
@@ -131,6 +133,8 @@ def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: str = "token-me
     if mode not in AGG_MODES:
         raise ValueError(f"unknown aggregation mode {mode!r}; choose one of {AGG_MODES}")
     check_mask(per_token, mask, "per-token loss")
+    if denom is not None and denom.weights is not None:
+        per_token = per_token * denom.weights
     return registry.get("aggregation", mode).fn(per_token, mask, denom)
 
 

@@ -13,6 +13,11 @@ def test_every_registered_advantage_has_the_uniform_signature():
     b.group = torch.tensor([0, 0])
     b.baseline_rewards = torch.tensor([0.5, 0.5], dtype=torch.float64)  # ReMax's greedy-rollout reward
     b.truncated = torch.tensor([False, True])  # T-PPO's unfinished rows
+    # what chain entries read from earlier stages: the previous advantage, the sampling policy's forward pass, ...
+    b.advantages = registry.get("advantage", "grpo").fn(b)
+    b.scores, b.old_logp = b.rewards.clone(), -0.5 * b.mask
+    b.entropy, b.temp_logp = 0.7 * b.mask, -0.6 * b.mask  # DCPO's log-probs at another temperature
+    b.resampled = torch.tensor([True, False])  # AEPO's re-sampled rows
     for entry in registry.entries("advantage"):
         A = entry.fn(b)
         assert A.shape == b.mask.shape and torch.all(A[b.mask == 0] == 0), entry.key

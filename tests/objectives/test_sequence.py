@@ -86,16 +86,41 @@ def test_gspo_clipped_sequence_has_zero_gradient_on_all_its_tokens():
 
 
 @pytest.mark.covers("gspo")
-def test_gspo_refuses_other_aggregations_and_passes_denom():
+def test_gspo_takes_any_aggregation_and_passes_denom():
+    """seq-mean-token-mean is the paper's loss; token-mean (verl's actor default) weights each sequence's
+    gradient by its length (trl#3823): with a constant per-sequence gradient direction, the ratio of the two
+    losses' gradients on row i is |y_i| B / N."""
     logp, old, A, mask = random_batch(3)
-    for agg in ("token-mean", "seq-mean-token-sum"):
-        with pytest.raises(ValueError, match="trl#3823"):
-            gspo(logp, old, A, mask, agg=agg)
-    loss, _ = gspo(logp, old, A, mask)
+    old = logp.detach().clone()  # on-policy: s_i = 1, nothing clipped, so the gradients are plain A ∇logp
+    seq, _ = gspo(logp, old, A, mask)
+    tok, _ = gspo(logp, old, A, mask, agg="token-mean")
+    lengths, B, N = mask.sum(-1), float((mask.sum(-1) > 0).sum()), mask.sum()
+    g_seq, g_tok = grad(seq, logp), grad(tok, logp)
+    expected = g_seq * (lengths * B / N)[:, None]
+    assert torch.allclose(g_tok, expected, atol=1e-12) and not torch.allclose(g_tok, g_seq)
     twice, _ = gspo(logp, old, A, mask, denom=ops.Denominators(num_seqs=2 * mask.shape[0]))
-    assert twice.item() == pytest.approx(loss.item() / 2)
+    assert twice.item() == pytest.approx(seq.item() / 2)
     assert registry.get("objective", "gspo").defaults == {
-        "agg": "seq-mean-token-mean", "denom": None, "eps_low": 3e-4, "eps_high": 4e-4, "logr_clamp": None}
+        "agg": "seq-mean-token-mean", "denom": None, "eps_low": 3e-4, "eps_high": 4e-4, "logr_clamp": None,
+        "upper_clamp_only": False}
+
+
+@pytest.mark.covers("gspo")
+def test_gspo_upper_clamp_only_leaves_very_negative_log_ratios_unclamped():
+    """verl clamps the token-form log-ratio at +10 only: a sequence with mean log-ratio -12 and A > 0 keeps
+    s = e^-12 and its gradient; the symmetric clamp pins it at e^-10 with no gradient."""
+    mask = torch.ones(2, 3, dtype=D)
+    old = torch.zeros(2, 3, dtype=D)
+    logp = torch.tensor([[-12.0] * 3, [12.0] * 3], dtype=D).requires_grad_(True)
+    A = torch.tensor([[1.0], [-1.0]], dtype=D).expand(2, 3)
+    both, m_both = gspo(logp, old, A, mask, eps_low=0.2, eps_high=0.2, logr_clamp=10.0)
+    upper, m_upper = gspo(logp, old, A, mask, eps_low=0.2, eps_high=0.2, logr_clamp=10.0, upper_clamp_only=True)
+    # row 0: A > 0 and s < 1 - eps, the unclipped branch: loss -s A; the symmetric clamp puts s at e^-10
+    assert both.item() == pytest.approx((-math.exp(-10) + math.exp(10)) / 2)
+    assert upper.item() == pytest.approx((-math.exp(-12) + math.exp(10)) / 2)
+    g_both, g_upper = grad(both, logp), grad(upper, logp)
+    assert torch.all(g_both[0] == 0) and torch.all(g_upper[0] != 0)  # clamped below: no gradient; unclamped: some
+    assert torch.all(g_both[1] == 0) and torch.all(g_upper[1] == 0)  # clamped above in both
 
 
 # ------------------------------------------------------------------------------------------ geo_mean
@@ -190,3 +215,15 @@ def test_luspo_with_equal_lengths_is_proportional_to_gspo():
     assert lu.item() == pytest.approx(5 * gs.item(), rel=1e-13)
     with pytest.raises(ValueError, match="seq-mean-token-sum"):
         luspo(logp, old, A, mask, agg="seq-mean-token-mean")
+
+
+@pytest.mark.covers("gspo", "luspo")
+def test_sequence_clip_fractions_count_empty_completions_as_trl_does():
+    """TRL's `global_masked_mean` of a [B, 1] tensor divides by B: an empty completion counts (never clipped)."""
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0], [0, 0, 0], [0, 0, 0]], dtype=D)
+    old = torch.zeros(4, 3, dtype=D)
+    logp = torch.tensor([[0.5] * 3, [0.0] * 3, [0.0] * 3, [0.0] * 3], dtype=D) * mask
+    A = torch.tensor([[1.0], [1.0], [0.0], [0.0]], dtype=D).expand(4, 3) * mask
+    for objective, agg in ((gspo, "seq-mean-token-mean"), (luspo, "seq-mean-token-sum")):
+        _, m = objective(logp, old, A, mask, agg=agg, eps_low=0.2, eps_high=0.2)
+        assert m["clip/high"] == pytest.approx(1 / 4)  # one clipped sequence of four rows, not of two

@@ -14,6 +14,7 @@ on float32 logits at 1e-5, since the workbench computes them in fp32 by conventi
 from __future__ import annotations
 
 import warnings
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -163,10 +164,10 @@ def _ours_grpo_family(trl_kw, logp, old, ref_logp, adv, mask):
         agg = "seq-mean-token-sum"
 
     if loss_type == "cispo":
-        loss, _ = objective("cispo", logp, old, A, mask, agg=agg, denom=denom, cap_abs=eps_high)
+        loss, _ = objective("cispo", logp, old, A, mask, agg=agg, denom=denom, cap_abs=eps_high, level=level)
     elif loss_type == "sapo":
         loss, _ = objective("sapo", logp, old, A, mask, agg=agg, tau_pos=trl_kw.get("sapo_temperature_pos", 1.0),
-                            tau_neg=trl_kw.get("sapo_temperature_neg", 1.05), logr_clamp=None)
+                            tau_neg=trl_kw.get("sapo_temperature_neg", 1.05), logr_clamp=None, level=level)
     elif loss_type == "luspo":
         assert level == "sequence"
         loss, _ = objective("luspo", logp, old, A, mask, agg=agg, eps_low=eps_low, eps_high=eps_high)
@@ -177,7 +178,11 @@ def _ours_grpo_family(trl_kw, logp, old, ref_logp, adv, mask):
                             eps_high=eps_high, dual_clip_c=trl_kw.get("delta"))
     beta = trl_kw.get("beta", 0.0)
     if beta:  # TRL adds beta * k3 (no clamp) per token before aggregating: linear, so = beta * agg(k3)
-        kl_loss, _ = kl_in_loss(logp, ref_logp, mask, beta=beta, estimator="k3", agg=agg, denom=denom)
+        batch = SimpleNamespace(ref_logp=ref_logp, old_logp=old, mask=mask)
+        correction = level if trl_kw.get("use_bias_correction_kl") else None
+        kl_loss, _ = registry.get("regularizer", "kl-penalty").fn(
+            SimpleNamespace(logp=logp), batch, agg=agg, denom=denom, beta=beta, estimator="k3",
+            bias_correction=correction)
         loss = loss + kl_loss
     return loss
 
@@ -201,6 +206,15 @@ GRPO_CASES = {
                   "epsilon_high": 0.08},
     "luspo": {"loss_type": "luspo", "importance_sampling_level": "sequence", "epsilon_low": 0.05,
               "epsilon_high": 0.08},
+    "cispo_sequence": {"loss_type": "cispo", "importance_sampling_level": "sequence", "epsilon_high": 1.1,
+                       "num_items_in_batch": 60},
+    "sapo_sequence": {"loss_type": "sapo", "importance_sampling_level": "sequence", "sapo_temperature_pos": 0.5,
+                      "sapo_temperature_neg": 2.0},
+    "beta_bias_corrected": {"loss_type": "grpo", "beta": 0.04, "use_bias_correction_kl": True},
+    "beta_bias_corrected_dapo": {"loss_type": "dapo", "beta": 0.1, "use_bias_correction_kl": True,
+                                 "num_items_in_batch": 50},
+    "beta_bias_corrected_gspo": {"loss_type": "grpo", "importance_sampling_level": "sequence", "beta": 0.04,
+                                 "use_bias_correction_kl": True, "epsilon_low": 0.05, "epsilon_high": 0.08},
 }
 
 

@@ -146,14 +146,25 @@ def test_grpo_vectorized_matches_verl_in_float32():
     assert_agree(adv("grpo", batch, eps=1e-6), theirs, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.covers("grpo")
-@pytest.mark.xfail(strict=True, reason="documented convention (catalog grpo, anchor settings): verl gives a "
-                   "singleton group mean 0 and std 1, i.e. A = R / (1 + eps); workbench refuses singletons "
-                   "unless allow_singletons=True, and then gives them A = 0")
-def test_grpo_singleton_group_convention_differs_from_verl():
+@pytest.mark.covers("grpo", "rloo")
+@pytest.mark.parametrize("norm", [True, False])
+def test_singleton_groups_keep_their_reward_as_verl_with_allow_singletons_keep(norm):
+    """verl gives a group of one mean 0 and std 1 (A = R / (1 + eps)); workbench refuses singletons by default,
+    gives them A = 0 with allow_singletons=True, and verl's A = R with allow_singletons="keep". Mixed with
+    groups of several, so both kinds of rows are checked."""
     batch, tlr, index = _outcome_case(3, G=1, n_groups=4, equal_group=False)
-    theirs, _ = core_algos.compute_grpo_outcome_advantage(tlr, batch.mask, index)
-    assert_agree(adv("grpo", batch, allow_singletons=True), theirs)
+    theirs, _ = core_algos.compute_grpo_outcome_advantage(tlr, batch.mask, index, norm_adv_by_std_in_grpo=norm)
+    scale = "group" if norm else "none"
+    assert_agree(adv("grpo", batch, allow_singletons="keep", scale=scale), theirs)
+    assert not torch.allclose(adv("grpo", batch, allow_singletons=True, scale=scale), theirs.to(F64))
+    one = torch.tensor([0, 1, 1, 2])  # groups of one (0, 2) beside a group of two
+    batch.group = one
+    theirs, _ = core_algos.compute_grpo_outcome_advantage(tlr, batch.mask, one.numpy(), norm_adv_by_std_in_grpo=norm)
+    assert_agree(adv("grpo", batch, allow_singletons="keep", scale=scale), theirs)
+    theirs, _ = core_algos.compute_rloo_outcome_advantage(tlr, batch.mask, one.numpy())
+    assert_agree(adv("rloo", batch, allow_singletons="keep"), theirs)
+    with pytest.raises(ValueError, match="allow_singletons must be one of"):
+        adv("grpo", batch, allow_singletons="yes")
 
 
 @pytest.mark.covers("rloo")
@@ -275,15 +286,22 @@ def test_vanilla_policy_loss_matches_verl(eps_low, eps_high, c, mode):
 
 @pytest.mark.covers("gspo")
 @pytest.mark.parametrize("eps_low,eps_high", [(3e-4, 4e-4), (0.05, 0.08)])
-def test_gspo_matches_verl(eps_low, eps_high):
-    """verl clamps the token-form log-ratio at max 10 (one-sided); workbench logr_clamp=10 clamps to +-10,
-    identical while log s_i > -10 (true here)."""
+@pytest.mark.parametrize("mode", ["seq-mean-token-mean", "token-mean"])
+def test_gspo_matches_verl(eps_low, eps_high, mode):
+    """verl clamps the token-form log-ratio at max 10 and not below (logr_clamp=10, upper_clamp_only=True), and
+    takes any aggregation (its actor default is token-mean). Row 1's mean log-ratio is -12 (A > 0, unclipped
+    branch): a symmetric clamp would change its value and zero its gradient."""
     logp, old, _, A, mask = _policy_case(13, extreme=False)
+    with torch.no_grad():
+        logp[1] = old[1] - 12.0
     cfg = _actor(clip_ratio_low=eps_low, clip_ratio_high=eps_high)
-    theirs, _ = core_algos.get_policy_loss_fn("gspo")(old, logp, A, mask, loss_agg_mode="seq-mean-token-mean",
-                                                      config=cfg)
-    ours, _ = objective("gspo", logp, old, A, mask, eps_low=eps_low, eps_high=eps_high, logr_clamp=10.0)
+    theirs, _ = core_algos.get_policy_loss_fn("gspo")(old, logp, A, mask, loss_agg_mode=mode, config=cfg)
+    ours, _ = objective("gspo", logp, old, A, mask, agg=mode, eps_low=eps_low, eps_high=eps_high, logr_clamp=10.0,
+                        upper_clamp_only=True)
     assert_agree(ours, theirs, logp)
+    symmetric, _ = objective("gspo", logp, old, A, mask, agg=mode, eps_low=eps_low, eps_high=eps_high,
+                             logr_clamp=10.0)
+    assert symmetric.item() != pytest.approx(theirs.item(), rel=1e-9, abs=1e-12)
 
 
 @pytest.mark.covers("sapo")

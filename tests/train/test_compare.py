@@ -77,3 +77,16 @@ def test_bad_per_recipe_sets_are_refused_before_any_run(tmp_path, recipe_sets, m
         compare(["grpo", "rloo"], task="addition", seeds=1, out=tmp_path, sets=sets, progress=False,
                 recipe_sets=recipe_sets)
     assert not (tmp_path / "grpo-s0").exists()  # nothing trained, no folder claimed
+
+
+def test_compare_reports_pass_at_k_when_the_runs_measure_it(tmp_path, capsys):
+    sets = [f"{k}={json.dumps(v)}" for k, v in {**TINY, "steps": 2, "eval_size": 6}.items() if k != "task"]
+    args = ["compare", "grpo", "--task", "addition", "--seeds", "2", "--out", str(tmp_path), "--quiet",
+            "--set", "pass_k=2", "--set", "pass_samples=4"]
+    for s in sets:
+        args += ["--set", s]
+    assert cli.main(args) == 0
+    row = json.loads((tmp_path / "compare.json").read_text())["recipes"]["grpo"]
+    after = [json.loads((tmp_path / f"grpo-s{seed}" / "summary.json").read_text())["pass@k_after"] for seed in (0, 1)]
+    assert row["pass_k"] == 2 and row["pass@k_after"] == pytest.approx(sum(after) / 2)
+    assert "pass@2" in capsys.readouterr().out and "pass@k after" in (tmp_path / "compare.html").read_text()

@@ -121,6 +121,8 @@ def test_the_default_config_json_is_unchanged_on_the_old_keys():
         d = json.loads(make_config(preset).to_json())
         assert d.pop("nonfinite") == "stop"
         assert d.pop("report_to") == "none"
+        assert (d.pop("pass_k"), d.pop("pass_samples")) == (0, 0)
+        assert (d.pop("rollout_is"), d.pop("rollout_is_cap"), d.pop("rollout_is_low")) == ("none", 2.0, None)
         assert hashlib.sha256(json.dumps(d, indent=2, sort_keys=True).encode()).hexdigest() == digest
     assert RunConfig(**dataclasses.asdict(RunConfig())) == RunConfig()
 
@@ -171,14 +173,19 @@ BOUNDS = {  # written out independently of config.py, as the oracle
         type(v) is str and v.startswith("cuda:") and v[5:].isascii() and v[5:].isdigit()),
     "dtype": text("float32", "bfloat16", "float16"), "threads": integer(1), "engine": text("hf", "vllm"),
     "vllm_kv_cache_mb": integer(1), "vllm_max_model_len": integer(1), "nonfinite": text("stop", "skip"),
-    "report_to": text("none", "tensorboard"),
+    "report_to": text("none", "tensorboard"), "pass_k": integer(0), "pass_samples": integer(0),
+    "rollout_is": text("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"),
+    "rollout_is_cap": number(above=0), "rollout_is_low": optional(number(at_least=0)),
 }
 
 
 def within_bounds(config: RunConfig) -> bool:
     fields_ok = all(BOUNDS[f.name](getattr(config, f.name)) for f in dataclasses.fields(config))
     return (fields_ok and config.minibatches <= config.prompts_per_step * config.group_size
-            and not (config.load_in_4bit and (config.lora_r == 0 or config.engine == "vllm")))
+            and not (config.load_in_4bit and (config.lora_r == 0 or config.engine == "vllm"))
+            and not (config.pass_samples and config.pass_samples < config.pass_k)
+            and (config.rollout_is_low is None or (config.rollout_is.endswith("_mask")
+                                                   and config.rollout_is_low < config.rollout_is_cap)))
 
 
 def random_value(rng: random.Random) -> str:
@@ -217,3 +224,14 @@ def test_random_sets_give_config_error_or_a_config_within_bounds():
         assert within_bounds(config), (sets, config)
         accepted += 1
     assert 200 < accepted < 1800  # the fuzz reaches both outcomes
+
+
+@pytest.mark.parametrize("sets, message", [
+    (["pass_k=8", "pass_samples=4"], "pass_samples=4 < pass_k=8"),
+    (["rollout_is=token_truncate", "rollout_is_low=0.5"], "rollout_is_low=0.5 only applies to"),
+    (["rollout_is=token_mask", "rollout_is_low=3.0"], "rollout_is_low=3.0 must be below rollout_is_cap=2.0"),
+    (["rollout_is=token"], "config field rollout_is = 'token': must be one of"),
+])
+def test_pass_k_and_rollout_correction_rules_are_checked_up_front(sets, message):
+    with pytest.raises(ConfigError, match=message):
+        apply_sets(make_config("smoke"), sets)

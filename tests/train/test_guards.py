@@ -35,8 +35,8 @@ def test_the_guard_stops_or_counts(tmp_path):
 def nan_loss_at(monkeypatch, step_to_poison):
     real = Pipeline.loss
 
-    def poisoned(self, fwd, mb, denom, value_denom, step, total):
-        loss, metrics = real(self, fwd, mb, denom, value_denom, step, total)
+    def poisoned(self, fwd, mb, denom, value_denom, step, total, *weights):
+        loss, metrics = real(self, fwd, mb, denom, value_denom, step, total, *weights)
         return (loss * math.nan if step == step_to_poison else loss), metrics
 
     monkeypatch.setattr(Pipeline, "loss", poisoned)

@@ -1,4 +1,5 @@
 """The RL loop end to end on the tiny model: run folder, determinism, exact resume, recipes, LoRA / QLoRA, errors."""
+import dataclasses
 import json
 
 import pytest
@@ -218,3 +219,102 @@ def test_components_can_score_and_resample_at_another_temperature(tmp_path, monk
     ctx.rollout(ctx.examples or [trainer.task.eval_set(1)[0]], group_size=2, temperature=1.3)
     ctx.rollout([trainer.task.eval_set(1)[0]], group_size=2)
     assert seen == [1.3, trainer.config.temperature]
+
+
+@pytest.mark.covers("tis")
+@pytest.mark.parametrize("recipe", ["grpo", "gspo", "cispo", "sapo"])
+def test_rollout_is_weights_every_objective_as_verl_does(recipe, tmp_path):
+    """--set rollout_is=MODE multiplies the objective's per-token loss by the tis weights (not the KL term): for
+    ppo-clip that is exactly the `tis` objective; for the others, exactly the objective with weighted counts."""
+    from workbench import ops, registry
+    from workbench.objectives.tis import tis_weights
+
+    config = make_config("smoke", recipe=recipe, **{**TINY, "steps": 1}, rollout_is="token_mask",
+                         rollout_is_cap=1.1, rollout_is_low=0.9)
+    trainer = Trainer(config, tmp_path / "a", progress=False)
+    trainer.task = DigitFirst()
+    trainer.setup()
+    batch = trainer.make_batch(0)
+    batch.old_logp = policy_forward(trainer.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids,
+                                    batch.mask)[0].detach() * batch.mask
+    noise = 0.2 * torch.randn(batch.mask.shape, generator=torch.Generator().manual_seed(0))
+    batch.mu_logp = (batch.old_logp + noise) * batch.mask  # a rollout engine that disagrees with the trainer
+    if batch.ref_logp is not None:
+        batch.ref_logp = batch.old_logp + 0.1 * batch.mask  # a reference the policy has moved from
+    denom = ops.Denominators.of(batch.mask, norm_constant=batch.size * config.max_new_tokens)
+    loss, metrics = trainer.minibatch_loss(batch, denom)
+    w = tis_weights(batch.old_logp, batch.mu_logp, batch.mask, mode="token_mask", cap=1.1, low=0.9)
+    assert 0 < metrics["rollout_is/masked_frac"] < 1 and metrics["rollout_is/mean_weight"] > 0
+    logp = policy_forward(trainer.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.mask)[0]
+    objective = trainer.pipeline.parts["objective"][0]
+    kw = {**objective.use.kw, **{k: getattr(batch, k) for k in objective.entry.reads}}
+    expected, _ = objective.fn(logp, batch.old_logp, batch.advantages, batch.mask, agg=trainer.recipe.agg,
+                               denom=dataclasses.replace(denom, weights=w), **kw)
+    unweighted, _ = objective.fn(logp, batch.old_logp, batch.advantages, batch.mask, agg=trainer.recipe.agg,
+                                 denom=denom, **kw)
+    expected, unweighted, kl = expected.item(), unweighted.item(), loss.item() - metrics["loss/policy"]
+    assert metrics["loss/policy"] == pytest.approx(expected, rel=1e-6)
+    assert expected != pytest.approx(unweighted, rel=1e-3)
+    if recipe == "grpo":
+        tis, _ = registry.get("objective", "tis").fn(logp, batch.old_logp, batch.advantages, batch.mask,
+                                                     mu_logp=batch.mu_logp, agg=trainer.recipe.agg, denom=denom,
+                                                     mode="token_mask", cap=1.1, low=0.9)
+        assert tis.item() == pytest.approx(metrics["loss/policy"], rel=1e-6)
+        from workbench.regularizers.kl_penalty import kl_in_loss
+
+        term, _ = kl_in_loss(logp, batch.ref_logp, batch.mask, beta=0.04, agg=trainer.recipe.agg, denom=denom)
+        assert kl == pytest.approx(term.item(), rel=1e-5) and kl != 0  # grpo's k3 term, added unweighted
+
+
+def test_rollout_is_refuses_an_objective_that_already_corrects(tmp_path):
+    with pytest.raises(ValueError, match="would correct twice: objective 'minirl'"):
+        Trainer(make_config("smoke", recipe="minirl", **TINY, rollout_is="token_truncate"), tmp_path, progress=False)
+
+
+def test_pass_at_k_is_the_unbiased_estimator():
+    from math import comb
+
+    from workbench.train.evaluate import pass_at_k, sampled_pass_at_k
+
+    for n in (1, 4, 8, 16):
+        for c in range(n + 1):
+            for k in range(1, n + 1):
+                assert pass_at_k(n, c, k) == pytest.approx(1 - comb(n - c, k) / comb(n, k), abs=1e-12)
+    assert pass_at_k(8, 2, 1) == pytest.approx(2 / 8)  # pass@1 is the sampled accuracy
+    # by enumeration: the chance that a uniformly random k-subset of the n samples holds a correct one
+    import itertools
+    hits = [1, 0, 0, 1, 0, 0, 0, 0]
+    subsets = list(itertools.combinations(range(8), 3))
+    assert pass_at_k(8, 2, 3) == pytest.approx(sum(any(hits[i] for i in s) for s in subsets) / len(subsets))
+    assert sampled_pass_at_k([0, 8, 2], 8, 4) == pytest.approx({"pass@1": (0 + 1 + 0.25) / 3,
+                                                               "pass@k": (0 + 1 + pass_at_k(8, 2, 4)) / 3})
+    with pytest.raises(ValueError, match="1 <= k <= n"):
+        pass_at_k(4, 1, 5)
+
+
+def test_pass_at_k_and_held_out_entropy_are_reported_before_after_and_on_eval_steps(tmp_path):
+    config = make_config("smoke", recipe="grpo", **{**TINY, "steps": 4, "checkpoint_every": 2, "eval_size": 8},
+                         pass_k=4, pass_samples=6, eval_every=2)
+    trainer = Trainer(config, tmp_path / "a", progress=False)
+    trainer.task = DigitFirst()
+    summary = trainer.run()
+    assert summary["pass_k"] == 4 and summary["pass_samples"] == 6
+    for when in ("before", "after"):
+        p1, pk, h = summary[f"pass@1_{when}"], summary[f"pass@k_{when}"], summary[f"entropy_{when}"]
+        assert 0 <= p1 <= pk <= 1 and h > 0  # pass@k >= pass@1 for every prompt
+    rows = read_rows(tmp_path / "a" / "metrics.jsonl")
+    assert [r.get("eval/pass@k") is not None for r in rows] == [False, True, False, True]
+    # the held-out draw is fixed: the same policy gives the same pass@k (here: the untrained start, twice)
+    again = Trainer(config, tmp_path / "b", progress=False)
+    again.task = DigitFirst()
+    again.setup()
+    assert again.evaluate_sampled() == pytest.approx({k[:-len("_before")]: v for k, v in summary.items()
+                                                      if k.endswith("_before") and k != "accuracy_before"})
+    # the before-training numbers live in the checkpoint, so a resumed run reports the same ones
+    resumed = Trainer(config, tmp_path / "a", progress=False)
+    resumed.task = DigitFirst()
+    resumed.setup()
+    step, before = resumed.restore()
+    resumed.close()
+    assert step == 4 and before == {"accuracy": summary["accuracy_before"], "pass@1": summary["pass@1_before"],
+                                    "pass@k": summary["pass@k_before"], "entropy": summary["entropy_before"]}

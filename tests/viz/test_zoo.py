@@ -161,6 +161,11 @@ def estimator_batch():
     batch.values = torch.zeros_like(batch.mask)
     batch.baseline_rewards = torch.tensor([1.0] * 4 + [0.0] * 4, dtype=torch.float64)
     batch.truncated = torch.zeros(batch.size, dtype=torch.bool)  # T-PPO: every response finished
+    # chain entries read what earlier stages give: the previous advantage, the sampling forward pass, ...
+    batch.advantages = registry.get("advantage", "grpo").fn(batch)
+    batch.scores, batch.old_logp, batch.entropy = batch.rewards.clone(), -0.5 * batch.mask, 0.7 * batch.mask
+    batch.temp_logp = -0.6 * batch.mask  # DCPO's log-probs at another temperature
+    batch.resampled = torch.zeros(batch.size, dtype=torch.bool)  # AEPO: no re-sampled rows
     return batch
 
 

@@ -30,14 +30,20 @@ def group_stats(x: torch.Tensor, group: torch.Tensor, unbiased: bool = True):
     return mean, std, counts[dense]
 
 
-def check_group_sizes(sizes: torch.Tensor, method: str, allow_singletons: bool) -> torch.Tensor:
-    """Rows whose group has one sample: an error unless `allow_singletons` (then they get A = 0)."""
+SINGLETONS = (False, True, "keep")  # refuse; A = 0; verl's baseline 0 (std 1), i.e. A = R (/(1 + eps))
+
+
+def check_group_sizes(sizes: torch.Tensor, method: str, allow_singletons) -> torch.Tensor:
+    """Rows whose group has one sample: an error unless `allow_singletons` is True (they get A = 0) or "keep"
+    (verl's convention: such a group's mean is 0 and its std 1, so A = R, scaled by 1/(1 + eps))."""
+    if allow_singletons not in SINGLETONS:
+        raise ValueError(f"allow_singletons must be one of {SINGLETONS}, got {allow_singletons!r}")
     single = sizes < 2
     if bool(single.any()) and not allow_singletons:
         rows = torch.nonzero(single).flatten().tolist()[:10]
         raise ValueError(
             f"{method}: a group of one (rows {rows}) has no baseline; sample G >= 2 responses per "
-            "prompt or pass allow_singletons=True to give such rows A = 0")
+            "prompt or pass allow_singletons=True to give such rows A = 0 ('keep': A = R, as verl)")
     return single
 
 
@@ -55,12 +61,16 @@ def grpo(batch: RolloutBatch, *, scale="group", unbiased=True, eps=1e-6, eps_mod
     eps_mode: "add" is std + eps (TRL 1e-4, verl 1e-6, OpenRLHF 1e-9); "floor_add" is
     sqrt(max(var, eps)) + eps (verl `grpo_vectorized`).
     token_rewards_mode: how per-token rewards (KL in the reward) enter, see `split_rewards`.
+    allow_singletons: False refuses a group of one, True gives it A = 0, "keep" is verl's convention (mean 0,
+    std 1: A = R / (1 + eps), or R without std scaling).
     """
     rewards, to_go = split_rewards(batch, token_rewards_mode)
     if scale not in ("group", "batch", "none"):
         raise ValueError(f"scale must be 'group', 'batch' or 'none', got {scale!r}")
     mean, std, sizes = group_stats(rewards, batch.group, unbiased)
     single = check_group_sizes(sizes, "grpo", allow_singletons)
+    if allow_singletons == "keep":
+        mean, std, single = mean.masked_fill(single, 0.0), std.masked_fill(single, 1.0), torch.zeros_like(single)
     centered = rewards - mean
     if scale == "batch":
         std = rewards.std(unbiased=unbiased).expand_as(rewards) if rewards.numel() > 1 else torch.ones_like(rewards)
@@ -85,8 +95,9 @@ def rloo(batch: RolloutBatch, *, allow_singletons=False, token_rewards_mode="in_
     mean, _, sizes = group_stats(rewards, batch.group)
     single = check_group_sizes(sizes, "rloo", allow_singletons)
     g = sizes.double()
-    loo = (g * mean - rewards) / (g - 1).clamp(min=1)
-    return with_to_go(broadcast((rewards - loo).masked_fill(single, 0.0), batch.mask), to_go)
+    loo = ((g * mean - rewards) / (g - 1).clamp(min=1)).masked_fill(single, 0.0)  # a singleton's baseline: 0
+    return with_to_go(broadcast((rewards - loo).masked_fill(single & (allow_singletons != "keep"), 0.0), batch.mask),
+                      to_go)
 
 
 def grpo_passk(batch: RolloutBatch, *, norm_by_std=True, eps=1e-6):

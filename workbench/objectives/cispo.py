@@ -9,7 +9,8 @@ from __future__ import annotations
 import torch
 
 from workbench import ops, registry
-from workbench.objectives.ppo import check_inputs, clip_metrics, ratio
+from workbench.objectives.ppo import check_inputs
+from workbench.objectives.sequence import importance_ratio, ratio_metrics
 
 CONVENTIONS = (
     "CISPO has two incompatible weight conventions; give exactly one: "
@@ -43,7 +44,7 @@ def cispo_weight(r: torch.Tensor, *, cap_abs=None, eps_low=None, eps_high=None) 
     equation=r"\ell_{i,t} = -\mathrm{sg}(w_{i,t})A_i\log\pi_\theta(y_t),\quad w = \min(r, C)\ \text{(TRL)}"
              r"\ \text{or}\ \mathrm{clip}(r, 1-\epsilon_{low}, 1+\epsilon_{high})\ \text{(verl)}")
 def cispo(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, cap_abs=5.0, eps_low=None,
-          eps_high=None, logr_clamp=None):
+          eps_high=None, logr_clamp=None, level="token"):
     r"""CISPO: l = -sg(w) A logp, the weight truncated but never zeroed (contrast ppo-clip).
 
     Conventions (exactly one; anything else is a ValueError that explains both):
@@ -55,18 +56,20 @@ def cispo(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, cap
     With eps_low >= 1 (no lower bound) and cap_abs = 1 + eps_high the two coincide.
     Gradient per token: -w A ∇logp. Default aggregation token-mean (TRL aggregates CISPO like `dapo`).
     logr_clamp=None (TRL); verl clamps logp - old to +-20.
+    `level="sequence"` (TRL `importance_sampling_level="sequence"`): the weight is min(s_i, cap) of the
+    length-normalized sequence ratio s_i, the same for every token of the sequence; clip metrics count sequences.
     Metrics: `clip/cispo` = mean(m [r > cap and A > 0]) with cap = cap_abs or 1 + eps_high (= `clip/high`);
     `clip/low` = mean(m [r < 1 - eps_low and A < 0]) (always 0 under cap_abs); `clip/out_of_band` = the
     fraction of tokens whose weight was truncated, whatever the sign of A; `cispo/weight_mean` = mean w.
     """
     check_inputs(logp, old_logp, advantages, mask)
     with torch.no_grad():
-        r = ratio(logp.detach(), old_logp.detach(), logr_clamp)
+        r = importance_ratio(logp.detach(), old_logp.detach(), mask, level, logr_clamp)  # [B, T] or [B, 1]
         w = cispo_weight(r, cap_abs=cap_abs, eps_low=eps_low, eps_high=eps_high)
     loss = ops.aggregate(-w * advantages * logp, mask, agg, denom)
     inf = float("inf")
     lo, hi = (inf, cap_abs - 1) if cap_abs is not None else (eps_low, eps_high)
-    metrics = clip_metrics(r, advantages, mask, lo, hi)
+    metrics = ratio_metrics(r, advantages, mask, lo, hi)
     metrics["clip/cispo"] = metrics["clip/high"]
-    metrics["cispo/weight_mean"] = float(ops.masked_mean(w, mask))
+    metrics["cispo/weight_mean"] = float(ops.masked_mean(w.expand_as(mask), mask))
     return loss, metrics

@@ -15,7 +15,7 @@ import math
 import torch
 
 from workbench import ops, registry
-from workbench.objectives.ppo import check_inputs, clip_metrics
+from workbench.objectives.ppo import check_inputs, clip_metrics, ratio
 
 
 def _require_agg(key: str, agg: str, required: str, why: str) -> None:
@@ -29,49 +29,72 @@ def sequence_log_ratio(logp, old_logp, mask, logr_clamp=None) -> torch.Tensor:
     return log_s if logr_clamp is None else log_s.clamp(-logr_clamp, logr_clamp)
 
 
-def gspo_per_token(logp, old_logp, advantages, mask, *, eps_low, eps_high, logr_clamp=None):
+IS_LEVELS = ("token", "sequence")
+
+
+def importance_ratio(logp, old_logp, mask, level="token", logr_clamp=None) -> torch.Tensor:
+    """TRL's `importance_sampling_level`: the token ratio r_t [B, T], or the length-normalized sequence ratio
+    s_i [B, 1] (differentiable: its gradient spreads over the sequence's tokens)."""
+    if level == "token":
+        return ratio(logp, old_logp, logr_clamp)
+    if level == "sequence":
+        return torch.exp(sequence_log_ratio(logp, old_logp, mask, logr_clamp))[:, None]
+    raise ValueError(f"unknown importance sampling level {level!r}; choose one of {IS_LEVELS}")
+
+
+def ratio_metrics(r, advantages, mask, eps_low, eps_high) -> dict[str, float]:
+    """Clip metrics of a token ratio [B, T], or over sequences for a sequence ratio [B, 1]."""
+    if r.shape[-1] == 1 and mask.shape[-1] != 1:
+        return sequence_metrics(r[:, 0], advantages, mask, eps_low, eps_high)
+    return clip_metrics(r, advantages, mask, eps_low, eps_high)
+
+
+def gspo_per_token(logp, old_logp, advantages, mask, *, eps_low, eps_high, logr_clamp=None, upper_clamp_only=False):
     """GSPO-token per-token loss [B, T] and the sequence ratio s_i [B] (detached).
 
     log s_it = sg(log s_i) + logp_t - sg(logp_t): every valid token carries the value s_i, and the
     gradient of -s_it A_it is -s_i A_it ∇logp_t (zero on the whole sequence when it is clipped).
-    logr_clamp clamps log s_it to +-logr_clamp (verl clamps the token form at max 10); a clamped
-    sequence gets no gradient.
+    logr_clamp clamps log s_it to +-logr_clamp, or only from above with `upper_clamp_only` (verl clamps
+    the token form at max 10 and not below); a clamped sequence gets no gradient.
     """
+    low = None if logr_clamp is None or upper_clamp_only else -logr_clamp
     log_s = sequence_log_ratio(logp.detach(), old_logp.detach(), mask)
     log_s_tok = log_s[:, None] + logp - logp.detach()
     if logr_clamp is not None:
-        log_s_tok = log_s_tok.clamp(-logr_clamp, logr_clamp)
+        log_s_tok = log_s_tok.clamp(low, logr_clamp)
     s_tok = torch.exp(log_s_tok)
     unclipped = -advantages * s_tok
     clipped = -advantages * s_tok.clamp(1 - eps_low, 1 + eps_high)
-    s_seq = torch.exp(log_s if logr_clamp is None else log_s.clamp(-logr_clamp, logr_clamp))
+    s_seq = torch.exp(log_s if logr_clamp is None else log_s.clamp(low, logr_clamp))
     return torch.maximum(unclipped, clipped), s_seq
 
 
 def sequence_metrics(s_seq, advantages, mask, eps_low, eps_high) -> dict[str, float]:
-    """Clip fractions over sequences (TRL's sequence-level convention): one count per non-empty sequence,
-    with the sequence ratio s_i and the sequence-mean advantage."""
-    seq_mask = (mask.sum(-1) > 0).to(mask.dtype)[:, None]
+    """Clip fractions over sequences, with the sequence ratio s_i and the sequence-mean advantage. TRL's
+    sequence-level convention (`global_masked_mean` of a [B, 1] tensor): every row counts in the denominator,
+    empty completions included (their mean advantage is 0, so they are never clipped)."""
+    seq_mask = torch.ones_like(mask[:, :1])
     a_seq = ops.masked_mean(advantages.detach(), mask, -1)[:, None]
     return clip_metrics(s_seq.detach()[:, None], a_seq, seq_mask, eps_low, eps_high)
 
 
-def sequence_ratio_loss(logp, old_logp, advantages, mask, agg, denom, eps_low, eps_high, logr_clamp):
+def sequence_ratio_loss(logp, old_logp, advantages, mask, agg, denom, eps_low, eps_high, logr_clamp,
+                        upper_clamp_only=False):
     """GSPO's token-form loss aggregated with `agg`, and its sequence-level clip metrics (GSPO, LUSPO)."""
     check_inputs(logp, old_logp, advantages, mask)
     per_token, s_seq = gspo_per_token(logp, old_logp, advantages, mask, eps_low=eps_low, eps_high=eps_high,
-                                      logr_clamp=logr_clamp)
+                                      logr_clamp=logr_clamp, upper_clamp_only=upper_clamp_only)
     return ops.aggregate(per_token, mask, agg, denom), sequence_metrics(s_seq, advantages, mask, eps_low, eps_high)
 
 
 @registry.objective(
     "gspo", title="Group Sequence Policy Optimization",
-    summary="PPO-clip on the length-normalized sequence ratio s_i (token form); aggregation fixed to "
-            "seq-mean-token-mean.",
+    summary="PPO-clip on the length-normalized sequence ratio s_i (token form); seq-mean-token-mean by default "
+            "(TRL), any aggregation (verl's actor default is token-mean).",
     equation=r"\ell_i = -\min\big(s_iA_i,\ \mathrm{clip}(s_i, 1-\epsilon_{low}, 1+\epsilon_{high})A_i\big),\ "
              r"s_i = \exp\Big(\tfrac{1}{|y_i|}\sum_t m_{i,t}(\log\pi_\theta - \log\pi_{old})\Big)")
 def gspo(logp, old_logp, advantages, mask, *, agg="seq-mean-token-mean", denom=None, eps_low=3e-4,
-         eps_high=4e-4, logr_clamp=None):
+         eps_high=4e-4, logr_clamp=None, upper_clamp_only=False):
     r"""GSPO, computed in the token form (verl `gspo`, TRL `gspo_token`).
 
         log s_i  = sum_t m (logp - old) / max(|y_i|, 1)
@@ -81,17 +104,16 @@ def gspo(logp, old_logp, advantages, mask, *, agg="seq-mean-token-mean", denom=N
 
     Per token the gradient is s_i A_i ∇logp_t, so under seq-mean-token-mean the gradient equals that of
     the sequence form -min(s_i A_i, clip(s_i) A_i) with s_i differentiated directly (TRL
-    `importance_sampling_level="sequence"`, OpenRLHF `gspo`). Any other aggregation weights a sequence by
-    its length (trl#3823), so `agg` must be "seq-mean-token-mean" (a ValueError otherwise); `denom`
-    passes through (its `num_seqs` is the global sequence count).
-    Defaults eps_low = 3e-4, eps_high = 4e-4 (TRL example script); logr_clamp=None (TRL), verl clamps the
-    token-form log-ratio (max 10). With per-token advantages the token form uses A_it.
+    `importance_sampling_level="sequence"`, OpenRLHF `gspo`): the paper's loss, the default. Any other
+    aggregation is accepted because the anchors use one: verl's actor default `loss_agg_mode` is token-mean,
+    which weights every sequence by its length (trl#3823); `denom` passes through.
+    Defaults eps_low = 3e-4, eps_high = 4e-4 (TRL example script); logr_clamp=None (TRL). verl clamps the
+    token-form log-ratio at max 10 and not below: logr_clamp=10, upper_clamp_only=True.
+    With per-token advantages the token form uses A_it.
     Metrics: clip fractions over sequences on s_i with the sequence-mean advantage.
     """
-    _require_agg("gspo", agg, "seq-mean-token-mean",
-                 "token-mean (or token-sum) aggregation of a sequence ratio broadcast over tokens weights "
-                 "every sequence by its length (trl#3823)")
-    return sequence_ratio_loss(logp, old_logp, advantages, mask, agg, denom, eps_low, eps_high, logr_clamp)
+    return sequence_ratio_loss(logp, old_logp, advantages, mask, agg, denom, eps_low, eps_high, logr_clamp,
+                               upper_clamp_only)
 
 
 @registry.objective(

@@ -8,7 +8,8 @@ from __future__ import annotations
 import torch
 
 from workbench import ops, registry
-from workbench.objectives.ppo import check_inputs, clip_metrics, ratio
+from workbench.objectives.ppo import check_inputs
+from workbench.objectives.sequence import importance_ratio, ratio_metrics
 
 
 def sapo_gate(r: torch.Tensor, tau: float) -> torch.Tensor:
@@ -23,7 +24,7 @@ def sapo_gate(r: torch.Tensor, tau: float) -> torch.Tensor:
     equation=r"\ell_{i,t} = -\frac{4}{\tau}\,\sigma\big(\tau(r_{i,t}-1)\big)A_i,\quad "
              r"\tau = \tau_{pos}\ (A>0),\ \tau_{neg}\ (A\le 0)")
 def sapo(logp, old_logp, advantages, mask, *, agg="seq-mean-token-mean", denom=None, tau_pos=1.0, tau_neg=1.05,
-         logr_clamp=20.0):
+         logr_clamp=20.0, level="token"):
     r"""SAPO (verl `compute_policy_loss_sapo`, TRL `loss_type="sapo"`, rlhf-book `SAPOLoss`).
 
         r = exp(clamp(logp - old, -20, 20)),   l = -f_tau(r) A,   f_tau(r) = (4/tau) sigma(tau (r - 1))
@@ -33,6 +34,8 @@ def sapo(logp, old_logp, advantages, mask, *, agg="seq-mean-token-mean", denom=N
     tau_neg applies where A <= 0 (A = 0 contributes nothing). Defaults tau_pos = 1.0, tau_neg = 1.05,
     logr_clamp = 20 (verl). Default aggregation seq-mean-token-mean (verl forces it); any mode is accepted
     (TRL uses its `grpo` normalization, i.e. the same mode).
+    `level="sequence"` (TRL `importance_sampling_level="sequence"`): the gate acts on the length-normalized
+    sequence ratio s_i, shared by the sequence's tokens (its gradient spreads over them).
     Metrics: no hard clip, so no clip fractions; `sapo/gate_weight` = mean 4 sigma (1 - sigma) (the factor
     that replaces PPO's 0/1 clip indicator, 1 on-policy), `sapo/gate_value` = mean f_tau(r), plus the
     ratio and KL-to-old statistics.
@@ -40,15 +43,15 @@ def sapo(logp, old_logp, advantages, mask, *, agg="seq-mean-token-mean", denom=N
     check_inputs(logp, old_logp, advantages, mask)
     if tau_pos <= 0 or tau_neg <= 0:
         raise ValueError(f"tau_pos and tau_neg must be > 0, got {tau_pos}, {tau_neg}")
-    r = ratio(logp, old_logp, logr_clamp)
+    r = importance_ratio(logp, old_logp, mask, level, logr_clamp)  # [B, T], or [B, 1] per sequence
     positive = advantages > 0
     gate = torch.where(positive, sapo_gate(r, tau_pos), sapo_gate(r, tau_neg))
     loss = ops.aggregate(-gate * advantages, mask, agg, denom)
     with torch.no_grad():
-        rd = r.detach()
+        rd = r.detach().expand_as(mask)
         s = torch.where(positive, torch.sigmoid(tau_pos * (rd - 1)), torch.sigmoid(tau_neg * (rd - 1)))
         inf = float("inf")
-        metrics = {k: v for k, v in clip_metrics(rd, advantages, mask, inf, inf).items()
+        metrics = {k: v for k, v in ratio_metrics(r.detach(), advantages, mask, inf, inf).items()
                    if not k.startswith("clip/")}
         metrics["sapo/gate_weight"] = float(ops.masked_mean(4 * s * (1 - s), mask))
         metrics["sapo/gate_value"] = float(ops.masked_mean(gate.detach(), mask))

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import torch
 
+from dataclasses import replace
+
 from workbench import ops, registry
-from workbench.objectives.ppo import check_inputs, clip_metrics, ppo_clip_per_token
+from workbench.objectives.ppo import check_inputs, ppo_clip
 
 TIS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
 
-def _tis(old_logp, mu_logp, mask, mode, cap, low):
-    """(w, dropped): detached weights [B, T] (0 outside the mask) and where the mask modes dropped a token."""
+def tis_weights_and_drops(old_logp, mu_logp, mask, *, mode="token_truncate", cap=2.0, low=None):
+    """(w, dropped): `tis_weights` [B, T] and where a mask mode dropped a valid token [B, T] bool."""
     if mode not in TIS_MODES:
         raise ValueError(f"unknown TIS mode {mode!r}; choose one of {TIS_MODES}")
     if old_logp.shape != mu_logp.shape:
@@ -56,7 +58,7 @@ def tis_weights(old_logp, mu_logp, mask, *, mode="token_truncate", cap=2.0, low=
     sequence_*:     the same on W_i = exp(sum_t m (old - mu)), broadcast over the sequence's tokens
     Tokens outside `mask` get weight 0. `low` is only meaningful (and only accepted) for the mask modes.
     """
-    return _tis(old_logp, mu_logp, mask, mode, cap, low)[0]
+    return tis_weights_and_drops(old_logp, mu_logp, mask, mode=mode, cap=cap, low=low)[0]
 
 
 @registry.objective(
@@ -83,14 +85,24 @@ def tis(logp, old_logp, advantages, mask, *, mu_logp, agg="token-mean", denom=No
     check_inputs(logp, old_logp, advantages, mask)
     if mu_logp.shape != logp.shape:
         raise ValueError(f"mu_logp has shape {tuple(mu_logp.shape)} but logp has shape {tuple(logp.shape)}")
-    old, mu = old_logp.detach(), mu_logp.detach()
-    w, dropped = _tis(old, mu, mask, mode, cap, low)
-    per_token, r, dual = ppo_clip_per_token(logp, old, advantages, eps_low=eps_low, eps_high=eps_high,
-                                            dual_clip_c=dual_clip_c, logr_clamp=logr_clamp)
-    loss = ops.aggregate(per_token * w, mask, agg, denom)
-    metrics = clip_metrics(r.detach(), advantages, mask, eps_low, eps_high, dual)
-    with torch.no_grad():
-        metrics["tis/mean_weight"] = float(ops.masked_mean(w, mask))
-        metrics["tis/masked_frac"] = float(ops.masked_mean(dropped.to(mask.dtype), mask))
-        metrics["mismatch/abs_logp_diff_max"] = float(((old - mu).abs() * mask).max())
+    w, dropped = tis_weights_and_drops(old_logp.detach(), mu_logp.detach(), mask, mode=mode, cap=cap, low=low)
+    loss, metrics = ppo_clip(logp, old_logp.detach(), advantages, mask, agg=agg,
+                             denom=with_weights(denom, mask, w), eps_low=eps_low, eps_high=eps_high,
+                             dual_clip_c=dual_clip_c, logr_clamp=logr_clamp)
+    metrics.update(correction_metrics(w, dropped, old_logp, mu_logp, mask, prefix="tis"))
     return loss, metrics
+
+
+def with_weights(denom: ops.Denominators | None, mask, w) -> ops.Denominators:
+    """`denom` (own counts of `mask` when None) carrying per-token loss weights w [B, T] (times any it had)."""
+    denom = denom if denom is not None else ops.Denominators.of(mask)
+    return replace(denom, weights=w if denom.weights is None else denom.weights * w)
+
+
+def correction_metrics(w, dropped, old_logp, mu_logp, mask, *, prefix: str) -> dict[str, float]:
+    """`<prefix>/mean_weight` (mean w over valid tokens), `<prefix>/masked_frac` (valid tokens a mask mode
+    dropped), `mismatch/abs_logp_diff_max` (max |old - mu| over valid tokens)."""
+    with torch.no_grad():
+        return {f"{prefix}/mean_weight": float(ops.masked_mean(w, mask)),
+                f"{prefix}/masked_frac": float(ops.masked_mean(dropped.to(mask.dtype), mask)),
+                "mismatch/abs_logp_diff_max": float(((old_logp.detach() - mu_logp.detach()).abs() * mask).max())}

@@ -1,6 +1,8 @@
 """Recipes: named, frozen compositions of registered components, split by family."""
 from workbench.recipes.base import (RECIPES, SLOTS, PreferenceRecipe, Recipe, Use, define, get_recipe, use,
                                     with_overrides)
-from workbench.recipes import agents, canonical, preference  # noqa: F401  (registration at import)
+from workbench.recipes import (  # noqa: F401  (registration at import)
+    agents, canonical, capo, entropy_control, entropy_mechanism, entropy_target, preference, token_shaping, trust_masks,
+    trust_region)
 
 __all__ = ["RECIPES", "SLOTS", "PreferenceRecipe", "Recipe", "Use", "define", "get_recipe", "use", "with_overrides"]

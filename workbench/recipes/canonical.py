@@ -139,3 +139,18 @@ define(Recipe(
     key="ppo", title="Proximal Policy Optimization Algorithms",
     summary="Critic + GAE advantages, PPO clip, k1 KL per token in the reward (TRL PPO defaults).",
     advantage=[GAE], agg="token-mean", reward_shaping=[KL_IN_REWARD], value=CRITIC))
+
+# Two one-knob variants of GRPO: the entropy baselines of the F3 comparison (workbench.reference "f3-entropy").
+define(Recipe(
+    key="clip-higher", title="DAPO: An Open-Source LLM Reinforcement Learning System at Scale",
+    summary="GRPO with DAPO's clip-higher alone (eps_high 0.28): low-probability tokens with A > 0 may grow more, "
+            "which keeps entropy up; everything else as grpo.",
+    advantage=["grpo"], objective=CLIP_HIGHER, agg="seq-mean-token-mean",
+    regularizers=[use("kl-penalty", beta=0.04, estimator="k3")]))
+
+define(Recipe(
+    key="entropy-bonus", title="Asynchronous Methods for Deep Reinforcement Learning",
+    summary="GRPO plus an entropy bonus c_H = 0.01 (verl's default 0.001 barely moves a policy of this size); "
+            "everything else as grpo.",
+    advantage=["grpo"], agg="seq-mean-token-mean",
+    regularizers=[use("kl-penalty", beta=0.04, estimator="k3"), use("entropy-bonus", coef=0.01)]))

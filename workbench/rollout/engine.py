@@ -7,7 +7,7 @@ from typing import Union
 
 import torch
 from tokenizers.decoders import DecodeStream
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList, TopPLogitsWarper
 
 from workbench import ops
 
@@ -300,35 +300,61 @@ class HFEngine:
         """Longest prompt + response the model takes (its position table), or None when it does not say."""
         return getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
 
+    @property
+    def takes_temperature_hook(self) -> bool:
+        """Does `generate` accept a per-token `temperature_hook`? Only transformers' sampler (this class's
+        `sample`) runs one; an engine that samples elsewhere (vLLM) refuses it."""
+        return type(self).sample is HFEngine.sample
+
     @torch.no_grad()
     def generate(self, prompts: list[Prompt], *, n: int = 1, max_new_tokens: int = 16, temperature: float = 1.0,
-                 top_p: float = 1.0, greedy: bool = False, stop: list[str] | None = None) -> Generation:
+                 top_p: float = 1.0, greedy: bool = False, stop: list[str] | None = None,
+                 temperature_hook=None) -> Generation:
         """n samples per prompt (rows grouped). A response ends at EOS or at the token completing one of the
         `stop` strings; the stop string is kept in its text (vLLM's include_stop_str_in_output=True), see
-        `apply_stop_strings`."""
+        `apply_stop_strings`. `temperature_hook`: see `sample`."""
         check_sampling_args(prompts, temperature, greedy, stop, max_new_tokens)
         prompt_ids, prompt_mask = self.encode(prompts, n)  # [B, P], B = len(prompts) · n
         return self.sample(prompt_ids, prompt_mask, max_new_tokens=max_new_tokens, temperature=temperature,
-                           top_p=top_p, greedy=greedy, stop=stop)
+                           top_p=top_p, greedy=greedy, stop=stop, **self._hook(temperature_hook))
 
     @torch.no_grad()
     def generate_ids(self, prompts: list[list[int]], *, max_new_tokens: int | list[int] = 16,
                      temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
-                     stop: list[str] | None = None) -> Generation:
+                     stop: list[str] | None = None, temperature_hook=None) -> Generation:
         """One sample per token-id prompt (a multi-turn history: never re-tokenized), each with its own budget
         when `max_new_tokens` is a list. Same fields and ending rules as `generate`."""
         check_sampling_args(prompts, temperature, greedy, stop, max_new_tokens)
         prompt_ids, prompt_mask = left_pad(prompts, self.tokenizer.pad_token_id, self.device)
         return self.sample(prompt_ids, prompt_mask, max_new_tokens=max_new_tokens, temperature=temperature,
-                           top_p=top_p, greedy=greedy, stop=stop)
+                           top_p=top_p, greedy=greedy, stop=stop, **self._hook(temperature_hook))
 
-    def sample(self, prompt_ids, prompt_mask, *, max_new_tokens, temperature, top_p, greedy, stop) -> Generation:
-        """transformers' `generate` on left-padded prompts [B, P]; `max_new_tokens` an int or one per row."""
+    def _hook(self, temperature_hook) -> dict:
+        """`sample`'s keyword for a hook (none without one, so an engine overriding `sample` keeps working)."""
+        if temperature_hook is None:
+            return {}
+        if not self.takes_temperature_hook:
+            raise ValueError(f"{type(self).__name__} does not sample with transformers and takes no per-token "
+                             "temperature_hook; use the HF engine (engine='hf')")
+        return {"temperature_hook": temperature_hook}
+
+    def sample(self, prompt_ids, prompt_mask, *, max_new_tokens, temperature, top_p, greedy, stop,
+               temperature_hook=None) -> Generation:
+        """transformers' `generate` on left-padded prompts [B, P]; `max_new_tokens` an int or one per row.
+
+        `temperature_hook` (a transformers LogitsProcessor) replaces the constant `temperature`: it is given each
+        step's raw logits [B, V] and returns them divided by its own per-row temperature; top_p applies after it,
+        as after a constant temperature. `mu_logp` are then the log-probs at the hook's temperatures. Greedy
+        decoding ignores it (a positive temperature does not move the argmax)."""
         rows = prompt_ids.shape[0]
         budget = max_new_tokens if isinstance(max_new_tokens, int) else max(max_new_tokens)
         was_training = self.model.training
         self.model.eval()
         sample_kw = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": 0}
+        if temperature_hook is not None and not greedy:  # generate's own temperature and top-p would run first
+            warpers = [temperature_hook] + ([TopPLogitsWarper(top_p)] if top_p < 1.0 else [])
+            sample_kw = {"temperature": 1.0, "top_p": 1.0, "top_k": 0,
+                         "logits_processor": LogitsProcessorList(warpers)}
         if stop:  # stop generating once every row has ended; the cut itself is apply_stop_strings'
             criteria = ResponseStopCriteria(self.tokenizer, stop, rows)
             sample_kw["stopping_criteria"] = StoppingCriteriaList([criteria])
@@ -342,7 +368,7 @@ class HFEngine:
         mask, truncated = response_mask(response_ids, self.tokenizer.eos_token_id)
         mask, truncated = cap_lengths(response_ids, mask, truncated, self.tokenizer.eos_token_id, max_new_tokens)
         response_ids, mask, truncated, texts = apply_stop_strings(self.tokenizer, response_ids, mask, truncated, stop)
-        scores = torch.stack(out.scores, dim=1)  # [B, T, V], already divided by the temperature
+        scores = torch.stack(out.scores, dim=1)  # [B, T, V], already divided by the (hook's) temperature
         mu_logp = ops.logprobs_from_logits(scores, response_ids) * mask
         return Generation(prompt_ids, prompt_mask, response_ids, mask.to(prompt_ids.device), truncated, mu_logp, texts)
 

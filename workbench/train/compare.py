@@ -36,7 +36,8 @@ def mean_std(values: list[float]) -> tuple[float, float]:
 
 
 def summarize(runs: dict[str, list[dict]], target: float, key: str = "accuracy", window: int = 10) -> dict:
-    """Per recipe: accuracy before/after (mean, std over seeds) and steps to `target` for each seed."""
+    """Per recipe: accuracy before/after (mean, std over seeds), steps to `target` for each seed, and pass@k after
+    training (mean, std) when the runs report it (--set pass_k=K)."""
     out = {}
     for recipe, seeds in runs.items():
         before, std_b = mean_std([s["summary"]["accuracy_before"] for s in seeds])
@@ -44,6 +45,12 @@ def summarize(runs: dict[str, list[dict]], target: float, key: str = "accuracy",
         reached = [steps_to_target(s["rows"], target, key, window) for s in seeds]
         out[recipe] = {"seeds": len(seeds), "accuracy_before": before, "accuracy_before_std": std_b,
                        "accuracy_after": after, "accuracy_after_std": std_a, "steps_to_target": reached}
+        if all("pass@k_after" in s["summary"] for s in seeds):  # runs with --set pass_k=K
+            ks = {s["summary"]["pass_k"] for s in seeds}
+            if len(ks) > 1:
+                raise ValueError(f"recipe {recipe!r}: its seeds report pass@k for different k {sorted(ks)}")
+            pass_k, std_k = mean_std([s["summary"]["pass@k_after"] for s in seeds])
+            out[recipe].update({"pass_k": ks.pop(), "pass@k_after": pass_k, "pass@k_after_std": std_k})
     return out
 
 

@@ -20,6 +20,7 @@ from pydantic.dataclasses import dataclass
 from pydantic.fields import FieldInfo
 from pydantic_core import core_schema
 
+from workbench.objectives.tis import TIS_MODES
 from workbench.rollout.engine import check_stop_strings
 from workbench.train.distributed import MODES
 
@@ -93,6 +94,7 @@ Distributed = Literal[MODES]  # the modes DataParallel runs
 DType = Literal["float32", "bfloat16", "float16"]
 NonFinite = Literal["stop", "skip"]
 ReportTo = Literal["none", "tensorboard"]
+RolloutIS = Literal[("none",) + TIS_MODES]  # "none" or a mode of the `tis` weights
 
 ENGINES = get_args(Engine)  # rollout engines (workbench.rollout.make_engine)
 
@@ -146,6 +148,8 @@ class RunConfig:
     sft_batch: PositiveInt = 64       # SFT examples per step
     eval_size: PositiveInt = 200      # held-out prompts for greedy accuracy before/after
     eval_every: NonNegativeInt = 0    # also evaluate every k steps (0 = only before/after)
+    pass_k: NonNegativeInt = 0        # also report pass@1 and pass@k on the held-out prompts (0 = off)
+    pass_samples: NonNegativeInt = 0  # n samples per held-out prompt for the unbiased pass@k (0 = n = k)
     checkpoint_every: PositiveInt = 10  # save a resumable checkpoint every k steps
     keep_checkpoints: PositiveInt = 2  # how many checkpoints to keep
     track_kl: Flag = True             # keep a frozen reference to log KL even when the recipe has no KL term
@@ -161,12 +165,16 @@ class RunConfig:
     vllm_kv_cache_mb: PositiveInt = 128  # engine="vllm": KV-cache memory (MiB) reserved by the vLLM engine
     vllm_max_model_len: PositiveInt = 256  # engine="vllm": longest prompt + response the vLLM engine accepts
     nonfinite: NonFinite = "stop"     # NaN/inf loss or gradient: "stop" with an error, or "skip" the update (counted)
+    rollout_is: RolloutIS = "none"    # weight every objective's per-token loss by exp(old - mu) (verl rollout_is)
+    rollout_is_cap: PositiveFloat = 2.0  # its upper threshold C (truncate to C, or mask above C)
+    rollout_is_low: NonNegativeFloat | None = None  # mask modes: lower threshold (IcePop's band [low, C])
     report_to: ReportTo = "none"      # also log every metrics row to TensorBoard event files in RUN/tensorboard/
 
     @model_validator(mode="after")
     def consistent(self) -> "RunConfig":
         """Rules between fields (run only once every field is valid on its own); all broken ones at once."""
-        problems = [p for p in (self.qlora_problem(), self.minibatch_problem()) if p]
+        problems = [p for p in (self.qlora_problem(), self.minibatch_problem(), self.pass_k_problem(),
+                                self.rollout_is_problem()) if p]
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -182,6 +190,22 @@ class RunConfig:
         if self.minibatches > rows:
             return (f"minibatches={self.minibatches} splits a batch of {self.prompts_per_step} x {self.group_size} "
                     f"= {rows} rows: at most {rows}")
+        return None
+
+    def pass_k_problem(self) -> str | None:
+        if self.pass_samples and self.pass_samples < self.pass_k:
+            return (f"pass_samples={self.pass_samples} < pass_k={self.pass_k}: the unbiased pass@k needs at least k "
+                    f"samples per prompt (0 uses n = k)")
+        return None
+
+    def rollout_is_problem(self) -> str | None:
+        if self.rollout_is_low is None:
+            return None
+        if not self.rollout_is.endswith("_mask"):
+            return (f"rollout_is_low={self.rollout_is_low} only applies to rollout_is='token_mask' or "
+                    f"'sequence_mask' (got {self.rollout_is!r})")
+        if self.rollout_is_low >= self.rollout_is_cap:
+            return f"rollout_is_low={self.rollout_is_low} must be below rollout_is_cap={self.rollout_is_cap}"
         return None
 
     def to_json(self) -> str:

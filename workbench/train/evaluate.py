@@ -1,5 +1,9 @@
-"""Greedy accuracy on a task's fixed held-out set: one greedy episode per example through the rollout."""
+"""Held-out evaluation: greedy accuracy (one greedy episode per example through the rollout) and the unbiased
+pass@k of sampled episodes."""
 from __future__ import annotations
+
+import math
+import statistics
 
 from workbench.rollout.engine import Sampling
 from workbench.rollout.turns import play
@@ -25,3 +29,22 @@ def greedy_accuracy(engine, task: Task, examples: list[Example], *, max_new_toke
         records += [{"prompt": e.prompt, "completion": ep.completion, "answer": e.answer, "correct": ep.episode_return}
                     for e, ep in zip(chunk, played.episodes)]
     return sum(r["correct"] for r in records) / len(records), records
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of one prompt from n samples of which c are correct (Chen et al. 2021, "Evaluating Large
+    Language Models Trained on Code", eq. 1): 1 - C(n - c, k) / C(n, k), as the product prod_{i=n-c+1}^{n}
+    (1 - k / i) so that no binomial overflows."""
+    if not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 1 <= k <= n, got k={k}, n={n}")
+    if not 0 <= c <= n:
+        raise ValueError(f"correct count c={c} must be within 0..n={n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+def sampled_pass_at_k(correct: list[int], n: int, k: int) -> dict[str, float]:
+    """{"pass@1", "pass@k"}: the mean over prompts of the unbiased estimate from each prompt's correct count."""
+    return {"pass@1": statistics.fmean(pass_at_k(n, c, 1) for c in correct),
+            "pass@k": statistics.fmean(pass_at_k(n, c, k) for c in correct)}

@@ -54,9 +54,27 @@ GLOSSARY: dict[str, str] = {
     "sapo/gate_value": "SAPO: mean gate value f_tau(r) = (4/tau) sigmoid(tau (r - 1)); 2/tau on-policy (2 where "
                        "A > 0, 1.90 where A <= 0 with the default taus).",
     "geo/seq_ratio_mean": "GMPO: mean geometric-mean sequence ratio of the log-space-clipped token ratios.",
+    "bapo/c_low": "BAPO: lower ratio bound the per-minibatch search settled on (start 0.6, max 0.8).",
+    "bapo/c_high": "BAPO: upper ratio bound the per-minibatch search settled on (start 1.2, max 2.0).",
+    "bapo/pos_share": "BAPO: share pos / (pos + neg) of r |A| carried by positive-advantage tokens after the search.",
+    "gbpo/target_ratio_mean": "GBPO: mean target ratio rho* = 1 - eps_low + (eps_low + eps_high) sigma(target_adv).",
+    "gbpo/abs_gap": "GBPO: mean |r - rho*|, how far token ratios are from their targets (the L1 loss before |A|).",
+    "r2vpo/ratio_var": "R²VPO: measured ratio variance, token mean of w (r - 1)^2 (what the dual ascent reads).",
+    "objective:r2vpo.lam": "R²VPO: the penalty weight lam the dual-ascent controller set for this step.",
+    "hapo/high_entropy_frac": "HAPO: share of tokens with h_hat > 0 (log-entropy above its 0.8 quantile).",
+    "hapo/redistributed_frac": "HAPO: share of tokens whose advantage was rescaled by (1 + beta h_hat).",
+    "hapo/eps_low_mean": "HAPO: mean adapted lower clip eps_low (1 - alpha h_hat) (wider on low-entropy tokens).",
+    "hapo/eps_high_mean": "HAPO: mean adapted upper clip eps_high (1 + alpha h_hat) (wider on high-entropy tokens).",
+    "aepo_clip/preserved_frac": "AEPO: share of tokens past the clip whose gradient the stop-gradient form keeps.",
+    "aepo_clip/high_entropy_frac": "AEPO: share of tokens in the high-entropy set (top rho by entropy).",
+    "shaping/offpolicy_frac": "Policy shaping: share of trained tokens that are off-policy (reference solutions).",
+    "shaping/offpolicy_prob": "Policy shaping: mean pi_theta of the off-policy tokens (LUFFY's off_policy_prob).",
     "kl/abs_old": "Mean |logp - old_logp|: drift from the sampling policy, sign ignored.",
     "tis/mean_weight": "TIS: mean truncated/masked importance weight exp(old - mu) applied to the loss.",
     "tis/masked_frac": "TIS: fraction of valid tokens whose weight was masked to 0.",
+    "rollout_is/mean_weight": "--set rollout_is: mean importance weight exp(old - mu) (truncated or masked) on "
+                              "every objective's per-token loss.",
+    "rollout_is/masked_frac": "--set rollout_is: fraction of valid tokens a mask mode dropped (weight 0).",
     "mismatch/abs_logp_diff_max": "TIS, MiniRL: largest |old_logp - mu_logp| over a minibatch's tokens (averaged over "
                                   "optimizer steps): rollout-engine vs trainer log-prob mismatch.",
     "mismatch/logp_abs_mean": "Mean |old_logp - mu_logp| over response tokens: trainer vs rollout-engine log-prob "
@@ -71,8 +89,65 @@ GLOSSARY: dict[str, str] = {
     "kl_cov/penalized": "KL-Cov: number of top-covariance tokens given the |logp - old| penalty per minibatch "
                         "(averaged over the step's optimizer steps).",
     "kl_cov/penalized_frac": "KL-Cov: fraction of valid tokens penalized.",
+    "reward_shaping:dcpo.temperature": "DCPO: target temperature T the old policy re-scores the batch at (1.2 at or "
+                                       "below the entropy target H_0, 0.8 above).",
+    "advantage:dcpo.entropy_gap": "DCPO: H_0 - H, the entropy target minus the last step's entropy; alpha = a/(1+a), "
+                                  "a = min(|gap|, 0.1) / dcpo/correct_frac.",
+    "dcpo/rho_mean": "DCPO: mean target-temperature weight pi_old^(T)(y_t) / pi_old(y_t) over the sampled tokens.",
+    "dcpo/correct_frac": "DCPO: share of samples with score > 0.05 (p_correct), the denominator of alpha.",
+    "group_transform:aepo-arbitrary.temperature": "AEPO: temperature the re-sampled prompts are drawn at (1.2 at or "
+                                                  "below the entropy target, 0.8 above).",
+    "group_transform:aepo-arbitrary.entropy_gap": "AEPO: entropy target minus the last step's entropy; below 0 "
+                                                  "(entropy above the target) halves the rows replaced.",
+    "aepo/candidates": "AEPO: re-sampled samples whose GRPO advantage is above 0.05 (correct, in a group not all "
+                       "correct).",
+    "aepo/replaced": "AEPO: rows of the batch replaced by those samples, trained with advantage exactly 1.",
+    "epo/penalty": "EPO: aggregated smoothing penalty w P over tokens whose entropy leaves the band around the "
+                   "historical entropy of their turn index (before the c_H c_s factor).",
+    "epo/in_band_frac": "EPO: share of the gated tokens (late turns with a history) whose entropy is inside the band "
+                        "(the reference's entropy_mask_ratio); 1 when no token is gated.",
+    "epo/phase_weight": "EPO: phase weight w on the smoothing penalty this step (1 -> 0.83 over the first half of "
+                        "training, 0.8 -> 0.04 over the second).",
+    "safe/kl": "SAFE: token mean of logp - ref_logp on the training forward (k1), the KL its controller tracks.",
+    "safe/kl_short": "SAFE: short EMA kl_s = 0.9 kl_s' + 0.1 KL compared with the threshold theta.",
+    "safe/penalty": "SAFE: 0.1 (kl_s - theta)^2 g(H) where kl_s > theta, else 0.",
+    "safe/gate": "SAFE: entropy gate g(H) = max(0.5, 2 / (H + 0.1)) on an active penalty (1 while inactive).",
+    "safe/active": "SAFE: share of minibatches whose kl_s exceeded the threshold (penalty on).",
+    "regularizer:safe-kl-control.threshold": "SAFE KL control: threshold theta set by the controller (0.3 + PID of the "
+                                             "reward velocity, times the phase multiplier, clipped to [0.1, 0.6]).",
+    "regularizer:safe-kl-control.kl_short_prev": "SAFE KL control: short KL EMA kl_s' after the previous step.",
+    "regularizer:safe.threshold": "SAFE: threshold theta set by the safe-kl-control controller (as above).",
+    "regularizer:safe.kl_short_prev": "SAFE: short KL EMA kl_s' after the previous step.",
+    "llds/penalty": "LLDS: aggregated relu(old_logp - logp) over the penalized tokens (before lambda).",
+    "llds/fell_frac": "LLDS: share of preserving units (actions of A >= 0 tokens) whose summed log-likelihood fell "
+                      "during the update.",
+    "llds/token_frac": "LLDS: share of valid tokens carrying the likelihood-preserving penalty.",
+    "regularizer:sac-temperature.alpha": "SAC temperature: entropy-bonus coefficient alpha = exp(log alpha) set by "
+                                         "the controller this step.",
     "minirl/w_mean": "MiniRL: mean IS weight pi_theta / mu_old.",
     "minirl/masked_frac": "MiniRL: fraction of tokens masked for staleness past the clip bound.",
+    "capo/masked_frac": "CAPO: fraction of valid tokens rejected (no gradient): predicted KL >= tau_F or "
+                        "|shift| >= tau_H.",
+    "capo/fisher_frac": "CAPO: fraction of valid tokens whose predicted KL 1/2 lr^2 (v.u)^2 is >= tau_F.",
+    "capo/hessian_frac": "CAPO: fraction of valid tokens whose predicted surrogate shift is outside (-tau_H, tau_H).",
+    "capo/kl_mean": "CAPO: mean predicted per-token KL of the optimizer's next Adam step on the LM head, were it taken "
+                    "on that token's gradient alone.",
+    "dispo/masked_frac": "DISPO: fraction of valid tokens with A != 0 whose ratio is outside their class's band (no "
+                         "gradient).",
+    "dispo/masked_pos_high": "DISPO: fraction of valid tokens of correct responses (A > 0) masked above "
+                             "1 + eps_high_pos.",
+    "dispo/masked_pos_low": "DISPO: fraction of valid tokens of correct responses masked below 1 - eps_low_pos.",
+    "dispo/masked_neg_high": "DISPO: fraction of valid tokens of incorrect responses (A < 0) masked above "
+                             "1 + eps_high_neg.",
+    "dispo/masked_neg_low": "DISPO: fraction of valid tokens of incorrect responses masked below 1 - eps_low_neg.",
+    "hispo/seq_masked_frac": "HiSPO: share of sequences whose geometric-mean mismatch pi_old/mu leaves "
+                             "exp(+-delta_seq): the whole sequence gets no gradient.",
+    "hispo/token_masked_frac": "HiSPO: share of valid tokens whose total ratio pi_theta/mu leaves the token band.",
+    "vspo/zero_var_groups": "VSPO: groups of the step's first sampling round whose rewards were all equal.",
+    "vspo/replaced_groups": "VSPO: zero-variance groups replaced by resampled prompts of highest task value.",
+    "vspo/task_value_mean": "VSPO: mean task value p(1 - p) (smoothed pass rate p of the row's prompt) of the "
+                            "trained rows; 0.25 at most.",
+    "vspo/clip_scale_mean": "VSPO: mean factor 1 - lam + 4 lam v on the clip bounds (1 = plain PPO-clip band).",
     "pairs": "Preference recipes: items (pairs, lists or steps) trained on this step (online pair recipes: prompts "
              "whose samples the verifier separated).",
     "loss/preference": "Preference objective value on the step's pairs.",
@@ -126,6 +201,11 @@ GLOSSARY: dict[str, str] = {
     "nonfinite/skipped": "Updates dropped this step for a NaN/inf loss or gradient norm (only with nonfinite=skip); "
                          "healthy runs stay at 0.",
     "eval/accuracy": "Greedy accuracy on the held-out set (only on evaluation steps).",
+    "eval/pass@1": "--set pass_k=K: unbiased pass@1 (mean sampled accuracy) over n samples of each held-out prompt "
+                   "(only on evaluation steps).",
+    "eval/pass@k": "--set pass_k=K: unbiased pass@K, the chance that at least one of K samples of a held-out prompt "
+                   "is right (Chen et al. 2021; only on evaluation steps).",
+    "eval/entropy": "--set pass_k=K: the policy's mean token entropy on its samples of the held-out prompts.",
     "time/step": "Wall-clock seconds for the whole step.",
     "time/rollout": "Seconds spent generating (rollout) in the step.",
     "time/train": "Seconds spent in forward/backward/optimizer in the step.",
@@ -205,6 +285,28 @@ HEALTHY: dict[str, str] = {
                        "on the smoke run. Leaving that band: the ratios have moved far from 1.",
     "geo/seq_ratio_mean": "1 on the first minibatch after a rollout, within about 1% of 1 after. A steady drift: each "
                           "batch moves whole sequences far (the log-space clip binds only in A's direction).",
+    "bapo/c_low": "0.6 to 0.8, averaged over minibatches (0.6 to 0.7 on the smoke run). At 0.8 on every step: negative "
+                  "tokens dominate even after the search; the balance rests on c_high alone.",
+    "bapo/c_high": "1.2 to 2.0 (1.2 to 1.6 on the smoke run). Pinned at 2.0 with pos_share below 0.5: the bounds "
+                   "cannot rebalance, negative tokens swamp the update (long wrong answers).",
+    "bapo/pos_share": "At least rho0 = 0.5 unless both bounds hit their max (0.49 to 1.0 on the smoke run, 1.0 when no "
+                      "negative token counts). Persistently below 0.5: negative-advantage tokens dominate the gradient.",
+    "gbpo/target_ratio_mean": "Within [1 - eps_low, 1 + eps_high], near 1 (1.00 to 1.03 on the smoke run). Far from 1 "
+                              "for long: groups split unevenly at the median, the policy is pushed one way.",
+    "gbpo/abs_gap": "About |1 - rho*| on the first minibatch (r = 1), shrinking as ratios reach their targets (0.03 "
+                    "to 0.15 on the smoke run). Growing across steps: ratios overshoot (lower the learning rate).",
+    "r2vpo/ratio_var": "0 with one optimizer step per batch; 0.003 to 0.06 with two minibatches on the smoke run. Well "
+                       "above delta (0.02) step after step while lam climbs: the penalty does not hold the update.",
+    "objective:r2vpo.lam": "Starts at 1; up while r2vpo/ratio_var > delta, down by 0.2 a step on-policy (1.0 to 1.4 on "
+                           "the smoke run). Climbing without bound: the variance budget is never met.",
+    "hapo/high_entropy_frac": "About 0.2 (the 0.8 quantile; 0.13 to 0.2 on the smoke run). 0 or 1: entropy collapsed.",
+    "hapo/redistributed_frac": "1 - high_entropy_frac on-policy (r = 1: 0.7 to 0.75 on the smoke run); moves with r.",
+    "hapo/eps_low_mean": "Between eps_low and eps_low (1 + alpha): 0.25 on the smoke run. Stuck at eps_low: no spread.",
+    "hapo/eps_high_mean": "A little above eps_high (0.21 to 0.22 on the smoke run). Stuck at eps_high: no spread.",
+    "aepo_clip/preserved_frac": "0 on the first minibatch (r = 1); at most clip/high (0 to 0.02 on the smoke run).",
+    "aepo_clip/high_entropy_frac": "About rho = 0.2 (ties add to it). Far above: the entropies are all alike.",
+    "shaping/offpolicy_frac": "The references' share of tokens (about 0.1 at G = 4 on the smoke run). 0: none trained.",
+    "shaping/offpolicy_prob": "Rises from its start (0.01 untrained) towards 1 as references are learnt; flat: stuck.",
     "kl/abs_old": "0 on the first minibatch after a rollout, a few thousandths on average (smoke run). Growing: the "
                   "unclipped KL-Cov surrogate moves too far per batch (lower lr or raise ppo_kl_coef).",
     "tis/mean_weight": "1 to within about 1e-6 with HF generate (mu equals old up to rounding). Below 1 in the mask "
@@ -212,6 +314,9 @@ HEALTHY: dict[str, str] = {
                        "weights).",
     "tis/masked_frac": "Always 0 in the truncate modes, and 0 with HF generate in any mode. With vLLM it should stay "
                        "small; high: much of the batch is dropped because engine and trainer log-probs disagree.",
+    "rollout_is/mean_weight": "As tis/mean_weight: about 1 with HF generate; far from 1, engine and trainer disagree.",
+    "rollout_is/masked_frac": "As tis/masked_frac: 0 with HF generate, small with vLLM; high, much of the batch is "
+                              "dropped.",
     "mismatch/abs_logp_diff_max": "Around 1e-6 with HF generate (float rounding; 5e-7 to 6e-6 on the smoke runs). "
                                   "Orders of magnitude larger: a separate engine (vLLM, bf16) or stale engine "
                                   "weights.",
@@ -234,10 +339,85 @@ HEALTHY: dict[str, str] = {
                         "small batches. A change means the batch size changed, not the policy.",
     "kl_cov/penalized_frac": "About kl_cov_ratio (2e-4) on large batches, 1/N on small ones (0.002 on the smoke run). "
                              "Judge the effect on entropy and kl/abs_old, not on this share.",
+    "reward_shaping:dcpo.temperature": "A step function of the entropy: 1.2 while it is at or below H_0, 0.8 above. "
+                                       "Stuck at one value all run: entropy never reaches the target (at 1.2) or "
+                                       "never comes down to it (at 0.8).",
+    "advantage:dcpo.entropy_gap": "Shrinks in size as the entropy settles and then changes sign around 0. Growing in "
+                                  "size: the control loses and entropy runs away from H_0.",
+    "dcpo/rho_mean": "About 1 at any T, since E_{y ~ pi}[pi^T / pi] = 1; exactly 1 at T = 1. Far from 1: very few "
+                     "tokens, or samples not drawn from pi_old.",
+    "dcpo/correct_frac": "Equals accuracy for 0/1 scores. Near 0 pushes alpha towards 1 and fades the GRPO signal; "
+                         "at 0 alpha is 0 here (the reference gives NaN).",
+    "group_transform:aepo-arbitrary.temperature": "A step function of the entropy, as DCPO's: 1.2 at or below the "
+                                                  "target, 0.8 above. Stuck at one value: the target is out of "
+                                                  "reach.",
+    "group_transform:aepo-arbitrary.entropy_gap": "Oscillates around 0 once the entropy is controlled. A gap growing "
+                                                  "in size: too few replaced rows to steer the entropy.",
+    "aepo/candidates": "Above 0 on most steps. Always 0: no re-sampled prompt had a correct sample among wrong ones, "
+                       "so nothing steers the entropy.",
+    "aepo/replaced": "min(ceil(3/128 B), aepo/candidates), halved above the target: up to 3 of the smoke run's 128 "
+                     "rows, 1 of 16 on test runs. 0 for long stretches: no control.",
+    "epo/penalty": "0 while every gated token is inside the band (always at step 0: no history yet); small and "
+                   "spiky otherwise. Growing steadily: entropy drifts away from its history (collapse or blow-up).",
+    "epo/in_band_frac": "Near 1 with the README band [0, 2] x history; 0.8 / 1.2 leaves most tokens outside (token "
+                        "entropies spread far more than 20%). Falling: entropy leaving its historical range.",
+    "epo/phase_weight": "Fixed by the schedule: non-increasing, about 0.83 at mid-run, under 0.05 at the end.",
+    "safe/kl": "Starts about 0 and grows slowly; can be slightly negative (a sampled k1 estimate). Climbing fast: "
+               "the policy leaves the reference, and kl_s will soon cross the threshold.",
+    "safe/kl_short": "A tenth of safe/kl at first, then tracks it with a lag. Above the threshold (0.1 to 0.6): the "
+                     "penalty is on.",
+    "safe/penalty": "0 on healthy short runs (kl_s stays far below theta >= 0.1). Positive for many steps: the KL "
+                    "budget is exceeded; a low entropy doubles it or more through the gate.",
+    "safe/gate": "1 while the penalty is off; when on, 0.5 at high entropy (> 3.9 nats) up to 20 near entropy 0.",
+    "safe/active": "0 on healthy runs. Near 1 for long: the threshold is too tight or the KL runs away.",
+    "regularizer:safe-kl-control.threshold": "0.45 for the first 50 steps (warm-up x 1.5, PID near 0), then 0.36 "
+                                             "while the reward climbs, 0.24 on a plateau, 0.3 once converged.",
+    "regularizer:safe-kl-control.kl_short_prev": "Follows safe/kl_short of the previous step; see there.",
+    "regularizer:safe.threshold": "As regularizer:safe-kl-control.threshold.",
+    "regularizer:safe.kl_short_prev": "As regularizer:safe-kl-control.kl_short_prev.",
+    "llds/penalty": "0 on the first minibatch of an on-policy step (logp = old), about 0.01 afterwards on the test "
+                    "runs. Growing: the update keeps lowering the likelihood of good responses (LLD).",
+    "llds/fell_frac": "0 with one minibatch and one epoch (logp = old); 0.15 to 0.4 of the preserving actions on "
+                      "the test runs (2 minibatches or 2 epochs). Near 1: likelihood displacement everywhere, the "
+                      "death spiral's first phase.",
+    "llds/token_frac": "Below llds/fell_frac (only the tokens that fell, of A >= 0 actions that fell). Rising with "
+                       "grad_norm: the collapse LLDS is meant to stop.",
+    "regularizer:sac-temperature.alpha": "Moves by about lr in log space per step: falls while entropy is above the "
+                                         "target (0.5 nats), rises below it. Pinned at a bound or oscillating "
+                                         "widely: lr too high.",
     "minirl/w_mean": "Within a few hundredths of 1 (pi_theta/mu is 1 on-policy with HF generate). Far from 1: "
                      "staleness (see clip/region) or engine mismatch (see mismatch/is_ratio_mean).",
     "minirl/masked_frac": "Equal to clip/region (the same band test on pi_theta/pi_old): 0 on the first minibatch "
                           "after a rollout, a few percent at most. Tens of percent: the step is too large for eps.",
+    "capo/masked_frac": "About half on Adam's first (sign-like) update, then a few percent (the paper: < 8%). Tens of "
+                        "percent for long: lr too high for tau, most tokens lose their gradient; 1: training stalls.",
+    "capo/fisher_frac": "Follows capo/masked_frac; grows as lr^2. Rising over a run: the head's steps get larger.",
+    "capo/hessian_frac": "Follows capo/masked_frac; grows as lr. Near 1 with fisher_frac near 0: tau_H too tight.",
+    "capo/kl_mean": "Scales as lr^2: about 1e-3 at lr 1e-3 on the smoke model, 100 times less at 1e-4. Spikes: a "
+                    "large step ahead, which CAPO then masks.",
+    "dispo/masked_frac": "0 on the first minibatch after a rollout (r = 1), a few percent with several. Tens of "
+                         "percent: most tokens lose their gradient and learning stalls; bounds too tight for the step.",
+    "dispo/masked_pos_high": "Small. High and rising: correct tokens hit the upper bound, which caps the exploration "
+                             "(entropy-raising) regime; widen eps_high_pos if entropy collapses.",
+    "dispo/masked_pos_low": "Small. High: correct tokens already pushed down are cut off (the distillation regime); "
+                            "the paper links too much of that regime to slow entropy loss and degradation.",
+    "dispo/masked_neg_high": "Small. High with repetitive samples: the paper's repetition collapse under "
+                             "over-restrictive incorrect-response clipping.",
+    "dispo/masked_neg_low": "Small. High with response length falling towards 0: the paper's vanishing-length "
+                            "collapse; loosen eps_low_neg.",
+    "hispo/seq_masked_frac": "0 with HF generate (mu equals old up to rounding). Above a few percent: the rollout "
+                             "engine disagrees with the trainer on whole trajectories (vLLM, MoE routing, stale "
+                             "weights); those samples are discarded.",
+    "hispo/token_masked_frac": "0 on the first minibatch with HF generate, a few percent with several minibatches. "
+                               "Tens of percent: staleness or mismatch moved most tokens out of the band.",
+    "vspo/zero_var_groups": "Below prompts_per_step (as a share of it, what frac_zero_std_groups is for plain GRPO). "
+                            "Equal to prompts_per_step: every prompt is solved, or failed, by all of its samples.",
+    "vspo/replaced_groups": "Equal to vspo/zero_var_groups when the extra rounds found enough informative prompts; "
+                            "well below it: few prompts still split their samples (raise max_rounds or G).",
+    "vspo/task_value_mean": "Around 0.1 to 0.25 (p between about 0.15 and 0.85). Falling towards 0: the trained "
+                            "prompts are nearly always or never solved.",
+    "vspo/clip_scale_mean": "Between 1 - value_smoothing and 1 (0.5 to 1 by default), tracking vspo/task_value_mean; "
+                            "near 1 - value_smoothing: the clip band is narrow on most samples.",
     "pairs": "Offline: prompts_per_step every step. Online pair recipes: at most that; falling towards 0 means the "
              "verifier separates fewer groups (all right or all wrong), like frac_zero_std_groups rising.",
     "loss/preference": "Falls from its value at the reference: ln 2 for DPO and cDPO, 0.5 for KTO, 1 for hinge and "
@@ -326,6 +506,11 @@ HEALTHY: dict[str, str] = {
     "nonfinite/skipped": "0 on every step. Anything else: a NaN/inf loss or gradient norm was dropped; several in a "
                          "row mean the run diverged (lower lr, clamp log-ratios, train in float32).",
     "eval/accuracy": "Rises from evaluation to evaluation: the headline number.",
+    "eval/pass@1": "Rises with training, like eval/accuracy (sampled rather than greedy).",
+    "eval/pass@k": "Flat or rising. Falling while pass@1 rises: the policy is sharpening onto fewer answers "
+                   "(entropy collapse): it solves the easy prompts more surely and stops exploring the others.",
+    "eval/entropy": "Falls slowly. A collapse to near 0 within a few evaluations: exploration is gone and pass@k "
+                    "will follow pass@1.",
     "time/step": "Flat. Growth means longer responses or memory pressure.",
     "time/rollout": "Flat; compare with time/train to see where a step's time goes.",
     "time/train": "Flat; grows with ppo_epochs and the number of minibatches.",

@@ -166,10 +166,12 @@ class Pipeline:
 
     def _check_reads(self) -> None:
         """Walk `STAGES` in order; every read must be provided by an earlier stage (or, for the update's and the
-        after-step components, by the training forward: `logp`, and the step's logged `kl`)."""
+        after-step components, by the training forward: `logp` and the LM head with its optimizer state, `head`
+        (`context.Head`); and the step's logged `kl`)."""
         forward = {"old_logp", "entropy"} | ({"ref_logp"} if self.needs_ref else set())
         forward |= {"values", "old_values"} if self.has_critic else set()
-        added = {"forward passes": forward, "update": {"logp"}, "after the step": {"kl"} if self.needs_ref else set()}
+        added = {"forward passes": forward, "update": {"logp", "head"},
+                 "after the step": {"kl"} if self.needs_ref else set()}
         have = set(ROLLOUT_FIELDS)
         for stage, slots, _ in STAGES:
             have |= added.get(stage, set())
@@ -296,12 +298,15 @@ class Pipeline:
             metrics[f"filtered_frac/{p.use.key}"] = float(dropped.float().mean())
         return batch
 
-    def loss(self, forward: Forward, mb, denom: ops.Denominators, value_denom, step: int, total: int):
-        """(total loss, metrics) of a minibatch: objective + regularizers + value loss."""
+    def loss(self, forward: Forward, mb, denom: ops.Denominators, value_denom, step: int, total: int,
+             policy_weights: torch.Tensor | None = None):
+        """(total loss, metrics) of a minibatch: objective + regularizers + value loss. `policy_weights` [B, T]
+        (the rollout importance correction) multiply the objective's per-token loss only, as verl does."""
         agg = self.recipe.agg
         p = self.parts["objective"][0]
         inputs = {name: getattr(mb, name) for name in p.entry.reads}
-        loss, metrics = p.fn(forward.logp, mb.old_logp, mb.advantages, mb.mask, agg=agg, denom=denom,
+        objective_denom = denom if policy_weights is None else replace(denom, weights=policy_weights)
+        loss, metrics = p.fn(forward.logp, mb.old_logp, mb.advantages, mb.mask, agg=agg, denom=objective_denom,
                              **self.kwargs(p, step, total), **inputs)
         metrics["loss/policy"] = loss.item()
         total_loss = loss

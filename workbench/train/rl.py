@@ -17,8 +17,9 @@ import torch
 from workbench import ops, registry
 from workbench.advantages.group import group_stats
 from workbench.batch import RolloutBatch
-from workbench.context import Forward, StepContext
+from workbench.context import Forward, Head, StepContext
 from workbench.models import add_lora, frozen_reference, load_model
+from workbench.objectives.tis import correction_metrics, tis_weights_and_drops
 from workbench.recipes import Recipe, get_recipe, with_overrides
 from workbench.rollout import make_engine, policy_forward
 from workbench.rollout.engine import Sampling
@@ -26,7 +27,7 @@ from workbench.tasks import get_task
 from workbench.train.checkpoint import load_latest_checkpoint
 from workbench.train.config import RunConfig
 from workbench.train.distributed import DataParallel
-from workbench.train.evaluate import greedy_accuracy
+from workbench.train.evaluate import greedy_accuracy, sampled_pass_at_k
 from workbench.train.folder import claim_run_folder, write_run_results
 from workbench.train.guards import DeadGradientGuard, NonFiniteGuard
 from workbench.train.metrics import run_log
@@ -66,6 +67,10 @@ class Trainer:
         self.recipe = resolve_recipe(config)
         self.pipeline = Pipeline(self.recipe, track_kl=config.track_kl)  # refuses parts that don't fit
         self.pipeline.check_group_size(config.group_size)
+        objective = self.pipeline.parts["objective"][0]
+        if config.rollout_is != "none" and "mu_logp" in objective.entry.reads:
+            raise ValueError(f"rollout_is={config.rollout_is!r} would correct twice: objective {objective.use.key!r} of "
+                             f"recipe {config.recipe!r} already weights by the rollout log-probs; leave rollout_is='none'")
         self.task = get_task(config.task, **config.task_kw)
         self.log = run_log(self.out, config)  # metrics.jsonl (+ TensorBoard with report_to="tensorboard")
         self.parallel = DataParallel(config.distributed, config.device)  # one process unless launched with N
@@ -88,7 +93,9 @@ class Trainer:
         if c.lora_r > 0:
             self.model = add_lora(self.model, r=c.lora_r, alpha=2 * c.lora_r)
         self.ref = frozen_reference(self.model) if pipeline.needs_ref else None  # LoRA: the adapter-disabled base
-        self.value_head = ValueHead(self.model.config.hidden_size).to(c.device) if pipeline.has_critic else None
+        critic = pipeline.parts["value"][0] if pipeline.has_critic else None  # a value entry may build its own head
+        make_head = getattr(critic.fn, "head", lambda hidden, **_: ValueHead(hidden)) if critic else None
+        self.value_head = make_head(self.model.config.hidden_size, **critic.use.kw).to(c.device) if critic else None
         replica = self.parallel.wrap(self.model)  # FSDP: shards the policy, returns a full copy to sample from
         params = [p for p in self.model.parameters() if p.requires_grad]
         if self.value_head is not None:
@@ -117,13 +124,16 @@ class Trainer:
         if self.engine.needs_weights:
             self.engine.load_weights(self.parallel.full_weights(self.model))
 
-    def state(self, step: int, accuracy_before: float) -> dict:
+    def state(self, step: int, accuracy_before: float, sampled_before: dict | None = None) -> dict:
         return {"step": step, "model": self.parallel.model_state(self.model),
                 "optimizer": self.parallel.optimizer_state(self.trained_modules(), self.optimizer),
                 "value_head": self.value_head.state_dict() if self.value_head else None,
-                "pipeline": self.pipeline.state_dict(), "accuracy_before": accuracy_before}
+                "pipeline": self.pipeline.state_dict(), "accuracy_before": accuracy_before,
+                "sampled_before": sampled_before or {}}
 
-    def restore(self) -> tuple[int, float | None]:
+    def restore(self) -> tuple[int, dict | None]:
+        """(step to start from, the held-out results before training {"accuracy", and pass@k's when on}) of the
+        latest checkpoint; (0, None) without one."""
         state = load_latest_checkpoint(self.out)
         if state is None:
             if self.parallel.is_main:
@@ -140,7 +150,7 @@ class Trainer:
         self.push_weights()  # a separate engine still holds the initial weights
         if self.parallel.is_main:
             self.log.truncate(state["step"])
-        return state["step"], state["accuracy_before"]
+        return state["step"], {"accuracy": state["accuracy_before"], **state.get("sampled_before", {})}
 
     # ------------------------------------------------------------------ one step
 
@@ -224,15 +234,46 @@ class Trainer:
     def minibatch_loss(self, mb: RolloutBatch, denom: ops.Denominators, step: int = 0,
                        value_denom: ops.Denominators | None = None):
         c, pipeline = self.config, self.pipeline
+        wants_head = any("head" in p.entry.reads for p in pipeline.parts["objective"] + pipeline.parts["regularizers"])
         logp, entropy, hidden = policy_forward(
             self.model, mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.mask, c.temperature,
-            with_entropy=pipeline.train_entropy or mb.old_logp is None, with_hidden=self.value_head is not None)
+            with_entropy=pipeline.train_entropy or mb.old_logp is None,
+            with_hidden=self.value_head is not None or wants_head)
         if mb.old_logp is None:  # on-policy: the policy that sampled is this one (ratio 1)
             mb.old_logp, mb.entropy = logp.detach(), entropy.detach() * mb.mask
+        if wants_head:  # this update's LM head, its input and its optimizer state (CAPO predicts its step)
+            mb.head = self.head_view(hidden)
         values = self.value_head(hidden) if self.value_head is not None else None
         value_denom = value_denom or (ops.Denominators.of(mb.value_mask, denom.norm_constant) if values is not None
                                       else None)
-        return pipeline.loss(Forward(logp, entropy, values), mb, denom, value_denom, step, c.steps)
+        weights, correction = self.rollout_correction(mb)
+        loss, metrics = pipeline.loss(Forward(logp, entropy, values), mb, denom, value_denom, step, c.steps, weights)
+        return loss, {**metrics, **correction}
+
+    def head_view(self, hidden: torch.Tensor) -> Head:
+        """The policy's output layer as the coming optimizer step sees it (`context.Head`): weight, bias, the
+        optimizer's lr, betas, eps and Adam state of the weight right now, and `hidden` [B, T, H], its input."""
+        if self.parallel.sharded:
+            raise ValueError("a component of this recipe reads the LM head's optimizer state, which FSDP shards "
+                             "across ranks; use distributed='ddp' or 'none'")
+        layer = self.model.get_output_embeddings()
+        weight, bias = layer.weight, getattr(layer, "bias", None)
+        group = next((g for g in self.optimizer.param_groups if any(p is weight for p in g["params"])), {})
+        state = self.optimizer.state.get(weight, {}) if group else {}  # empty before the first step
+        return Head(hidden=hidden.detach(), weight=weight.detach(), bias=None if bias is None else bias.detach(),
+                    trained=bool(group) and weight.requires_grad, lr=group.get("lr", 0.0),
+                    betas=tuple(group.get("betas", ())), eps=group.get("eps", 0.0), temperature=self.config.temperature,
+                    exp_avg=state.get("exp_avg"), exp_avg_sq=state.get("exp_avg_sq"), step=int(state.get("step", 0)))
+
+    def rollout_correction(self, mb: RolloutBatch):
+        """(w [B, T], metrics): `rollout_is` weights exp(old - mu) truncated or masked (`tis_weights`) for every
+        objective, as verl's `rollout_is`; (None, {}) when off."""
+        c = self.config
+        if c.rollout_is == "none":
+            return None, {}
+        w, dropped = tis_weights_and_drops(mb.old_logp, mb.mu_logp, mb.mask, mode=c.rollout_is,
+                                           cap=c.rollout_is_cap, low=c.rollout_is_low)
+        return w, correction_metrics(w, dropped, mb.old_logp, mb.mu_logp, mb.mask, prefix="rollout_is")
 
     def train_on(self, batch: RolloutBatch, step: int) -> dict:
         """ppo_epochs passes, each split into `minibatches` optimizer steps; returns mean metrics.
@@ -328,12 +369,39 @@ class Trainer:
         self.pipeline.after_step(batch, row)
         if self.config.eval_every and (step + 1) % self.config.eval_every == 0:
             row["eval/accuracy"], _ = self.evaluate()
+            row.update({f"eval/{k}": v for k, v in self.evaluate_sampled().items()})
         return row
 
     def evaluate(self):
         examples = self.task.eval_set(self.config.eval_size)
         return greedy_accuracy(self.engine, self.task, examples, max_new_tokens=self.config.max_new_tokens,
                                stop=self.config.stop)
+
+    @torch.no_grad()
+    def evaluate_sampled(self, chunk_rows: int = 512) -> dict:
+        """{"pass@1", "pass@k", "entropy"} on n = pass_samples (or pass_k) samples of every held-out prompt at the
+        run's sampling settings, through the plain `turns` rollout; {} when pass_k = 0. The samples are drawn from
+        a fixed seed (common random numbers: curves over training differ by the policy, not by the draw), and the
+        training random state is left as it was. `entropy` is the policy's mean token entropy on those samples."""
+        c = self.config
+        if not c.pass_k:
+            return {}
+        n, examples = c.pass_samples or c.pass_k, self.task.eval_set(c.eval_size)
+        rollout = registry.get("rollout", "turns").fn
+        correct, entropy_sum, tokens = [], 0.0, 0.0
+        per_chunk = max(chunk_rows // n, 1)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(c.seed * 1_000_003 + 424_243)
+            for start in range(0, len(examples), per_chunk):
+                chunk = examples[start:start + per_chunk]
+                batch = rollout(self.engine, self.task, chunk, group_size=n, sampling=self.sampling)
+                solved = torch.zeros(len(chunk)).index_add_(0, batch.group.cpu(), (batch.rewards >= 1.0).float().cpu())
+                correct += [int(x) for x in solved.tolist()]
+                _, entropy, _ = policy_forward(self.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids,
+                                               batch.mask, c.temperature, with_entropy=True)
+                entropy_sum += float((entropy * batch.mask).sum())
+                tokens += float(batch.mask.sum())
+        return {**sampled_pass_at_k(correct, n, c.pass_k), "entropy": entropy_sum / max(tokens, 1.0)}
 
     # ------------------------------------------------------------------ the run
 
@@ -359,12 +427,13 @@ class Trainer:
     def train_and_evaluate(self) -> dict:
         c = self.config
         self.setup()
-        start, accuracy_before = self.restore()
-        if accuracy_before is None:
-            accuracy_before, _ = self.evaluate()
+        start, before = self.restore()
+        if before is None:
+            before = {"accuracy": self.evaluate()[0], **self.evaluate_sampled()}
+        accuracy_before, sampled_before = before.pop("accuracy"), before
         t_start = time.perf_counter()
-        run_steps(self.step, lambda done: self.state(done, accuracy_before), out=self.out, log=self.log,
-                  start=start, config=c, desc=f"{c.recipe} on {c.task}", progress=self.progress,
+        run_steps(self.step, lambda done: self.state(done, accuracy_before, sampled_before), out=self.out,
+                  log=self.log, start=start, config=c, desc=f"{c.recipe} on {c.task}", progress=self.progress,
                   callback=self.callback, main=self.parallel.is_main,
                   postfix=lambda row: {"reward": f"{row['reward/mean']:.2f}", "H": f"{row['entropy']:.2f}"})
         accuracy_after, records = self.evaluate()
@@ -372,6 +441,10 @@ class Trainer:
                    "steps": c.steps, "accuracy_before": accuracy_before, "accuracy_after": accuracy_after,
                    "eval_size": len(records), "train_seconds_this_session": time.perf_counter() - t_start,
                    "ranks": self.parallel.world}
+        if c.pass_k:  # pass@1 / pass@k / entropy of n samples per held-out prompt, before and after
+            summary.update({"pass_k": c.pass_k, "pass_samples": c.pass_samples or c.pass_k,
+                            **{f"{k}_before": v for k, v in sampled_before.items()},
+                            **{f"{k}_after": v for k, v in self.evaluate_sampled().items()}})
         if self.parallel.is_main:
             write_run_results(self.out, summary, records)
         return summary

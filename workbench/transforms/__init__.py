@@ -1,2 +1,3 @@
 """The `group_transform` slot: finished groups edited before the forward passes (`fn(batch, ctx, **hp) -> batch`)."""
-from workbench.transforms import dynamic_sampling, greedy_baseline  # noqa: F401  (registration at import)
+from workbench.transforms import (  # noqa: F401  (registration at import)
+    aepo_resample, dynamic_sampling, greedy_baseline, offpolicy_guidance, vspo)

@@ -160,16 +160,21 @@ def write_comparison(runs: Mapping[str, list[dict]], path, title: str = "run com
 
 
 def seed_table(result: Mapping) -> str:
-    """Recipe x (accuracy before/after mean ± std over seeds, steps to the target accuracy per seed)."""
+    """Recipe x (accuracy before/after mean ± std over seeds, pass@k after when reported, steps to the target
+    accuracy per seed)."""
+    with_pass = any("pass@k_after" in row for row in result["recipes"].values())
     head = ("<tr><th>recipe</th><th>seeds</th><th>greedy acc. before</th><th>greedy acc. after</th>"
-            f"<th>steps to sampled acc. {result['target_accuracy']:.3g}</th></tr>")
+            + ("<th>pass@k after</th>" if with_pass else "")
+            + f"<th>steps to sampled acc. {result['target_accuracy']:.3g}</th></tr>")
     body = ""
     for recipe, row in result["recipes"].items():
         steps = ", ".join("never" if s is None else str(s) for s in row["steps_to_target"])
+        passed = (f"<td class=num>pass@{row['pass_k']} {row['pass@k_after']:.3f} ± {row['pass@k_after_std']:.3f}</td>"
+                  if "pass@k_after" in row else "<td></td>")
         body += (f"<tr><td>{html.escape(recipe)}</td><td class=num>{row['seeds']}</td>"
                  f"<td class=num>{row['accuracy_before']:.3f} ± {row['accuracy_before_std']:.3f}</td>"
                  f"<td class=num>{row['accuracy_after']:.3f} ± {row['accuracy_after_std']:.3f}</td>"
-                 f"<td>{steps}</td></tr>")
+                 + (passed if with_pass else "") + f"<td>{steps}</td></tr>")
     return f"<table>{head}{body}</table>"
 
 

@@ -63,6 +63,16 @@ REFERENCES = {
         question="The F7 preference recipes from a partly-right addition warm start: does any raise what it "
                  "optimises (held-out preference accuracy) without lowering greedy accuracy, and do the chosen "
                  "answers' log-probs fall as the margin grows?"),
+    # The same sharpening setting for the F2 objectives: which of them trade accuracy, pass@8 or entropy
+    # differently from GRPO's clip? (hispo, dots-rr-clip and safe-kl-control need a rollout-trainer mismatch, a
+    # replay buffer or a KL budget to act on; their claims say why they are not run here.)
+    "f2-countdown": Reference(
+        recipes=("grpo", "bapo", "gbpo", "dispo", "capo", "r2vpo", "hapo", "aepo-agentic-clip", "gui-libra", "vspo",
+                 "policy-shaping"),
+        task="countdown", seeds=3,
+        sets=("lr=3e-4", "steps=80", "pass_k=8", "eval_every=40", "eval_size=100", "checkpoint_every=40"),
+        question="Beyond the clip: from one warm start and one learning rate, does any F2 objective beat GRPO's "
+                 "clip on held-out accuracy or pass@8, and what does each do to entropy?"),
     # lr 3e-4 (3x the smoke default) makes GRPO sharpen within 80 steps: on seed 0, pass@1 0.31 -> 0.42 while
     # pass@8 falls 0.75 -> 0.70 and the held-out entropy 0.52 -> 0.36 (at 1e-3 accuracy falls too).
     "f3-entropy": Reference(

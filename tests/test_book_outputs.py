@@ -30,8 +30,11 @@ def explorer_notebook():
     """An executed explorer as Jupyter stores it: a VBox of a slider and a plotly FigureWidget (an anywidget whose
     state embeds plotly's bundle in `_esm`), plus papermill's injected parameters."""
     state = {
-        "box": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_slider", "IPY_MODEL_fig"]}},
+        "box": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_slider", "IPY_MODEL_pick",
+                                                                   "IPY_MODEL_fig"]}},
         "slider": {"model_name": "IntSliderModel", "state": {"description": "G", "value": 8, "layout": "IPY_MODEL_l"}},
+        "pick": {"model_name": "DropdownModel", "state": {"description": "objective", "index": 1,  # stores no value
+                                                          "_options_labels": ["ppo-clip", "gspo"]}},
         "l": {"model_name": "LayoutModel", "state": {}},
         "fig": {"model_name": "AnyModel", "state": {"_esm": "x" * 100_000, "_widget_layout": {"title": {"text": "A"}},
                                                     "_widget_data": [{"type": "bar", "x": [0, 1], "uid": "u1",
@@ -56,7 +59,7 @@ def test_an_explorer_becomes_its_default_figure_its_controls_and_a_kernel_note()
     assert set(data) == {"text/html"}
     page = data["text/html"]
     assert "Plotly.newPlot" in page and "[0.5,-0.5]" in page.replace(" ", "")  # the figure's default data
-    assert f'src="{SRC}"' in page and "controls: G = 8" in page and "needs a running kernel" in page
+    assert f'src="{SRC}"' in page and "controls: G = 8, objective = gspo" in page and "needs a running kernel" in page
     assert "widgets" not in nb.metadata and "x" * 1000 not in json.dumps(nb)  # no bundle left on the page
     assert "remove-cell" in nb.cells[0].metadata["tags"]
 

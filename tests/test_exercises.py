@@ -120,7 +120,8 @@ def test_new_exercise_answers_follow_the_library():
 
 
 FAMILY_NOTEBOOKS = ("01_grpo", "02_loss_aggregation", "03_kl_estimators", "04_clipping_zoo",
-                    "05_advantage_estimators", "08_preference")  # at least three exercises each
+                    "05_advantage_estimators", "08_preference", "11_entropy",
+                    "10_beyond_the_clip")  # at least three exercises each
 
 
 def exercise_cells(stem: str) -> tuple[str, str]:
@@ -147,3 +148,107 @@ def test_notebook_exercises_start_unsolved_and_their_solutions_pass(stem, capsys
         assert len(lines) >= (3 if stem in FAMILY_NOTEBOOKS else 1), lines
         assert [line.split(":")[0] for line in lines] == [f"exercise {n}" for n in range(1, len(lines) + 1)]
         assert all(line.split(": ", 1)[1].startswith(verdict) for line in lines), lines
+
+
+# Notebook 11: entropy
+@pytest.mark.parametrize("check, right, wrong", [
+    (exercises.check_entropy_at_temperature, 0.5146623, 1.0487051),
+    (exercises.check_covariance_term, 1.12, -0.14),
+    (exercises.check_clip_cov_candidates, {0, 4}, {0, 2, 4}),
+    (exercises.check_alpha_direction, "fall", "rise"),
+], ids=lambda x: getattr(x, "__name__", None))
+def test_entropy_checks_accept_right_and_reject_wrong(check, right, wrong):
+    assert check(right) == "correct"
+    for bad in (wrong, "x", [1, "a"]):
+        with pytest.raises(AssertionError, match="not quite"):
+            check(bad)
+
+
+@pytest.mark.parametrize("check, wrong, explanation", [
+    (exercises.check_entropy_at_temperature, 1.0487051, "T = 1"),           # the logits not divided by T
+    (exercises.check_entropy_at_temperature, 0.5146623 / 0.6931472, "bits"),
+    (exercises.check_covariance_term, -0.14, "centre the log-prob"),
+    (exercises.check_covariance_term, 1.2, "centre the advantage"),
+    (exercises.check_covariance_term, -0.15, "both factors"),
+    (exercises.check_clip_cov_candidates, {0, 2, 4}, "strict"),
+    (exercises.check_clip_cov_candidates, {0, 3, 4}, "already"),
+    (exercises.check_clip_cov_candidates, [0], "missing"),
+    (exercises.check_alpha_direction, "rises", "weaken the bonus"),
+])
+def test_entropy_checks_explain_plausible_wrong_answers(check, wrong, explanation):
+    with pytest.raises(AssertionError, match="not quite") as caught:
+        check(wrong)
+    assert explanation in str(caught.value)
+
+
+def test_entropy_exercise_answers_follow_the_library():
+    import torch
+
+    from workbench import ops
+    from workbench.objectives.entropy_cov import token_covariance
+
+    logits = torch.tensor([[2.0, 1.0, 0.0, 0.0]])
+    assert exercises.entropy_at_temperature() == pytest.approx(float(ops.entropy_from_logits(logits, 0.5)), abs=1e-6)
+    assert exercises.entropy_at_temperature(temperature=1.0) == pytest.approx(float(ops.entropy_from_logits(logits)),
+                                                                              abs=1e-6)
+    assert exercises.covariance_term() == pytest.approx(1.4 * 0.8)
+    cov = token_covariance(torch.tensor([exercises.CLIP_COV_EXERCISE["logps"]], dtype=torch.float64),
+                           torch.tensor([exercises.CLIP_COV_EXERCISE["advantages"]], dtype=torch.float64),
+                           torch.ones(1, 6, dtype=torch.float64))
+    assert cov[0].tolist() == pytest.approx([2.0, 0.5, 1.0, 4.0, 3.0, 0.0])  # the values the notebook states
+    assert exercises.clip_cov_candidates() == {0, 4}
+    assert exercises.clip_cov_candidates(lb=0.4) == {0, 1, 2, 4}
+    assert exercises.alpha_direction(0.8, 0.5) == "fall" and exercises.alpha_direction(0.3, 0.5) == "rise"
+    assert exercises.alpha_direction(0.5, 0.5) == "stay"
+
+
+# notebook 10: beyond the clip
+@pytest.mark.parametrize("check, right, wrong", [
+    (exercises.check_gbpo_target_ratios, (1.1614, 1.0), (1.2, 0.8)),
+    (exercises.check_dispo_masked_tokens, {"b", "c", "e"}, {"e"}),
+    (exercises.check_dispo_masked_tokens, ["e", "c", "b"], {"b", "c"}),
+    (exercises.check_bapo_exercise, (0.3901, 0.75), (0.3901, 0.7)),
+    (exercises.check_shaping_weights, (0.25, 0.09), (0.5, 0.9)),
+])
+def test_beyond_the_clip_checks_accept_right_and_reject_wrong(check, right, wrong):
+    assert check(right) == "correct"
+    with pytest.raises(AssertionError, match="not quite"):
+        check(wrong)
+
+
+@pytest.mark.parametrize("check, wrong, explanation", [
+    (exercises.check_gbpo_target_ratios, (1.1427, 0.956), "MEDIAN"),     # centred on the mean
+    (exercises.check_gbpo_target_ratios, (1.2, 1.0), "sharp split"),     # T -> 0
+    (exercises.check_dispo_masked_tokens, {"e"}, "one-sided"),            # PPO's rule
+    (exercises.check_dispo_masked_tokens, {"a", "b", "c", "e"}, "inside their class"),
+    (exercises.check_bapo_exercise, (0.5390, 0.75), "every token"),
+    (exercises.check_bapo_exercise, (0.4978, 0.8), "reference code"),
+    (exercises.check_bapo_exercise, (0.3901, 0.7), "which step"),
+    (exercises.check_bapo_exercise, 0.39, "pair"),
+    (exercises.check_shaping_weights, (0.5, 0.9), "shaped value"),
+    (exercises.check_shaping_weights, (1.0, 1.0), "REINFORCE"),
+    (exercises.check_shaping_weights, (0.1, 0.9), "loss on p itself"),
+])
+def test_beyond_the_clip_checks_explain_plausible_wrong_answers(check, wrong, explanation):
+    with pytest.raises(AssertionError, match="not quite") as caught:
+        check(wrong)
+    assert explanation in str(caught.value)
+
+
+def test_beyond_the_clip_answers_follow_the_library():
+    import math
+
+    from workbench.viz.beyond import weight_surface
+
+    sigma = 1 / (1 + math.exp(-1 / (math.sqrt(0.2) + 1e-6)))  # A_hat of the correct answer: 1 / Bessel std
+    assert exercises.gbpo_target_ratios() == pytest.approx((0.8 + 0.4 * sigma, 1.0))  # median 0: wrong -> rho* = 1
+    assert exercises.gbpo_target_ratios((1.0, 1.0, 1.0, 0.0, 0.0))[1] == pytest.approx(0.8 + 0.4 / (1 + math.e ** (1 / (
+        math.sqrt(0.3) + 1e-6))))  # median 1: a wrong answer's target is pushed below 1
+    masked = exercises.dispo_masked_tokens()
+    for label, (r, a) in exercises.DISPO_EXERCISE_TOKENS.items():  # the same as the surface's zero cells
+        assert (label in masked) == (weight_surface("dispo", [r], [a])[0, 0] == 0)
+    assert exercises.dispo_masked_tokens(eps_low_pos=0.3, eps_high_neg=0.35) == {"e"}
+    assert exercises.bapo_exercise() == pytest.approx((1.1 / 2.82, 0.75))
+    assert exercises.shaping_weights((0.1, 0.5), gamma=0.1) == pytest.approx((0.25, 0.05 / 0.36))
+    assert exercises.shaping_weights((0.3,)) == pytest.approx(
+        tuple(weight_surface("policy-shaping", [1.0], [1.0], {"p_old": 0.3})[0]))

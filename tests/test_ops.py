@@ -1,6 +1,5 @@
 """Loss aggregation and global denominators (micro-batching changes nothing), masked statistics, log-probs and
 entropy from logits."""
-import inspect
 
 import pytest
 import torch

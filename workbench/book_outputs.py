@@ -81,9 +81,20 @@ def widget_parts(model_id: str, models: dict) -> tuple[list[dict], list[str]]:
         if "_widget_data" in state and "_widget_layout" in state:  # plotly's FigureWidget (an anywidget)
             state = with_buffers(models[mid])
             figures.append({"data": state["_widget_data"], "layout": state["_widget_layout"]})
-        elif state.get("description") and "value" in state and not isinstance(state["value"], (dict, list)):
-            controls.append(f"{state['description']} = {state['value']}")
+        elif state.get("description") and control_value(state) is not None:
+            controls.append(f"{state['description']} = {control_value(state)}")
     return figures, controls
+
+
+def control_value(state: dict):
+    """A control's setting: its `value`, or for a selection widget (Dropdown, ToggleButtons: they store `index`)
+    the label of the selected option; None for anything else."""
+    if "value" in state and not isinstance(state["value"], (dict, list)):
+        return state["value"]
+    labels, index = state.get("_options_labels"), state.get("index")
+    if isinstance(labels, list) and isinstance(index, int) and 0 <= index < len(labels):
+        return labels[index]
+    return None
 
 
 def live_note(controls: list[str]) -> str:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tests.helpers import D, grad, make_batch, random_batch, random_mask
-from workbench import ops, registry
+from workbench import registry
 from workbench.advantages.group import grpo
 from workbench.advantages.hapo import hapo as hapo_advantage
 from workbench.objectives.hapo import (EntropyStats, adaptive_clip_bounds, entropy_stats, hapo, nearest_quantile,

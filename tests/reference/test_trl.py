@@ -34,7 +34,7 @@ from tests.reference import formulas as ref  # noqa: E402
 from workbench import kl, ops, registry  # noqa: E402
 from workbench.advantages.group import group_stats  # noqa: E402
 from workbench.batch import RolloutBatch  # noqa: E402
-from workbench.regularizers.kl_penalty import kl_in_loss, kl_in_reward  # noqa: E402
+from workbench.regularizers.kl_penalty import kl_in_reward  # noqa: E402
 
 F64 = torch.float64
 TOL = AGREE_TOL

@@ -285,9 +285,9 @@ HEALTHY: dict[str, str] = {
                        "on the smoke run. Leaving that band: the ratios have moved far from 1.",
     "geo/seq_ratio_mean": "1 on the first minibatch after a rollout, within about 1% of 1 after. A steady drift: each "
                           "batch moves whole sequences far (the log-space clip binds only in A's direction).",
-    "bapo/c_low": "0.6 to 0.8, averaged over minibatches (0.6 to 0.7 on the smoke run). At 0.8 on every step: negative "
-                  "tokens dominate even after the search; the balance rests on c_high alone.",
-    "bapo/c_high": "1.2 to 2.0 (1.2 to 1.6 on the smoke run). Pinned at 2.0 with pos_share below 0.5: the bounds "
+    "bapo/c_low": "0.6 to 0.8, averaged over minibatches (0.6 to 0.75 on the smoke runs). At 0.8 on every step: "
+                  "negative tokens dominate even after the search; the balance rests on c_high alone.",
+    "bapo/c_high": "1.2 to 2.0 (1.2 to 1.8 on notebook 10's run). Pinned at 2.0 with pos_share below 0.5: the bounds "
                    "cannot rebalance, negative tokens swamp the update (long wrong answers).",
     "bapo/pos_share": "At least rho0 = 0.5 unless both bounds hit their max (0.49 to 1.0 on the smoke run, 1.0 when no "
                       "negative token counts). Persistently below 0.5: negative-advantage tokens dominate the gradient.",
@@ -297,8 +297,9 @@ HEALTHY: dict[str, str] = {
                     "to 0.15 on the smoke run). Growing across steps: ratios overshoot (lower the learning rate).",
     "r2vpo/ratio_var": "0 with one optimizer step per batch; 0.003 to 0.06 with two minibatches on the smoke run. Well "
                        "above delta (0.02) step after step while lam climbs: the penalty does not hold the update.",
-    "objective:r2vpo.lam": "Starts at 1; up while r2vpo/ratio_var > delta, down by 0.2 a step on-policy (1.0 to 1.4 on "
-                           "the smoke run). Climbing without bound: the variance budget is never met.",
+    "objective:r2vpo.lam": "Starts at 1; up while r2vpo/ratio_var > delta, down while below (to 0 within about 6 "
+                           "steps at delta 0.02 on notebook 10's run; near 1 at delta 0.002). Climbing without bound: "
+                           "the variance budget is never met.",
     "hapo/high_entropy_frac": "About 0.2 (the 0.8 quantile; 0.13 to 0.2 on the smoke run). 0 or 1: entropy collapsed.",
     "hapo/redistributed_frac": "1 - high_entropy_frac on-policy (r = 1: 0.7 to 0.75 on the smoke run); moves with r.",
     "hapo/eps_low_mean": "Between eps_low and eps_low (1 + alpha): 0.25 on the smoke run. Stuck at eps_low: no spread.",

@@ -69,8 +69,9 @@ class Trainer:
         self.pipeline.check_group_size(config.group_size)
         objective = self.pipeline.parts["objective"][0]
         if config.rollout_is != "none" and "mu_logp" in objective.entry.reads:
-            raise ValueError(f"rollout_is={config.rollout_is!r} would correct twice: objective {objective.use.key!r} of "
-                             f"recipe {config.recipe!r} already weights by the rollout log-probs; leave rollout_is='none'")
+            raise ValueError(f"rollout_is={config.rollout_is!r} would correct twice: objective {objective.use.key!r} "
+                             f"of recipe {config.recipe!r} already weights by the rollout log-probs; leave "
+                             f"rollout_is='none'")
         self.task = get_task(config.task, **config.task_kw)
         self.log = run_log(self.out, config)  # metrics.jsonl (+ TensorBoard with report_to="tensorboard")
         self.parallel = DataParallel(config.distributed, config.device)  # one process unless launched with N

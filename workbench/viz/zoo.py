@@ -13,7 +13,7 @@ import html
 import inspect
 import math
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -169,26 +169,21 @@ def panel_spec(panel) -> tuple[str, dict]:
     return (panel, {}) if isinstance(panel, str) else (panel[0], dict(panel[1]))
 
 
-def gradient_weight_grid(panels: Sequence | None = None, ratios=None, advantages=None, cols: int = 3,
-                         title: str | None = None) -> go.Figure:
-    """One heatmap of d(-l)/d(log pi) over (r, A) per objective, one shared colour scale, zeros in grey.
-
-    panels: objective keys or (key, hp) pairs; default: every registered policy objective at its defaults.
-    A panel whose objective raises shows the error message instead (a new objective never breaks the grid).
-    """
-    panels = [panel_spec(p) for p in (panels if panels is not None else [e.key for e in policy_objectives()])]
-    ratios = default_weight_ratios() if ratios is None else np.asarray(ratios, dtype=float).flatten()
-    advantages = default_weight_advantages() if advantages is None else np.asarray(advantages, float).flatten()
+def heatmap_grid(panels: Sequence[tuple[str, Callable]], cols: int, vertical_spacing: float = 0.3,
+                 horizontal_spacing: float = 0.06) -> tuple[go.Figure, int, float]:
+    """(figure, rows, peak |weight|): one subplot per (title, make) panel, `make()` -> (heatmap, zero overlay, weights)
+    drawn on the shared colour axis "coloraxis" with a dotted line at r = 1; a panel whose `make` raises shows the
+    error instead (a new objective never breaks the grid). The caller sets the title, height and colour axis."""
     cols = max(1, min(cols, len(panels)))
     rows = max(1, math.ceil(len(panels) / cols))
-    titles = [key + (f"<br><sup>{hp_label(hp)}</sup>" if hp else "") for key, hp in panels]
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles or None, horizontal_spacing=0.06,
-                        vertical_spacing=min(0.12, 0.3 / rows))
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[t for t, _ in panels] or None,
+                        horizontal_spacing=horizontal_spacing, vertical_spacing=min(0.4 * vertical_spacing,
+                                                                                    vertical_spacing / rows))
     peak, notes = 0.0, []
-    for i, (key, hp) in enumerate(panels):
+    for i, (_, make) in enumerate(panels):
         row, col = i // cols + 1, i % cols + 1
         try:
-            heat, overlay, w = weight_heatmaps(key, ratios, advantages, hp, "coloraxis")
+            heat, overlay, w = make()
         except Exception as err:  # noqa: BLE001 - shown in the panel
             n = i + 1
             notes.append(dict(x=0.5, y=0.5, xref=f"x{n if n > 1 else ''} domain", yref=f"y{n if n > 1 else ''} domain",
@@ -205,10 +200,26 @@ def gradient_weight_grid(panels: Sequence | None = None, ratios=None, advantages
         fig.update_xaxes(title_text="ratio r", row=rows, col=c)
     for r_ in range(1, rows + 1):
         fig.update_yaxes(title_text="A", row=r_, col=1)
+    fig.update_layout(annotations=[*fig.layout.annotations, *notes], shapes=shapes, template="plotly_white")
+    return fig, rows, peak
+
+
+def gradient_weight_grid(panels: Sequence | None = None, ratios=None, advantages=None, cols: int = 3,
+                         title: str | None = None) -> go.Figure:
+    """One heatmap of d(-l)/d(log pi) over (r, A) per objective, one shared colour scale, zeros in grey.
+
+    panels: objective keys or (key, hp) pairs; default: every registered policy objective at its defaults.
+    A panel whose objective raises shows the error message instead (a new objective never breaks the grid).
+    """
+    panels = [panel_spec(p) for p in (panels if panels is not None else [e.key for e in policy_objectives()])]
+    ratios = default_weight_ratios() if ratios is None else np.asarray(ratios, dtype=float).flatten()
+    advantages = default_weight_advantages() if advantages is None else np.asarray(advantages, float).flatten()
+    cells = [(key + (f"<br><sup>{hp_label(hp)}</sup>" if hp else ""),
+              lambda key=key, hp=hp: weight_heatmaps(key, ratios, advantages, hp, "coloraxis")) for key, hp in panels]
+    fig, rows, peak = heatmap_grid(cells, cols)
     fig.update_layout(
         title=title or "per-token gradient weight ∂(−ℓ)/∂log π (blue: up, red: down, grey: exactly zero)",
-        template="plotly_white", height=max(360, 270 * rows), annotations=[*fig.layout.annotations, *notes],
-        shapes=shapes,
+        height=max(360, 270 * rows),
         coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=-(peak or 1), cmax=peak or 1, cmid=0,
                        colorbar=dict(title="weight")))
     return fig

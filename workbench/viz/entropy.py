@@ -309,7 +309,7 @@ def covariance_figure(data: Mapping, clip_cov_lb: float = 1.0, clip_cov_ub: floa
     template = ("sample %{customdata[0]}, token %{customdata[1]}<br>cov %{customdata[2]:+.3f}<br>H %{customdata[3]:.3f}"
                 "<br>log π %{customdata[4]:.3f}<br>A %{customdata[5]:+.3f}<extra></extra>")
     for row, (x, y) in enumerate(((cov, ent), (logp, adv)), start=1):
-        fig.add_trace(go.Scatter(x=x, y=y, mode="markers", name="tokens (colour: cov_t)", showlegend=row == 1,
+        fig.add_trace(go.Scatter(x=x, y=y, mode="markers", name="tokens (colour: cov_t)", showlegend=False,
                                  customdata=hover, hovertemplate=template,
                                  marker=dict(size=6, color=cov, coloraxis="coloraxis", opacity=0.7)), row=row, col=1)
     for key, name, marker in (("detached", "Clip-Cov detaches", dict(symbol="x", size=9, color=SELECT_COLOR)),

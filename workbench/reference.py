@@ -81,6 +81,14 @@ REFERENCES = {
         sets=("lr=3e-4", "steps=80", "pass_k=8", "eval_every=20", "eval_size=100", "checkpoint_every=40"),
         question="GRPO sharpens: entropy and pass@8 fall while pass@1 rises. Which entropy controls keep entropy "
                  "and pass@8 up, and what do they cost in accuracy?"),
+    # f3-entropy runs each recipe as its paper's script does; those scripts drop the KL term that grpo keeps (k3,
+    # 0.04), which alone lowers entropy. Here every recipe gets grpo's KL term, so only the entropy mechanism differs.
+    "f3-entropy-kl": Reference(
+        recipes=("grpo", "clip_cov", "kl_cov", "dcpo", "aepo-arbitrary"), task="countdown", seeds=3,
+        sets=("lr=3e-4", "steps=80", "pass_k=8", "eval_every=20", "eval_size=100", "checkpoint_every=40",
+              "kl_coef=0.04"),
+        question="With grpo's KL term in every recipe, do Clip-Cov, KL-Cov, DCPO and AEPO keep entropy and pass@8 "
+                 "above GRPO's?"),
 }
 
 

@@ -241,6 +241,25 @@ else:
     before_after_table(reference_summaries, title="held-out before → after 80 steps (mean ± std over seeds)").show()
 
 # %% [markdown]
+# **What the stored runs show** (commit 5053e01, 3 seeds): GRPO sharpens as intended, pass@1 0.26 → 0.36 while
+# pass@8 falls 0.73 → 0.67 and the held-out entropy 0.54 → 0.37. Only the entropy bonus ends above GRPO's training
+# entropy (0.41 vs 0.39); clip-higher is level with it. Clip-Cov, KL-Cov, EPO, DCPO and AEPO end *below* it (0.30 to
+# 0.34) with pass@8 0.56 to 0.58: each recipe runs as its paper's script does, **without the KL term** GRPO keeps (k3,
+# 0.04), and losing that anchor costs more entropy than their mechanisms give back at this scale. The next cell runs
+# the same recipes with GRPO's KL term (`f3-entropy-kl`), so that only the mechanism differs.
+
+# %%
+stored_kl = load("f3-entropy-kl") if reference_dir is None else load("f3-entropy-kl", data_dir=Path(reference_dir))
+if stored_kl is None:
+    print("f3-entropy-kl is not stored yet: python -m workbench.reference f3-entropy-kl")
+else:
+    meta_kl, groups_kl, summaries_kl = stored_kl
+    seed_band_curves(with_start(groups_kl, summaries_kl), keys=EVAL_CURVES,
+                     title=f"{meta_kl['name']}: every recipe with grpo's KL term (k3, 0.04), {meta_kl['seeds']} seeds"
+                     ).show()
+    before_after_table(summaries_kl, title="with grpo's KL term: held-out before → after (mean ± std over seeds)").show()
+
+# %% [markdown]
 # How to read it: compare each recipe with GRPO on the same seeds (the warm start is shared, so the step −1 points
 # coincide). `entropy` is the training batch's own token entropy, logged every step (stored every 5th); the `eval/`
 # curves are on the held-out prompts. A method that keeps entropy up but lowers pass@1 has traded accuracy for

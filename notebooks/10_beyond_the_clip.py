@@ -272,8 +272,22 @@ silenced_scatter(weights, batch).show()
 # ends at $c_{low} = 0.8$, $c_{high} = 1.6$, so all its black dots are bad tokens. DISPO's black dots appear on both
 # sides; GBPO silences only tokens sitting exactly at their target (certain tokens with $r = \rho^* = 1$) but
 # *reverses* the push of tokens past it.
+#
+# **GUI-Libra** changes no ratio: after `grpo` it scales every negative advantage by $\mathrm{clip}(0.5 + 1.5\,\bar
+# R_g, 0, 1)$, so a group that mostly fails (where a "wrong" answer may be one of several right actions that the
+# verifier does not accept) pushes its answers down at half strength. **CAPO** has no picture on a grid either: its
+# mask predicts each token's update from the LM head and Adam's moments (`tests/objectives/test_capo.py` checks the
+# predicted KL against one real Adam step on a linear softmax head).
+
+# %%
+from workbench.viz.beyond import success_scale_figure
+
+success_scale_figure().show()
 
 # %% [markdown]
+# Positive advantages keep weight 1 whatever the success rate; above a success rate of 1/3 the negatives do too
+# (the solid line reaches 1), so GUI-Libra only differs from GRPO on groups that are mostly wrong.
+#
 # ## 4. Adaptive bounds and a dual variable over a run
 #
 # Both methods only act once the ratio leaves 1, so the runs use `--set ppo_epochs=2` (two passes over each batch,

@@ -394,3 +394,14 @@ def test_equations_and_claims_tables():
     assert len(equation_lines(registry.get("objective", "hapo").equation)) > 2
     text = claims_html([{"recipe": "bapo", "claim": "a < b", "comparison": "", "seen": "", "verdict": "not run"}])
     assert "a &lt; b" in text and "<td>bapo</td>" in text and "&ndash;" in text
+
+
+@pytest.mark.covers("gui-libra")
+def test_success_scale_figure_follows_the_component():
+    from workbench.viz.beyond import success_scale_figure
+
+    fig = success_scale_figure(G=4)
+    gui = fig.data[0]
+    np.testing.assert_allclose(gui.x, [0, 0.25, 0.5, 0.75, 1.0])
+    np.testing.assert_allclose(gui.y, [0.5, 0.875, 1.0, 1.0, 1.0])  # clip(0.5 + 1.5 p, 0, 1)
+    np.testing.assert_allclose(fig.data[2].y, [1.0] * 5)  # base 1, coef 0: plain GRPO

@@ -869,3 +869,27 @@ def claims_html(rows: Sequence[Mapping]) -> str:
                    + "</tr>" for r in rows)
     return ('<div style="overflow-x: auto"><table class="workbench-table" style="font-size: 0.85em"><thead><tr>'
             + "".join(f"<th>{h}</th>" for h in heads) + f"</tr></thead><tbody>{body}</tbody></table></div>")
+
+
+# ----------------------------------------------------------------------------------------------------
+# GUI-Libra: an advantage modifier, so it has no surface of its own
+
+
+def success_scale_figure(G: int = 8, settings=((0.5, 1.5), (0.0, 1.0), (1.0, 0.0))) -> go.Figure:
+    """The factor GUI-Libra puts on a negative advantage against the group's success rate k/G, one line per
+    (base, coef), computed by `workbench.advantages.gui_libra.success_scale` on a group of G answers, k right."""
+    from workbench.advantages.gui_libra import success_scale
+
+    fig = go.Figure()
+    rates = np.arange(G + 1) / G
+    for i, (base, coef) in enumerate(settings):
+        scale = [float(success_scale(torch.tensor([1.0] * k + [0.0] * (G - k), dtype=torch.float64),
+                                     torch.zeros(G, dtype=torch.long), base=base, coef=coef)[0]) for k in range(G + 1)]
+        label = f"base {base:g}, coef {coef:g}" + (" (GUI-Libra)" if (base, coef) == (0.5, 1.5) else "")
+        fig.add_trace(go.Scatter(x=rates, y=scale, mode="lines+markers", name=label,
+                                 line=dict(color=RUN_COLORS[i % len(RUN_COLORS)], dash="solid" if i == 0 else "dot")))
+    fig.update_layout(title="GUI-Libra: the weight of a negative advantage against the group's success rate "
+                            "(positive advantages keep 1)",
+                      xaxis_title=f"group success rate k/{G}", yaxis_title="scale on A < 0", yaxis_range=[-0.05, 1.05],
+                      template="plotly_white", height=360, legend=dict(orientation="h", y=-0.25))
+    return fig

@@ -385,8 +385,8 @@ if stored is not None:
 # masks many tokens on the first updates. The recipes follow their papers' scripts, and most have no KL term (BAPO,
 # DISPO, CAPO, R²VPO, HAPO, AEPO's clip) where GRPO keeps k3 KL 0.04: they end with less entropy and a lower pass@8.
 # VSPO keeps GRPO's KL and still ends lower (0.28), probably because it replaces the groups with no reward spread, so
-# more of each batch carries gradient (not measured separately). GBPO (KL 0.001) and policy shaping (entropy bonus 0.001, a reference answer in every group)
-# keep GRPO's entropy and pass@8.
+# more of each batch carries gradient (not measured separately). GBPO (KL 0.001) and policy shaping (entropy bonus
+# 0.001, a reference answer in every group) keep GRPO's entropy and pass@8.
 #
 # Read a verdict as a statement about this toy setting only: a 0.5M-parameter model on countdown for a few hundred
 # steps. Most F2 methods were made for long, off-policy, large-batch training, where the ratio drifts far from 1;

@@ -257,14 +257,15 @@ else:
     seed_band_curves(with_start(groups_kl, summaries_kl), keys=EVAL_CURVES,
                      title=f"{meta_kl['name']}: every recipe with grpo's KL term (k3, 0.04), {meta_kl['seeds']} seeds"
                      ).show()
-    before_after_table(summaries_kl, title="with grpo's KL term: held-out before → after (mean ± std over seeds)").show()
+    before_after_table(summaries_kl,
+                       title="with grpo's KL term: held-out before → after (mean ± std over seeds)").show()
 
 # %% [markdown]
-# With GRPO's KL term in every recipe (same 3 seeds; its GRPO runs reproduce f3-entropy's exactly), Clip-Cov, KL-Cov and DCPO
-# end *above* GRPO's training entropy (0.41, 0.41, 0.41 against 0.39) and pass@8 (0.69 to 0.70 against 0.67) at equal
-# greedy accuracy (0.40 to 0.42 against 0.40): the mechanisms do what their papers say, by a margin about one seed
-# standard deviation wide at this scale. AEPO's temperature-switched samples leave entropy where GRPO's is (0.39):
-# with 3 of 128 rows replaced a step (the reference's 60 of 2560) it barely moves the batch.
+# With GRPO's KL term in every recipe (same 3 seeds; its GRPO runs reproduce f3-entropy's exactly), Clip-Cov, KL-Cov
+# and DCPO end *above* GRPO's training entropy (0.41, 0.41, 0.41 against 0.39) and pass@8 (0.69 to 0.70 against
+# 0.67) at equal greedy accuracy (0.40 to 0.42 against 0.40): the mechanisms do what their papers say, by a margin
+# about one seed standard deviation wide at this scale. AEPO's temperature-switched samples leave entropy where GRPO's
+# is (0.39): with 3 of 128 rows replaced a step (the reference's 60 of 2560) it barely moves the batch.
 
 # %% [markdown]
 # How to read it: compare each recipe with GRPO on the same seeds (the warm start is shared, so the step −1 points

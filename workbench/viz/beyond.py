@@ -32,9 +32,9 @@ import torch
 from plotly.subplots import make_subplots
 
 from workbench import ops, registry
-from workbench.viz.figures import NEGATIVE, NEUTRAL, POSITIVE, RUN_COLORS, is_number, metric_series, to_numpy
+from workbench.viz.figures import NEGATIVE, POSITIVE, RUN_COLORS, is_number, metric_series, to_numpy
 from workbench.viz.zoo import (WEIGHT_SCALE, ZERO_COLOR, default_weight_advantages, default_weight_ratios, heatmap_grid,
-                               hp_label)
+                               hp_label, weight_and_slices)
 
 FAMILIES = ("canonical", "surrogate")  # F1 and F2 (data/catalog.tsv's family column)
 F2 = "surrogate"
@@ -363,20 +363,8 @@ def surface_figure(key: str = "bapo", ratios=None, advantages=None, inputs: Mapp
     ratios = default_weight_ratios() if ratios is None else np.asarray(ratios, dtype=float).flatten()
     advantages = default_weight_advantages() if advantages is None else np.asarray(advantages, float).flatten()
     heat, overlay, _ = surface_heatmaps(key, ratios, advantages, inputs, hp, None)
-    heat.colorbar = dict(title="weight", x=0.53, xanchor="left", len=0.9, thickness=12)
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.52, 0.48], horizontal_spacing=0.19,
-                        subplot_titles=("weight over (r, A); grey = exactly 0", "slices at A = ±1"))
-    fig.add_trace(heat, row=1, col=1)
-    fig.add_trace(overlay, row=1, col=1)
-    slices = weight_surface(key, ratios, [1.0, -1.0], inputs, **hp)
-    for row, (A, color) in enumerate(((1.0, POSITIVE), (-1.0, NEGATIVE))):
-        fig.add_trace(go.Scatter(x=ratios, y=slices[row], name=f"A = {A:+g}", line=dict(color=color),
-                                 hovertemplate="r %{x:.3f}<br>weight %{y:.4g}<extra></extra>"), row=1, col=2)
-    shapes = [dict(type="line", x0=1, x1=1, xref=ax, y0=0, y1=1, yref=f"{ax.replace('x', 'y')} domain",
-                   line=dict(color=NEUTRAL, dash="dot", width=1)) for ax in ("x", "x2")]
-    fig.update_xaxes(title_text="ratio r = π / π_old")
-    fig.update_yaxes(title_text="advantage A", row=1, col=1)
-    fig.update_yaxes(title_text="∂(−ℓ)/∂log π", row=1, col=2)
+    fig = weight_and_slices(heat, overlay, ratios, weight_surface(key, ratios, [1.0, -1.0], inputs, **hp),
+                            colorbar_x=0.53, widths=(0.52, 0.48), spacing=0.19)
     defaults = registry.get("objective", key).defaults
     changed = {k: v for k, v in hp.items() if k not in defaults or defaults[k] != v}  # the explorer passes them all
     label = ", ".join(s for s in (hp_label(changed), inputs_label(key, inputs)) if s)
@@ -384,8 +372,7 @@ def surface_figure(key: str = "bapo", ratios=None, advantages=None, inputs: Mapp
     title = f"{key}: per-token gradient weight" + (f" ({label})" if label else "")
     if note:
         title += "<br><sup>" + "<br>".join(html.escape(line) for line in textwrap.wrap(note, 120)[:2]) + "</sup>"
-    fig.update_layout(title=title, template="plotly_white", height=450, shapes=shapes, margin=dict(t=100),
-                      legend=dict(orientation="h", x=0.6, y=-0.18))
+    fig.update_layout(title=title, height=450, margin=dict(t=100))
     return fig
 
 

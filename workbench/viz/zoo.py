@@ -139,18 +139,14 @@ def weight_heatmaps(key, ratios, advantages, hp, coloraxis: str | None):
     return heat, overlay, w
 
 
-def gradient_weight_figure(key: str = "ppo-clip", ratios=None, advantages=None, **hp) -> go.Figure:
-    """Left: the weight d(-l)/d(log pi) over (r, A) as a heatmap, grey where it is exactly 0.
-    Right: slices at A = +1 and A = -1. Four traces and fixed shapes, so a widget can redraw it in place."""
-    ratios = default_weight_ratios() if ratios is None else np.asarray(ratios, dtype=float).flatten()
-    advantages = default_weight_advantages() if advantages is None else np.asarray(advantages, float).flatten()
-    heat, overlay, _ = weight_heatmaps(key, ratios, advantages, hp, None)
-    heat.colorbar = dict(title="weight", x=0.5, xanchor="left", len=0.9, thickness=14)
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.12,
+def weight_and_slices(heat, overlay, ratios, slices, *, colorbar_x=0.5, widths=(0.55, 0.45), spacing=0.12) -> go.Figure:
+    """Left: a weight heatmap over (r, A) with its zero-gradient overlay; right: `slices` [2, len(r)], the weights at
+    A = +1 and A = -1. Four traces and fixed shapes, so a widget can redraw it in place; the caller sets the title."""
+    heat.colorbar = dict(title="weight", x=colorbar_x, xanchor="left", len=0.9, thickness=14)
+    fig = make_subplots(rows=1, cols=2, column_widths=list(widths), horizontal_spacing=spacing,
                         subplot_titles=("weight over (r, A); grey = exactly 0", "slices at A = ±1"))
     fig.add_trace(heat, row=1, col=1)
     fig.add_trace(overlay, row=1, col=1)
-    slices = gradient_weight_surface(key, ratios, [1.0, -1.0], **hp)
     for row, (A, color) in enumerate(((1.0, POSITIVE), (-1.0, NEGATIVE))):
         fig.add_trace(go.Scatter(x=ratios, y=slices[row], name=f"A = {A:+g}", line=dict(color=color),
                                  hovertemplate="r %{x:.3f}<br>weight %{y:.4g}<extra></extra>"), row=1, col=2)
@@ -159,9 +155,19 @@ def gradient_weight_figure(key: str = "ppo-clip", ratios=None, advantages=None, 
     fig.update_xaxes(title_text="ratio r = π / π_old")
     fig.update_yaxes(title_text="advantage A", row=1, col=1)
     fig.update_yaxes(title_text="∂(−ℓ)/∂log π", row=1, col=2)
+    fig.update_layout(template="plotly_white", shapes=shapes, legend=dict(orientation="h", x=0.6, y=-0.18))
+    return fig
+
+
+def gradient_weight_figure(key: str = "ppo-clip", ratios=None, advantages=None, **hp) -> go.Figure:
+    """Left: the weight d(-l)/d(log pi) over (r, A) as a heatmap, grey where it is exactly 0.
+    Right: slices at A = +1 and A = -1. Four traces and fixed shapes, so a widget can redraw it in place."""
+    ratios = default_weight_ratios() if ratios is None else np.asarray(ratios, dtype=float).flatten()
+    advantages = default_weight_advantages() if advantages is None else np.asarray(advantages, float).flatten()
+    heat, overlay, _ = weight_heatmaps(key, ratios, advantages, hp, None)
+    fig = weight_and_slices(heat, overlay, ratios, gradient_weight_surface(key, ratios, [1.0, -1.0], **hp))
     title = f"{key}: per-token gradient weight" + (f" ({hp_label(hp)})" if hp else "")
-    fig.update_layout(title=title, template="plotly_white", height=430, shapes=shapes,
-                      legend=dict(orientation="h", x=0.6, y=-0.18))
+    fig.update_layout(title=title, height=430)
     return fig
 
 

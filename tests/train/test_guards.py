@@ -23,6 +23,15 @@ def test_a_run_that_trains_nothing_stops_and_names_the_cause(tmp_path):
         trainer.run()
 
 
+@pytest.mark.covers("capo")
+def test_capo_masking_every_token_is_named_as_a_cause(tmp_path):
+    """CAPO with thresholds no token meets silences the whole loss: the guard's message points at it."""
+    overrides = {"objective": {"tau_fisher": 1e-30, "tau_hessian": 1e-30}}
+    trainer = trainer_for("capo", tmp_path, steps=8, prompts_per_step=8, recipe_overrides=overrides)
+    with pytest.raises(NoGradientError, match="capo/masked_frac"):
+        trainer.run()  # only tokens with A = 0 (no gradient anyway) pass thresholds of 1e-30
+
+
 def test_the_guard_stops_or_counts(tmp_path):
     assert NonFiniteGuard("stop").allows(0, 1.0, 2.0)
     with pytest.raises(NonFiniteError, match=r"step 3: the loss is nan .*nonfinite=skip"):

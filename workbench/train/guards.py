@@ -28,7 +28,8 @@ class DeadGradientGuard:
                 f"parameter (grad_norm = 0): the loss is not connected to the parameters being trained. Likely causes: "
                 f"a quantized (4-bit) base whose inference kernels dropped the autograd graph (load it with "
                 f"workbench.models.load_model(..., load_in_4bit=True), which keeps it trainable), a LoRA adapter that "
-                f"is not attached, or parameters frozen with requires_grad=False.")
+                f"is not attached, parameters frozen with requires_grad=False, or an objective that masked every "
+                f"token (e.g. capo with thresholds too tight for the learning rate: see capo/masked_frac).")
 
 
 class NonFiniteGuard:

@@ -139,10 +139,12 @@ def weight_heatmaps(key, ratios, advantages, hp, coloraxis: str | None):
     return heat, overlay, w
 
 
-def weight_and_slices(heat, overlay, ratios, slices, *, colorbar_x=0.5, widths=(0.55, 0.45), spacing=0.12) -> go.Figure:
-    """Left: a weight heatmap over (r, A) with its zero-gradient overlay; right: `slices` [2, len(r)], the weights at
-    A = +1 and A = -1. Four traces and fixed shapes, so a widget can redraw it in place; the caller sets the title."""
-    heat.colorbar = dict(title="weight", x=colorbar_x, xanchor="left", len=0.9, thickness=14)
+def weight_and_slices(heat, overlay, ratios, slices, *, widths=(0.55, 0.45), spacing=0.12) -> go.Figure:
+    """Left: a weight heatmap over (r, A) with its zero-gradient overlay, its colour bar in the gap after it; right:
+    `slices` [2, len(r)], the weights at A = +1 and A = -1. Four traces and fixed shapes, so a widget can redraw it in
+    place; the caller sets the title."""
+    left_end = widths[0] / sum(widths) * (1 - spacing)  # where make_subplots ends the left panel
+    heat.colorbar = dict(title="weight", x=left_end + 0.01, xanchor="left", len=0.9, thickness=14)
     fig = make_subplots(rows=1, cols=2, column_widths=list(widths), horizontal_spacing=spacing,
                         subplot_titles=("weight over (r, A); grey = exactly 0", "slices at A = ±1"))
     fig.add_trace(heat, row=1, col=1)

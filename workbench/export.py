@@ -110,12 +110,12 @@ class StartContext:
 
 def base_name(config, folder: Path | None) -> str | None:
     """A name `from_pretrained` loads the policy's base from: the warm start folder, config.model's folder or
-    hub id; None for the in-code "tiny" model."""
-    from workbench.models import BUILTIN_MODELS
+    hub id; None for a model built in code (`IN_CODE_MODELS`: "tiny", "qwen-0.5b-random"), saved into OUT/base."""
+    from workbench.models import BUILTIN_MODELS, IN_CODE_MODELS
 
     if folder is not None:
         return str(Path(folder).resolve())
-    if config.model == "tiny":
+    if config.model in IN_CODE_MODELS:
         return None
     if config.model in BUILTIN_MODELS:
         return str(BUILTIN_MODELS[config.model]())

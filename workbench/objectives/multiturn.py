@@ -24,9 +24,10 @@ def action_mean(per_token: torch.Tensor, mask: torch.Tensor, turn: torch.Tensor 
         per_token = per_token * denom.weights
     B = mask.shape[0]
     n_turns = int(turn.max()) + 1
-    key = (torch.arange(B)[:, None] * n_turns + turn.long().clamp(min=0)).flatten()
-    sums = torch.zeros(B * n_turns, dtype=per_token.dtype).index_add(0, key, (per_token * mask).flatten())
-    counts = torch.zeros(B * n_turns, dtype=mask.dtype).index_add(0, key, mask.flatten())
+    key = (torch.arange(B, device=mask.device)[:, None] * n_turns + turn.long().clamp(min=0)).flatten()
+    sums = torch.zeros(B * n_turns, dtype=per_token.dtype, device=mask.device).index_add(0, key,
+                                                                                       (per_token * mask).flatten())
+    counts = torch.zeros(B * n_turns, dtype=mask.dtype, device=mask.device).index_add(0, key, mask.flatten())
     present = counts > 0
     action_means = torch.where(present, sums / counts.clamp(min=1), torch.zeros_like(sums)).view(B, n_turns)
     per_row = action_means.sum(-1) / present.view(B, n_turns).sum(-1).clamp(min=1)

@@ -61,9 +61,10 @@ def epo_phase_weight(step, total, *, max_epochs=None):
 def history_per_token(history, turn: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """(Hbar [B, T], known [B, T] bool): the historical entropy of each token's turn index, and whether the history
     has that index (padding turn -1, turns past the history and NaN entries are unknown)."""
-    hist = torch.as_tensor([float(h) for h in history], dtype=dtype)
+    hist = torch.as_tensor([float(h) for h in history], dtype=dtype, device=turn.device)
     if hist.numel() == 0:
-        return torch.zeros(turn.shape, dtype=dtype), torch.zeros(turn.shape, dtype=torch.bool)
+        return (torch.zeros(turn.shape, dtype=dtype, device=turn.device),
+                torch.zeros(turn.shape, dtype=torch.bool, device=turn.device))
     hbar = hist[turn.long().clamp(0, hist.numel() - 1)]
     known = (turn >= 0) & (turn < hist.numel()) & ~torch.isnan(hbar)
     return torch.nan_to_num(hbar), known
@@ -73,9 +74,9 @@ def turn_means(x: torch.Tensor, mask: torch.Tensor, turn: torch.Tensor) -> torch
     """Each token's (row, turn) masked mean of x, broadcast back to [B, T] (0 where the action has no valid token)."""
     B = mask.shape[0]
     n_turns = int(turn.max().clamp(min=0)) + 1
-    key = (torch.arange(B)[:, None] * n_turns + turn.long().clamp(min=0)).flatten()
-    sums = torch.zeros(B * n_turns, dtype=x.dtype).index_add(0, key, (x * mask).flatten())
-    counts = torch.zeros(B * n_turns, dtype=mask.dtype).index_add(0, key, mask.flatten())
+    key = (torch.arange(B, device=mask.device)[:, None] * n_turns + turn.long().clamp(min=0)).flatten()
+    sums = torch.zeros(B * n_turns, dtype=x.dtype, device=mask.device).index_add(0, key, (x * mask).flatten())
+    counts = torch.zeros(B * n_turns, dtype=mask.dtype, device=mask.device).index_add(0, key, mask.flatten())
     return (sums / counts.clamp(min=1))[key].view(mask.shape)
 
 

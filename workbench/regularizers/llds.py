@@ -35,7 +35,7 @@ def unit_ids(preserving: torch.Tensor, gate: str) -> torch.Tensor:
 def fell_units(displacement: torch.Tensor, preserving: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """[B, K + 1] bool, detached: unit k of each row has sum_t p_t (old_t - logp_t) > 0 (column 0 is no unit)."""
     with torch.no_grad():
-        sums = torch.zeros(ids.shape[0], int(ids.max()) + 1, dtype=displacement.dtype)
+        sums = torch.zeros(ids.shape[0], int(ids.max()) + 1, dtype=displacement.dtype, device=ids.device)
         sums.scatter_add_(1, ids, displacement * preserving)
         fell = sums > 0
         fell[:, 0] = False

@@ -381,16 +381,16 @@ if stored is not None:
 # %% [markdown]
 # **What the stored runs show** (3 seeds, lr $3\cdot10^{-4}$, 80 steps, from one warm start at greedy 0.36): no F2
 # objective beats GRPO's clip beyond seed noise on held-out accuracy. HAPO comes closest (greedy 0.46 vs 0.40, pass@1
-# 0.41 vs 0.36), at the lowest entropy of all (0.26 vs 0.39). CAPO loses accuracy (0.35): at this learning rate it
+# 0.41 vs 0.36), at the lowest held-out entropy of all (0.23 vs 0.37). CAPO loses accuracy (0.35): at this learning rate it
 # masks many tokens on the first updates. The recipes follow their papers' scripts, and most have no KL term (BAPO,
 # DISPO, CAPO, R²VPO, HAPO, AEPO's clip) where GRPO keeps k3 KL 0.04: they end with less entropy and a lower pass@8.
-# VSPO keeps GRPO's KL and still ends lower (0.28), probably because it replaces the groups with no reward spread, so
+# VSPO keeps GRPO's KL and still ends lower (0.26), probably because it replaces the groups with no reward spread, so
 # more of each batch carries gradient (not measured separately). GBPO (KL 0.001) and policy shaping (entropy bonus
 # 0.001, a reference answer in every group) keep GRPO's entropy and pass@8.
 #
-# Read a verdict as a statement about this toy setting only: a 0.5M-parameter model on countdown for a few hundred
-# steps. Most F2 methods were made for long, off-policy, large-batch training, where the ratio drifts far from 1;
-# here each step takes two to eight optimizer steps on its batch, so their mechanisms act on a few percent of tokens.
+# Read a verdict as a statement about this toy setting only: a 0.5M-parameter model on countdown for 80 steps. Most
+# F2 methods were made for long, off-policy, large-batch training, where the ratio drifts far from 1; here each step
+# takes two optimizer steps on its batch (minibatches=2), so their mechanisms act on a few percent of tokens.
 #
 # ## Exercises (checked automatically)
 #

@@ -340,7 +340,7 @@ safe_penalty_figure(threshold=0.45, kl_excess=(0.1, 0.3)).show()
 
 # %% [markdown]
 # What to look at: below the threshold (the flat line at 0) nothing happens whatever the entropy; above it, the same
-# KL excess costs 20× more at $H = 0$ than at $H \geq 3.9$ (the gate's floor of 0.5). A policy that both drifts from
+# KL excess costs 40× more at $H = 0$ than at $H \geq 3.9$ (the gate's floor of 0.5). A policy that both drifts from
 # its reference and loses entropy is pulled back hardest: the gate makes the KL term an entropy control.
 #
 # **LLDS** (`llds`). A toy update on four responses: the bars are each token's log-prob change

@@ -401,7 +401,8 @@ def before_after_table(summaries: Sequence[Mapping], title: str | None = None) -
     fig = go.Figure(go.Table(header=dict(values=["recipe", "seeds", *labels], fill_color="#e8eef7", align="left"),
                              cells=dict(values=cells, align="left"), columnwidth=[1.6, 0.6, 2, 2, 2, 2]))
     fig.update_layout(title=title or "held-out before → after training (mean ± std over seeds)",
-                      template="plotly_white", height=100 + 22 * len(rows), margin=dict(t=50, b=10, l=10, r=10))
+                      # "before → after ± std" wraps to two lines in the book's column: room for both
+                      template="plotly_white", height=100 + 44 * len(rows), margin=dict(t=50, b=10, l=10, r=10))
     return fig
 
 

@@ -65,14 +65,8 @@ def test_alpha_zero_gives_grpo():
 
 
 def test_temperature_one_gives_rho_one():
-    """Catalog (2): scored at T = 1 the old logits give pi^T = pi_old, rho = 1, A' = (1 - alpha) A + alpha c."""
-    g = seeded(3)
-    logits = torch.randn(5, 4, 9, generator=g, dtype=D)
-    y = torch.randint(0, 9, (5, 4), generator=g)
-    mask = anchor_mask(5, 4, g)
-    old = logits.log_softmax(-1).gather(-1, y[..., None])[..., 0] * mask
-    at_one = (logits / 1.0).log_softmax(-1).gather(-1, y[..., None])[..., 0] * mask
-    assert torch.equal(temperature_weight(at_one, old, mask), mask)
+    """Catalog (2): scored at T = 1 the old logits give pi^T = pi_old (ctx.score at 1 is the trainer's forward:
+    tests/train/test_rl.py), so rho = 1 and A' = (1 - alpha) A + alpha c."""
     batch = random_case(4)
     batch.temp_logp = batch.old_logp.clone()
     alpha = dcpo_alpha(0.3, float((batch.scores > 0.05).double().mean()))

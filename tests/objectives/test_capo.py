@@ -145,18 +145,6 @@ def test_reference_bug_predicts_an_sgd_step_before_adam_has_moments():
     assert abs(float(kl_default / kl_adam) - 1) < 0.05 and abs(float(kl_bug / kl_adam) - 1) > 0.5
 
 
-@pytest.mark.covers("capo")
-def test_the_kl_term_is_the_sampled_token_estimate_of_the_fisher_form():
-    """With the step direction u held fixed, E_{a ~ pi}[((e_a - pi).u)^2] = u^T (diag(pi) - pi pi^T) u: the reference's
-    'Fisher' term is the sampled-token (k2) estimate of the second-order KL."""
-    g = seeded(7)
-    pi = torch.softmax(torch.randn(9, generator=g, dtype=D), -1)
-    u = torch.randn(9, generator=g, dtype=D)
-    expected = u @ (torch.diag(pi) - torch.outer(pi, pi)) @ u
-    sampled = sum(pi[a] * ((torch.eye(9, dtype=D)[a] - pi) @ u) ** 2 for a in range(9))
-    torch.testing.assert_close(sampled, expected, rtol=1e-12, atol=0)
-
-
 # ---------------------------------------------------------------------------- the pieces, by autograd and hand
 
 

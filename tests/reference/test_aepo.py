@@ -75,10 +75,7 @@ def test_same_samples_replace_the_same_rows_with_the_same_advantages(seed, entro
     and every kept row trains with the reference's GRPO advantage, except the kept rows of the group the prefix
     cuts: the reference baselines them on their full group (computed before the replacement), ours on the rows
     left in it."""
-    try:
-        out, ours, (rows, theirs), main, bak, temperature = run_both(seed, entropy, reinforce_sample_num)
-    except TypeError:  # the reference crashes when no re-sampled sample is correct
-        pytest.skip("no correct re-sample in this draw")
+    out, ours, (rows, theirs), main, bak, temperature = run_both(seed, entropy, reinforce_sample_num)
     assert temperature == ref.aepo_temperature(entropy)
     assert out.completions == names(rows, main, bak)
     n = int(out.resampled.sum())
@@ -87,7 +84,6 @@ def test_same_samples_replace_the_same_rows_with_the_same_advantages(seed, entro
     assert_agree(ours[same], theirs[same] * out.mask[same])
     if len(cut):
         assert torch.equal(ours[cut], grpo(out.select(cut), allow_singletons=True).double())
-        assert torch.equal(theirs[cut] * out.mask[cut], their_grpo(main)[cut] * out.mask[cut])
 
 
 def test_candidates_are_their_selected_rows():

@@ -156,7 +156,9 @@ def test_a_run_folder_written_before_a_config_field_existed_still_resumes(grpo_r
     out, _ = grpo_run
     saved = json.loads((out / "config.json").read_text())
     (out / "config.json").write_text(json.dumps({k: v for k, v in saved.items() if k != "track_kl"}))
-    train(make_config("smoke", recipe="grpo", **TINY), out, progress=False, report=False)  # no error
+    before = metric_rows(out)
+    summary = train(make_config("smoke", recipe="grpo", **TINY), out, progress=False, report=False)
+    assert metric_rows(out) == before and summary["steps"] == TINY["steps"]  # resumed the finished run, no retraining
 
 
 @pytest.mark.parametrize("avx512bf16", [False, True], ids=["this-cpu", "avx512bf16-cpu"])

@@ -63,7 +63,7 @@ def test_registered_with_the_reference_settings():
     entry = registry.get("group_transform", "aepo-arbitrary")
     assert entry.defaults == {"temperature": 1.0, "entropy_gap": 0.0, "resample_frac": 0.25,
                               "replace_frac": 60 / 2560, "threshold": 0.05}
-    assert REFERENCE_N * 512 * 5 == 60 and entry.provides == ("resampled",) and entry.equation and entry.fn.__doc__
+    assert REFERENCE_N == 3 / 128 and entry.provides == ("resampled",) and entry.equation and entry.fn.__doc__
     assert entry.title == registry.catalog()["aepo-arbitrary"]["title"]
 
 

@@ -40,7 +40,8 @@ def test_a_page_that_breaks_the_rules_is_caught(tmp_path):
 
 def test_every_page_loads_offline_without_errors_with_math_and_figures(built_book, tmp_path):
     html, _ = built_book
-    pages = [html / "intro.html", html / "catalog.html", *sorted((html / "notebooks").glob("*.html"))]
+    pages = [html / "intro.html", html / "catalog.html", html / "finder.html", html / "claims.html",
+             *sorted((html / "notebooks").glob("*.html"))]
     for page in pages:
         source = page.read_text(encoding="utf-8")
         dom, console, outside = visit(page, tmp_path)

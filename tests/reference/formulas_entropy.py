@@ -1,5 +1,5 @@
 """Re-derivations of the F3 entropy-control anchors (EPO, SAFE, LLDS, discrete SAC), for tests/reference/test_epo.py,
-tests/reference/test_safe.py, tests/regularizers/test_llds.py and tests/controllers/test_sac_temperature.py.
+tests/reference/test_safe.py, tests/reference/test_llds.py and tests/reference/test_cleanrl.py.
 
 None of these repositories is installable as a library (their math lives in trainer / actor methods needing a model,
 ray workers or an environment), so each function transcribes one block, keeping the source's variable names and

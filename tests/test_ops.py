@@ -162,3 +162,25 @@ def test_local_denominators_break_invariance_when_lengths_differ():
     local = sum(call(entry, logp, old, adv, mask, None, None, slice(i, i + 2))
                 for i in range(0, 8, 2)) / 4  # the usual mean over micro-batches
     assert not torch.allclose(full, local)
+
+
+@pytest.mark.covers("token-mean", "seq-mean-token-mean", "m-grpo")
+def test_loss_weights_multiply_the_per_token_loss_and_leave_the_counts():
+    """Denominators(weights=w) aggregates per_token * w with the counts of the mask (verl's rollout_is weights), in
+    ops.aggregate and in m-grpo's own per-action mean alike."""
+    from dataclasses import replace
+
+    from workbench.objectives.multiturn import action_mean
+
+    logp, _, _, mask, _ = inputs(seed=4)
+    per_token = logp.detach() * mask
+    w = torch.rand(mask.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    denom = ops.Denominators.of(mask)
+    for mode in ("token-mean", "seq-mean-token-mean"):
+        assert torch.allclose(ops.aggregate(per_token, mask, mode, replace(denom, weights=w)),
+                              ops.aggregate(per_token * w, mask, mode, denom))
+    turn = (torch.arange(mask.shape[1]) // 3).expand_as(mask) * (mask > 0) - (mask == 0).long()
+    assert torch.allclose(action_mean(per_token, mask, turn, replace(denom, weights=w)),
+                          action_mean(per_token * w, mask, turn, denom))
+    assert not torch.allclose(ops.aggregate(per_token, mask, "token-mean", replace(denom, weights=w)),
+                              ops.aggregate(per_token, mask, "token-mean", denom))

@@ -58,11 +58,13 @@ def masked_whiten(x: torch.Tensor, mask: torch.Tensor, unbiased: bool = True, ep
 
 @dataclass(frozen=True)
 class Denominators:
-    """Global counts for one optimizer step, so that micro-batching does not change the loss.
+    """How one optimizer step's per-token losses are summed: global counts, so that micro-batching does not change
+    the loss, and optional per-token weights on the loss.
 
     When a step's batch is split into micro-batches (gradient accumulation, or data-parallel ranks),
     each micro-batch divides by these global counts instead of its own, and the summed micro-batch
-    losses equal the full-batch loss exactly.
+    losses equal the full-batch loss exactly. `weights` (the minibatch's [B, T], see `weighted`) multiply the
+    per-token loss and leave the counts alone.
     """
 
     num_tokens: float | None = None     # valid tokens in the optimizer step (token-mean)
@@ -133,9 +135,13 @@ def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: str = "token-me
     if mode not in AGG_MODES:
         raise ValueError(f"unknown aggregation mode {mode!r}; choose one of {AGG_MODES}")
     check_mask(per_token, mask, "per-token loss")
-    if denom is not None and denom.weights is not None:
-        per_token = per_token * denom.weights
-    return registry.get("aggregation", mode).fn(per_token, mask, denom)
+    return registry.get("aggregation", mode).fn(weighted(per_token, denom), mask, denom)
+
+
+def weighted(per_token: torch.Tensor, denom: Denominators | None) -> torch.Tensor:
+    """The per-token loss times `denom.weights` (the rollout importance correction), or unchanged: every aggregator
+    of per-token losses goes through this, `aggregate` and the objectives with their own (m-grpo's per-action mean)."""
+    return per_token if denom is None or denom.weights is None else per_token * denom.weights
 
 
 # ----------------------------------------------------------------------------------------------------

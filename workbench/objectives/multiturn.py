@@ -20,8 +20,7 @@ def action_mean(per_token: torch.Tensor, mask: torch.Tensor, turn: torch.Tensor 
     if turn.shape != mask.shape:
         raise ValueError(f"turn has shape {tuple(turn.shape)} but mask has shape {tuple(mask.shape)}")
     ops.check_mask(per_token, mask, "per-token loss")
-    if denom is not None and denom.weights is not None:  # the rollout correction, as ops.aggregate applies it
-        per_token = per_token * denom.weights
+    per_token = ops.weighted(per_token, denom)  # the rollout correction, as ops.aggregate applies it
     B = mask.shape[0]
     n_turns = int(turn.max()) + 1
     key = (torch.arange(B, device=mask.device)[:, None] * n_turns + turn.long().clamp(min=0)).flatten()

@@ -4,7 +4,8 @@ import torch
 
 from tests.helpers import D, grad, random_batch, tokens
 from workbench import registry
-from workbench.objectives.decoupled import behaviour_weight, dots_rr_clip
+from workbench.objectives.decoupled import dots_rr_clip
+from workbench.objectives.tis import tis_weights
 from workbench.objectives.ppo import ppo_clip
 
 EPS = 0.2
@@ -50,7 +51,7 @@ def test_identity_holds_token_by_token_in_value_and_gradient(seed):
     paper's max(-A pi/mu, -A clip(pi/mu, (pi_old/mu)(1 -+ eps))) and its gradient."""
     logp, old, A, mask, mu = replayed(seed)
     paper = reference_form(logp, old, A, mu)
-    w = behaviour_weight(old, mu, mask)
+    w = tis_weights(old, mu, mask, cap=float("inf"))  # the behaviour weight pi_old / mu
     assert (w[mask > 0] < 0.7).any() and (w[mask > 0] > 1.4).any()  # genuinely stale rows
     for b, t in torch.nonzero(mask).tolist():
         one = torch.zeros_like(mask)

@@ -17,22 +17,12 @@ and `temp_log_prob` is pi_old.
 """
 from __future__ import annotations
 
-import torch
-
-from workbench import ops, registry
-from workbench.objectives.ppo import check_inputs, clip_metrics, ppo_clip_per_token
+from workbench import registry
+from workbench.objectives.ppo import check_inputs, ppo_clip
+from workbench.objectives.tis import tis_weights, with_weights
 
 DOTS_TITLE = ("Improving Data Efficiency for LLM Reinforcement Fine-tuning Through Difficulty-targeted Online Data "
               "Selection and Rollout Replay")
-
-
-def behaviour_weight(old_logp, mu_logp, mask) -> torch.Tensor:
-    """sg(pi_old / mu) [B, T] over the mask (0 elsewhere), untruncated: the decoupled surrogate's IS weight."""
-    if mu_logp.shape != old_logp.shape:
-        raise ValueError(f"mu_logp has shape {tuple(mu_logp.shape)} but old_logp has shape {tuple(old_logp.shape)}")
-    with torch.no_grad():
-        w = torch.exp(old_logp.detach() - mu_logp.detach())
-        return torch.where(mask > 0, w, torch.zeros_like(w))
 
 
 @registry.objective(
@@ -52,9 +42,8 @@ def dots_rr_clip(logp, old_logp, advantages, mask, *, mu_logp, agg="token-mean",
     Metrics: PPO's clip fractions on pi/pi_old; the weight pi_old/mu itself is the trainer's `mismatch/is_ratio_*`.
     """
     check_inputs(logp, old_logp, advantages, mask)
-    old = old_logp.detach()
-    w = behaviour_weight(old, mu_logp, mask)
-    per_token, r, dual = ppo_clip_per_token(logp, old, advantages, eps_low=eps_low, eps_high=eps_high,
-                                            dual_clip_c=dual_clip_c, logr_clamp=logr_clamp)
-    loss = ops.aggregate(w * per_token, mask, agg, denom)
-    return loss, clip_metrics(r.detach(), advantages, mask, eps_low, eps_high, dual)
+    if mu_logp.shape != logp.shape:
+        raise ValueError(f"mu_logp has shape {tuple(mu_logp.shape)} but old_logp has shape {tuple(old_logp.shape)}")
+    w = tis_weights(old_logp, mu_logp, mask, cap=float("inf"))  # the untruncated behaviour weight sg(pi_old / mu)
+    return ppo_clip(logp, old_logp.detach(), advantages, mask, agg=agg, denom=with_weights(denom, mask, w),
+                    eps_low=eps_low, eps_high=eps_high, dual_clip_c=dual_clip_c, logr_clamp=logr_clamp)

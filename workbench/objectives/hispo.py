@@ -13,14 +13,10 @@ import math
 import torch
 
 from workbench import ops, registry
-from workbench.objectives.ppo import check_inputs, clip_metrics, ppo_clip_per_token, ratio
+from workbench.objectives.dispo import check_bounds
+from workbench.objectives.ppo import check_inputs, ppo_clip, ratio
 from workbench.objectives.sequence import sequence_log_ratio
-
-
-def check_nonnegative(**values) -> None:
-    for name, value in values.items():
-        if not value >= 0:  # also refuses NaN
-            raise ValueError(f"{name} must be >= 0 (float('inf') for no bound), got {value}")
+from workbench.objectives.tis import with_weights
 
 
 def sequence_mask(old_logp, mu_logp, mask, *, delta_seq) -> torch.Tensor:
@@ -70,7 +66,7 @@ def hispo(logp, old_logp, advantages, mask, *, mu_logp, agg="token-mean", denom=
     sequence check), `hispo/token_masked_frac` (share of valid tokens failing the token check),
     `mismatch/abs_logp_diff_max` (max |old - mu|).
     """
-    check_nonnegative(delta_seq=delta_seq, mask_eps_low=mask_eps_low, mask_eps_high=mask_eps_high,
+    check_bounds(delta_seq=delta_seq, mask_eps_low=mask_eps_low, mask_eps_high=mask_eps_high,
                       eps_low=eps_low, eps_high=eps_high)
     check_inputs(logp, old_logp, advantages, mask)
     if mu_logp.shape != logp.shape:
@@ -80,13 +76,11 @@ def hispo(logp, old_logp, advantages, mask, *, mu_logp, agg="token-mean", denom=
     keep_tok = token_mask(logp, mu, mask_eps_low=mask_eps_low, mask_eps_high=mask_eps_high,
                           logr_clamp=logr_clamp)  # [B, T]
     keep = (keep_seq[:, None] & keep_tok).to(logp.dtype)
-    per_token, r, dual = ppo_clip_per_token(logp, old, advantages, eps_low=eps_low, eps_high=eps_high,
-                                            dual_clip_c=dual_clip_c, logr_clamp=logr_clamp)
-    loss = ops.aggregate(per_token * keep, mask, agg, denom)
-    metrics = clip_metrics(r.detach(), advantages, mask, eps_low, eps_high, dual)
+    loss, metrics = ppo_clip(logp, old, advantages, mask, agg=agg, denom=with_weights(denom, mask, keep),
+                             eps_low=eps_low, eps_high=eps_high, dual_clip_c=dual_clip_c, logr_clamp=logr_clamp)
     with torch.no_grad():
         rows = (mask.sum(-1) > 0).to(mask.dtype)
-        metrics["hispo/seq_masked_frac"] = float(((~keep_seq).to(mask.dtype) * rows).sum() / rows.sum())
+        metrics["hispo/seq_masked_frac"] = float(ops.masked_mean((~keep_seq).to(mask.dtype), rows))
         metrics["hispo/token_masked_frac"] = float(ops.masked_mean((~keep_tok).to(mask.dtype), mask))
         metrics["mismatch/abs_logp_diff_max"] = float(((old - mu).abs() * mask).max())
     return loss, metrics

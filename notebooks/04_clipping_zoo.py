@@ -17,8 +17,9 @@
 # PPO's clip, GSPO's sequence ratio, CISPO's truncated weight, SAPO's soft gate, GMPO's log-space clip, the
 # dual-clip cap: every "trust region" for language-model RL is, at the level of one token, a rule for **how
 # much gradient a token gets as a function of its ratio $r$ and its advantage $A$**. This notebook draws that
-# rule for every policy objective in the registry (new ones appear automatically), then checks on real
-# rollouts of a tiny model **when clipping can activate at all**:
+# rule for every policy objective in the registry (new ones appear automatically; the F2 objectives, which also
+# read a token's entropy, a target or an off-policy flag, are drawn with those inputs in notebook 10), then checks on
+# real rollouts of a tiny model **when clipping can activate at all**:
 #
 # 1. the per-token gradient weight of every registered objective over $(r, A)$,
 # 2. slices against $r$ at $A = \pm 1$,

@@ -32,47 +32,25 @@ WEIGHT_SCALE = "RdBu"   # red: the token is pushed down, blue: pushed up
 # The per-token gradient weight of every policy objective
 
 
-# What a one-token grid fills in for the fields an objective reads besides (logp, old_logp, A, mask): the neutral
-# setting of each, at which the objective is closest to its base (`token_inputs` takes other values).
-TOKEN_DEFAULTS = {
-    "entropy": 1.0,         # the token's entropy (nats); HAPO / AEPO's clip compare it with the batch's (one token)
-    "target_adv": 0.0,      # GBPO's target advantage: the target ratio is the band's centre
-    "offpolicy_mask": 0.0,  # policy shaping: an on-policy token (1: a teacher's token, shaped p/(p + gamma))
-    "task_value": 0.25,     # VSPO's task value p(1 - p) at its maximum: the plain PPO band
-}
-NOT_ON_A_GRID = {"head": "predicts each token's update from the LM head and the optimizer state, which a grid of "
-                         "(r, A) does not have"}
-
-
 def policy_objectives() -> list:
-    """Registered policy objectives (registry entries), sorted by key; new registrations appear here, except those
-    that cannot be drawn on an (r, A) grid (`NOT_ON_A_GRID`, e.g. capo: `undrawable_objectives`). The critic's loss is
-    a `value` component, not an objective, so every entry here takes logp first."""
-    return [e for e in registry.entries("objective") if not set(e.reads) & set(NOT_ON_A_GRID)]
+    """Registered policy objectives (registry entries) outside family F2, sorted by key; new registrations appear
+    here. F2's objectives read inputs besides (r, A) (a token's entropy, GBPO's target, the off-policy flag, ...):
+    `workbench.viz.beyond` draws them with those inputs as knobs (notebook 10). The critic's loss is a `value`
+    component, not an objective, so every entry here takes logp first."""
+    return [e for e in registry.entries("objective") if e.family != "surrogate"]
 
 
-def undrawable_objectives() -> dict[str, str]:
-    """{objective: why it has no gradient-weight surface}."""
-    return {e.key: NOT_ON_A_GRID[f] for e in registry.entries("objective") for f in e.reads if f in NOT_ON_A_GRID}
-
-
-def extra_inputs(fn, old_logp: torch.Tensor, **token) -> dict:
+def extra_inputs(fn, old_logp: torch.Tensor) -> dict:
     """Required keyword-only inputs beyond the signature's slots: any `*_logp` (e.g. tis's `mu_logp`, the
-    rollout engine's log-probs) is set to `old_logp`, i.e. no engine/trainer mismatch; a per-token field of
-    `TOKEN_DEFAULTS` (entropy, target_adv, offpolicy_mask) to its value there, or to `token[name]`; `task_value` is
-    per row."""
+    rollout engine's log-probs) is set to `old_logp`, i.e. no engine/trainer mismatch."""
     out = {}
     for name, p in inspect.signature(fn).parameters.items():
         if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty:
-            if name.endswith("_logp"):
-                out[name] = old_logp
-            elif name in TOKEN_DEFAULTS:
-                value = float(token.get(name, TOKEN_DEFAULTS[name]))
-                shape = old_logp.shape[:1] if name == "task_value" else old_logp.shape
-                out[name] = torch.full(shape, value, dtype=old_logp.dtype)
-            else:
+            if not name.endswith("_logp"):
                 raise TypeError(f"{getattr(fn, '__name__', fn)} needs the keyword {name!r}, which the zoo "
-                                f"cannot fill in (it fills *_logp with old_logp and {sorted(TOKEN_DEFAULTS)})")
+                                "cannot fill in (only *_logp inputs are set to old_logp; F2 objectives: "
+                                "workbench.viz.beyond)")
+            out[name] = old_logp
     return out
 
 

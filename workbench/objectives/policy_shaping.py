@@ -9,7 +9,7 @@ sampled, keep a large gradient instead of being drowned by the confident ones.
 
 Reference: ElliottYan/LUFFY `luffy/verl/verl/mix_src/mix_core_alg.py::compute_token_on_off_policy_loss`,
 `off_policy_reshape="p_div_p_0.1"`. The off-policy tokens come from `rollout:policy-shaping`
-(`workbench/transforms/offpolicy_guidance.py`).
+(`workbench/rollout/offpolicy_guidance.py`).
 """
 from __future__ import annotations
 

@@ -25,10 +25,7 @@ from workbench import ops, registry
 from workbench.advantages.hapo import HAPO_TITLE
 from workbench.objectives.hapo import EntropyStats, entropy_stats, normalized_entropy
 from workbench.rollout.engine import policy_forward
-from workbench.rollout.turns import turns
-
-TURNS_PROVIDES = ("response_ids", "mask", "turn", "mu_logp", "rewards", "turn_rewards", "turn_info", "truncated",
-                  "completions", "prompts", "prompt_ids", "prompt_mask", "group")  # what `turns` fills
+from workbench.rollout.turns import TURNS_PROVIDES, turns
 
 
 class AdaptiveTemperature(LogitsProcessor):

@@ -189,12 +189,15 @@ def first_turn(engine, opened: list[list[dict]], group_size: int, sampling: Samp
                            top_p=sampling.top_p, greedy=sampling.greedy, stop=stop)
 
 
+TURNS_PROVIDES = ("response_ids", "mask", "turn", "mu_logp", "rewards", "turn_rewards", "turn_info", "truncated",
+                  "completions", "prompts", "prompt_ids", "prompt_mask", "group")  # what `turns` fills
+
+
 @registry.rollout(
     "turns", title="Multi-turn rollout over an environment (single-turn is one turn)", family="canonical",
     summary="Samples every row's episode turn by turn: actions from the policy (stopping at the env's stop "
             "strings or EOS), observations appended as token ids with mask 0; rewards are episode returns.",
-    reads=(), provides=("response_ids", "mask", "turn", "mu_logp", "rewards", "turn_rewards", "turn_info",
-                        "truncated", "completions", "prompts", "prompt_ids", "prompt_mask", "group"))
+    reads=(), provides=TURNS_PROVIDES)
 def turns(engine, task, examples, *, group_size: int, sampling: Sampling, max_turns: int | None = None,
           max_total_tokens: int | None = None) -> RolloutBatch:
     """Episodes of `task.make_env()` for `group_size` rows per example (row i answers examples[i // group_size]),

@@ -6,19 +6,12 @@ import torch
 
 from workbench import registry
 from workbench.envs.base import Env, tool, user
-from workbench.models import build_tiny
-from workbench.rollout import HFEngine, Sampling, turns
+from workbench.rollout import Sampling, turns
 from workbench.rollout.turns import action_ids
 from workbench.tasks import Example, Task, get_task
-from workbench.transforms.offpolicy_guidance import offpolicy_guidance
+from workbench.rollout.offpolicy_guidance import offpolicy_guidance
 
 pytestmark = pytest.mark.covers("policy-shaping")
-
-
-@pytest.fixture(scope="module")
-def engine():
-    model, tokenizer = build_tiny(seed=0)
-    return HFEngine(model, tokenizer)
 
 
 class CallEnv(Env):

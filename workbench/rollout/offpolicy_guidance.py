@@ -20,9 +20,8 @@ from workbench import registry
 from workbench.batch import RolloutBatch, concat
 from workbench.envs.base import episode_seed
 from workbench.objectives.policy_shaping import LUFFY_TITLE
-from workbench.rollout.hapo_temperature import TURNS_PROVIDES
 from workbench.rollout.turns import (Episode, Played, action_ids, episode_batch, observation_ids, prompt_of,
-                                     turns)
+                                     TURNS_PROVIDES, turns)
 
 
 def replay(tokenizer, env, info: dict, actions: list[str]) -> Episode:

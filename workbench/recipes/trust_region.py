@@ -1,7 +1,8 @@
 """F2 recipes: trust regions other than PPO's fixed clip (BAPO, GBPO, R²VPO, DOTS's replay-aware clip).
 
-Each differs from PPO only after the first minibatch of a step (r = 1 there), so they show their behaviour with
-several optimizer steps per batch: `--set ppo_epochs=2` or `--set minibatches=2`.
+BAPO, R²VPO and DOTS differ from PPO only after the first minibatch of a step (r = 1 there), so they show their
+behaviour with several optimizer steps per batch: `--set ppo_epochs=2` or `--set minibatches=2`. GBPO differs already
+at r = 1: its target ratio splits the group at the median reward, not the mean.
 """
 from workbench.recipes.base import Recipe, define, use
 

@@ -207,7 +207,7 @@ def test_on_policy_steps_take_old_logp_from_the_training_forward(tmp_path, monke
 
 # ------------------------------------------------------------------------------ the reward stage
 
-def reward_stage(recipe_rewards, completions=("12", "345", "6")):
+def reward_stage(recipe_rewards, completions=("12", "345", "6"), metrics=None, **recipe_kw):
     from workbench.context import StepContext
     from workbench.tasks import Example
 
@@ -216,8 +216,10 @@ def reward_stage(recipe_rewards, completions=("12", "345", "6")):
     batch = RolloutBatch(response_ids=ids, mask=mask, group=torch.tensor([0, 0, 1]),
                          rewards=torch.tensor([1.0, 0.0, 1.0]), completions=list(completions), prompts=["a", "a", "b"])
     examples = [Example("a", "12", "12"), Example("b", "6", "6")]
-    pipeline = Pipeline(Recipe(key="r", title="t", summary="s", advantage=["grpo"], rewards=recipe_rewards))
-    ctx = StepContext(step=0, total_steps=1, seed=0, group_size=2, prompts_per_step=2, max_new_tokens=4)
+    pipeline = Pipeline(Recipe(key="r", title="t", summary="s", advantage=["grpo"], rewards=recipe_rewards,
+                               **recipe_kw))
+    ctx = StepContext(step=0, total_steps=1, seed=0, group_size=2, prompts_per_step=2, max_new_tokens=4,
+                      metrics={} if metrics is None else metrics)
     return pipeline.reward(batch, examples, ctx)
 
 
@@ -249,6 +251,52 @@ def test_a_bad_reward_function_is_named_before_it_poisons_the_batch():
     finally:
         for key in ("test-none", "test-short", "test-nan"):
             registry._REGISTRY["reward"].pop(key)
+
+
+def register_test_reward(key, fn):
+    registry.register("reward", key, title="t", summary="s", family="pipeline")(fn)
+
+
+def test_per_reward_metrics_task_weight_and_normalize_then_sum():
+    from workbench.rewards.aggregate import combine
+
+    register_test_reward("test-len", lambda completions, **kw: [float(len(c)) for c in completions])
+    try:
+        metrics = {}
+        out = reward_stage([use("test-len", weight=0.1)], metrics=metrics)
+        assert torch.allclose(out.rewards, torch.tensor([1.2, 0.3, 1.1]))
+        assert metrics["rewards/task/mean"] == pytest.approx(2 / 3) and metrics["rewards/test-len/mean"] == 2.0
+        assert metrics["rewards/test-len/std"] == pytest.approx(1.0) and metrics["rewards/unscorable_frac"] == 0.0
+        alone = reward_stage([use("test-len", weight=0.1)], task_reward=0.0)
+        assert torch.allclose(alone.rewards, torch.tensor([0.2, 0.3, 0.1])) and torch.equal(alone.scores, out.scores)
+        normalized = reward_stage([use("test-len", weight=0.1)], reward_aggregation="normalize_then_sum")
+        table = torch.tensor([[1.0, 2.0], [0.0, 3.0], [1.0, 1.0]], dtype=torch.float64)
+        expected, _ = combine(table, torch.tensor([1.0, 0.1]), torch.tensor([0, 0, 1]), "normalize_then_sum")
+        assert torch.allclose(normalized.rewards, expected.float())
+    finally:
+        registry._REGISTRY["reward"].pop("test-len")
+
+
+def test_rows_no_reward_applies_to_are_masked_and_logged():
+    register_test_reward("test-some", lambda completions, **kw: [1.0, None, None])
+    try:
+        metrics = {}
+        out = reward_stage(["test-some"], metrics=metrics, task_reward=0.0)
+        assert out.rewards.tolist() == [1.0, 1.0, 0.0] and out.mask.sum(-1).tolist() == [3.0, 0.0, 0.0]
+        assert metrics["rewards/unscorable_frac"] == pytest.approx(2 / 3)
+    finally:
+        registry._REGISTRY["reward"].pop("test-some")
+
+
+def test_reward_settings_are_checked_before_anything_runs():
+    with pytest.raises(ValueError, match="unknown reward_aggregation 'mean'"):
+        Pipeline(Recipe(key="r", title="t", summary="s", rewards=["soft-overlong"], reward_aggregation="mean"))
+    with pytest.raises(ValueError, match="task_reward=0 leaves no reward at all"):
+        Pipeline(Recipe(key="r", title="t", summary="s", task_reward=0.0))
+    with pytest.raises(ValueError, match="cannot import 'nope' from 'trl.rewards'"):
+        Pipeline(Recipe(key="r", title="t", summary="s", rewards=["trl.rewards:nope"]))
+    with pytest.raises(ValueError, match="not callable; a factory needs build"):
+        Pipeline(Recipe(key="r", title="t", summary="s", rewards=["math:pi"]))
 
 
 def test_one_sample_per_prompt_is_refused_up_front_with_the_override_that_allows_it(tmp_path):

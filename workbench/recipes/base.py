@@ -35,6 +35,7 @@ SLOTS = {
     "schedules": "schedule", "buffers": "buffer", "reference": "reference",
 }
 SINGLE = ("sampler", "rollout", "objective", "value", "reference")  # one component (value: or none)
+SCALARS = ("agg", "task_reward", "reward_aggregation")  # recipe fields an override sets directly
 KL_KEYS = {("regularizer", "kl-penalty"), ("reward_shaping", "kl-in-reward")}  # the two placements of kl-penalty
 
 
@@ -49,6 +50,8 @@ class Recipe:
     regularizers: tuple = ()           # additive loss terms (KL in the loss, entropy bonus)
     value: Use | None = None           # a critic: value head + loss on the advantage's targets
     rewards: tuple = ()                # reward functions added to the environment's reward (`weight` kw)
+    task_reward: float = 1.0           # weight of the environment's verifier score among the rewards (0: left out)
+    reward_aggregation: str = "sum_then_normalize"  # or "normalize_then_sum" (TRL's multi_objective_aggregation)
     reward_shaping: tuple = ()         # batch -> batch on rewards / token rewards, after the forward passes
     group_transforms: tuple = ()       # finished groups edited before the forward passes
     token_masks: tuple = ()            # which response tokens the update trains on
@@ -152,7 +155,7 @@ def with_overrides(recipe: Recipe, overrides: dict, *, kl_coef: float | None = N
       "<slot>:<key>": {kwargs}      merged into the component `key` of a list slot
       "<slot>": "key" | [key, kw]   replaces a single slot (e.g. {"objective": "tis"})
       "<slot>": [[key, kw], ...]    replaces a list slot
-      "agg": "token-mean"
+      "agg": "token-mean"           (and "task_reward": 0.0, "reward_aggregation": "normalize_then_sum")
     `kl_coef` sets the beta of the recipe's KL term (adding k3 KL in the loss when it has none and beta > 0);
     `entropy_coef` the coefficient of the entropy bonus (added when absent).
     """
@@ -163,10 +166,10 @@ def with_overrides(recipe: Recipe, overrides: dict, *, kl_coef: float | None = N
             kl_coef = value
             continue
         slot, _, key = name.partition(":")
-        if slot == "agg":
-            changes["agg"] = value
+        if slot in SCALARS:
+            changes[slot] = value
         elif slot not in SLOTS:
-            valid = sorted([*SLOTS, "agg", "kl_coef"])
+            valid = sorted([*SLOTS, *SCALARS, "kl_coef"])
             raise ValueError(f"unknown recipe override {name!r}; use a slot name ({', '.join(valid)}), optionally "
                              f"with ':<key>' to pick one component of a list slot")
         else:

@@ -109,10 +109,11 @@ class Episode:
 
     def record(self, reward: float, state_info: dict, step_info: dict) -> None:
         """The step just acted: its reward, and the info of the state it acted from plus the step's own
-        entries (tool_error, ...)."""
+        entries (tool_error, ...) and its action text."""
         before = {k: v for k, v in state_info.items() if k != "tool_error"}  # that was the previous step's
         extra = {k: v for k, v in step_info.items() if k != "state"}
-        self.info.append({**before, "tool_error": None, **extra, "state": state_info.get("state")})
+        self.info.append({**before, "tool_error": None, **extra, "state": state_info.get("state"),
+                          "action": self.pieces[-1]})  # reward functions read each step's action text
         self.rewards.append(float(reward))
 
     def observe(self, ids: list[int], text: str) -> None:

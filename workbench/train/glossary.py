@@ -7,10 +7,18 @@ book's glossary page show them side by side.
 """
 from __future__ import annotations
 
+import re
+
+PER_REWARD = re.compile(r"rewards/[^/]+/(mean|std)")  # one pair per reward of a recipe: "rewards/<name>/mean"
+
 GLOSSARY: dict[str, str] = {
     "step": "RL step index (one rollout batch per step), starting at 0.",
     "reward/mean": "Mean outcome reward of the sampled responses; rises as the policy improves.",
     "reward/std": "Std of rewards over the batch; near 0 means no learning signal is left in the groups.",
+    "rewards/<name>/mean": "Mean of one reward of the recipe ('task': the environment's verifier; otherwise the reward "
+                           "function's key) over the rows it applies to, before weights and aggregation (TRL's name).",
+    "rewards/<name>/std": "Std of that reward over the rows it applies to (Bessel-corrected, as TRL).",
+    "rewards/unscorable_frac": "Share of rows no reward applies to (every reward returned None): masked out of the update.",
     "accuracy": "Fraction of sampled responses the verifier accepts (at the sampling temperature).",
     "frac_zero_std_groups": "Share of groups whose rewards are all equal: their group advantage is 0.",
     "advantage/mean": "Mean advantage over valid tokens (about 0 for centred estimators).",
@@ -221,6 +229,10 @@ HEALTHY: dict[str, str] = {
                    "maximum while entropy collapses: check for reward hacking.",
     "reward/std": "Away from 0 while the task is neither solved nor hopeless; it shrinks as reward/mean nears its "
                   "minimum or maximum.",
+    "rewards/<name>/mean": "Each on its own scale: the task's climbs with accuracy; a shaping reward (length, format) that "
+                           "rises while the task's mean falls is being gamed.",
+    "rewards/<name>/std": "Above 0 while that reward still separates samples; 0 for a reward every sample maxes out.",
+    "rewards/unscorable_frac": "0 for rewards that always apply. Above 0: rows no reward scored (all None) train on nothing.",
     "accuracy": "Follows reward/mean for 0/1 rewards. Sampled at temperature 1, so it stays below the greedy "
                 "eval/accuracy.",
     "frac_zero_std_groups": "Well below 1. Climbing towards 1 means most prompts became all-right or all-wrong: "
@@ -518,3 +530,9 @@ HEALTHY: dict[str, str] = {
     "tokens_per_s/rollout": "Flat for a given model and batch size.",
     "tokens_per_s/train": "Flat for a given model and batch size.",
 }
+
+
+def unexplained(names) -> set[str]:
+    """The metric names that are not glossary keys (a per-reward pair `rewards/<name>/mean|std` is explained by
+    its pattern's entry)."""
+    return {n for n in names if n not in GLOSSARY and not PER_REWARD.fullmatch(n)}

@@ -24,6 +24,8 @@ import torch
 from workbench import ops, registry
 from workbench.context import Forward, StepContext
 from workbench.recipes import SLOTS, Recipe, Use
+from workbench.rewards import aggregate, interop
+from workbench.rewards.stage import mask_unscorable, reward_columns, reward_metrics, run_reward
 
 # The contract: (stage, the recipe slots it runs, what it does). The trainer runs them in this order.
 STAGES = (
@@ -41,6 +43,7 @@ STAGES = (
 BEFORE_UPDATE = [slot for _, slots, _ in itertools.takewhile(lambda stage: stage[0] != "update", STAGES)
                  for slot in slots]
 
+REWARD_OPTIONS = ("weight", *interop.CALL_OPTIONS)  # a reward Use's keywords for the pipeline, not the function
 # Batch fields a rollout always fills; forward passes add old_logp, entropy, ref_logp, values.
 ROLLOUT_FIELDS = {"response_ids", "mask", "group", "rewards", "scores", "prompt_ids", "prompt_mask", "mu_logp",
                   "truncated", "completions", "prompts"}
@@ -86,6 +89,12 @@ class Pipeline:
         self.has_critic = bool(self.parts["value"])
         self.train_entropy = any("entropy" in p.entry.reads for p in self.parts["regularizers"])
         self._check_reads()
+        if recipe.reward_aggregation not in aggregate.AGGREGATIONS:
+            raise ValueError(f"recipe {recipe.key!r}: unknown reward_aggregation {recipe.reward_aggregation!r}; "
+                             f"choose one of {aggregate.AGGREGATIONS}")
+        if not recipe.task_reward and not self.parts["rewards"]:
+            raise ValueError(f"recipe {recipe.key!r}: task_reward=0 leaves no reward at all; give it reward "
+                             "functions (rewards=[...]) or a task_reward > 0")
         self.state = {p.name: self._initial_state(p) for slot in SLOTS for p in self.parts[slot]
                       if p.entry.state or registry.STATEFUL.get(p.entry.kind)}
 
@@ -93,7 +102,8 @@ class Pipeline:
 
     def _part(self, slot: str, kind: str, u: Use) -> Part:
         try:
-            entry = registry.get(kind, u.key)
+            entry = (interop.external_entry(u.key, u.kw) if kind == "reward" and interop.is_external(u.key)
+                     else registry.get(kind, u.key))
         except KeyError as err:
             raise ValueError(f"recipe {self.recipe.key!r}, slot {slot}: {err.args[0]}") from None
         name = f"{kind}:{u.key}"
@@ -108,7 +118,7 @@ class Pipeline:
         params = inspect.signature(fn).parameters
         if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
             return
-        extra = {"weight"} if entry.kind == "reward" else set()
+        extra = set(REWARD_OPTIONS) if entry.kind == "reward" else set()
         unknown = sorted(set(u.kw) - set(params) - extra)
         if unknown:
             raise ValueError(f"recipe {self.recipe.key!r}: {entry.kind} {u.key!r} takes no {unknown}; its parameters: "
@@ -202,7 +212,7 @@ class Pipeline:
 
     def kwargs(self, p: Part, step: int, total: int) -> dict:
         """The part's keyword arguments this step: the recipe's, then what controllers and schedules drive."""
-        kw = {k: v for k, v in p.use.kw.items() if not (p.entry.kind == "reward" and k == "weight")}
+        kw = {k: v for k, v in p.use.kw.items() if not (p.entry.kind == "reward" and k in REWARD_OPTIONS)}
         for target, driver in self.drivers.items():
             if target.partition(".")[0] == p.name:
                 kw.update(self.driven_params(target, self.driven_value(driver, step, total)))
@@ -240,31 +250,29 @@ class Pipeline:
         return p.fn(engine, task, examples, group_size=group_size, sampling=sampling, **p.use.kw)
 
     def reward(self, batch, examples: list, ctx: StepContext):
-        """`scores` = the environment's reward; `rewards` = scores + sum_k w_k r_k over the recipe's reward
-        functions (None counts 0, as TRL's nansum). Each gets the completions, their token ids, the examples'
-        fields and the run's `max_new_tokens` and `step`."""
+        """`scores` = the environment's reward; `rewards` = the recipe's rewards combined: the environment's
+        (weight `task_reward`) and each reward function's (weight `weight`), summed (`reward_aggregation`
+        "sum_then_normalize") or each normalized within its groups first ("normalize_then_sum"). None means
+        "not applicable" and is left out (TRL's nansum); a row no reward applies to is masked out of the update.
+        Logs `rewards/<name>/mean|std` per reward."""
         batch.scores = batch.rewards.clone()
         if not self.parts["rewards"]:
             return batch
-        rows = [examples[int(g)] for g in batch.group]
-        columns = {"prompts": batch.prompts, "completion_ids": [r[m > 0].tolist() for r, m in
-                                                                zip(batch.response_ids, batch.mask)],
-                   **{k: [getattr(e, k) for e in rows] for k in ("answer", "target")}}
+        columns = reward_columns(batch, examples, ctx)
+        names, values, weights = [], [], []
+        if self.recipe.task_reward:
+            names.append("task"), values.append(batch.scores.double()), weights.append(self.recipe.task_reward)
         for p in self.parts["rewards"]:
-            values = p.fn(batch.completions, **columns, max_new_tokens=ctx.max_new_tokens, step=ctx.step,
-                          **self.kwargs(p, ctx.step, ctx.total_steps))
-            batch.rewards = batch.rewards + p.use.kw.get("weight", 1.0) * self._as_rewards(p, values, batch)
-        return batch
-
-    @staticmethod
-    def _as_rewards(p: Part, values, batch) -> torch.Tensor:
-        if len(values) != batch.size:
-            raise ValueError(f"reward {p.use.key!r} returned {len(values)} values for {batch.size} completions")
-        out = torch.tensor([0.0 if v is None else float(v) for v in values], dtype=batch.rewards.dtype)
-        if not bool(torch.isfinite(out).all()):
-            raise ValueError(f"reward {p.use.key!r} returned NaN/inf for rows "
-                             f"{torch.nonzero(~torch.isfinite(out)).flatten().tolist()[:10]}")
-        return out
+            name = p.name.split(":", 1)[1] if not interop.is_external(p.use.key) else p.fn.__name__
+            names.append(name)
+            values.append(run_reward(name, p.fn, columns, self.kwargs(p, ctx.step, ctx.total_steps), ctx.metrics))
+            weights.append(p.use.kw.get("weight", 1.0))
+        table = torch.stack(values, dim=1)                                           # [B, K]
+        rewards, unscorable = aggregate.combine(table, torch.tensor(weights, dtype=torch.float64), batch.group,
+                                                self.recipe.reward_aggregation)
+        ctx.metrics.update(reward_metrics(names, ctx.gather(table), ctx.gather(unscorable.double())))
+        batch.rewards = rewards.to(batch.scores.dtype)
+        return mask_unscorable(batch, unscorable) if bool(unscorable.any()) else batch
 
     def _batch_stage(self, slot: str, batch, ctx: StepContext):
         for p in self.parts[slot]:

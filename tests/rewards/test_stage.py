@@ -1,0 +1,56 @@
+"""The reward stage's plumbing: UTF-8 repair, calling a reward function safely, metrics, unscorable rows."""
+import math
+
+import pytest
+import torch
+
+from workbench.batch import RolloutBatch
+from workbench.rewards.stage import RewardError, mask_unscorable, reward_metrics, run_reward, utf8_text
+
+COLUMNS = {"completions": ["a", "b", "c"]}
+
+
+def test_undecodable_text_becomes_valid_utf8():
+    raw = "café".encode("latin-1")                        # b"caf\xe9": not UTF-8
+    assert utf8_text(raw) == "caf\ufffd"
+    assert utf8_text(raw.decode("utf-8", errors="surrogateescape")) == "caf\ufffd"  # lone surrogate \udce9
+    assert utf8_text("\ud800x") == "?x" and utf8_text("fine ✓") == "fine ✓"
+    utf8_text(raw.decode("utf-8", errors="surrogateescape")).encode("utf-8")  # never raises
+
+
+def test_none_is_nan_and_log_metric_names_the_reward():
+    metrics = {}
+
+    def reward(completions, log_metric, **_):
+        log_metric("calls", 1)
+        return [1, None, 0.5]
+
+    out = run_reward("mine", reward, COLUMNS, {}, metrics)
+    assert out[0] == 1.0 and math.isnan(out[1]) and out[2] == 0.5 and metrics == {"rewards/mine/calls": 1.0}
+
+
+@pytest.mark.parametrize("fn, message", [
+    (lambda completions, **_: 1 / 0, r"reward 'bad' raised ZeroDivisionError: division by zero"),
+    (lambda completions, **_: [1.0], r"reward 'bad' returned 1 values for 3 completions"),
+    (lambda completions, **_: None, r"reward 'bad' returned None for 3 completions"),
+    (lambda completions, **_: [1.0, "x", 0.0], r"reward 'bad' returned 'x' for row 1"),
+    (lambda completions, **_: [1.0, float("inf"), float("nan")], r"reward 'bad' returned NaN/inf for rows \[1, 2\]"),
+])
+def test_a_failing_reward_is_named(fn, message):
+    with pytest.raises(RewardError, match=message):
+        run_reward("bad", fn, COLUMNS, {}, {})
+
+
+def test_metrics_are_over_the_rows_a_reward_applies_to():
+    table = torch.tensor([[1.0, math.nan], [0.0, 2.0], [1.0, math.nan]], dtype=torch.float64)
+    m = reward_metrics(["task", "x"], table, torch.tensor([0.0, 0.0, 0.0]))
+    assert m["rewards/task/mean"] == pytest.approx(2 / 3) and m["rewards/x/mean"] == 2.0
+    assert m["rewards/x/std"] is None and m["rewards/task/std"] == pytest.approx(table[:, 0].std().item())
+    assert m["rewards/unscorable_frac"] == 0.0
+
+
+def test_unscorable_rows_train_on_nothing_and_take_their_groups_mean():
+    batch = RolloutBatch.from_rewards([1.0, math.nan, 0.0, math.nan], group=[0, 0, 0, 1], lengths=[2, 2, 2, 2])
+    out = mask_unscorable(batch, torch.isnan(batch.rewards))
+    assert out.rewards.tolist() == [1.0, 0.5, 0.0, 0.0]
+    assert out.mask.sum(-1).tolist() == [2.0, 0.0, 2.0, 0.0]

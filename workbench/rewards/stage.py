@@ -1,0 +1,101 @@
+"""The reward stage's plumbing: the columns a reward function gets, calling it safely, and what is logged."""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import torch
+
+from workbench.rewards.aggregate import nanstd
+
+
+class RewardError(ValueError):
+    """A reward function failed or answered out of contract; the message names it."""
+
+
+def utf8_text(text) -> str:
+    """A completion as valid UTF-8 text: bytes are decoded and lone surrogates (undecodable bytes kept by
+    `surrogateescape`) become U+FFFD, so no reward function has to handle them."""
+    if isinstance(text, bytes):
+        return text.decode("utf-8", errors="replace")
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", errors="surrogateescape" if _escaped(text) else "replace").decode(
+            "utf-8", errors="replace")
+
+
+def _escaped(text: str) -> bool:
+    return all(0xDC80 <= ord(ch) <= 0xDCFF for ch in text if 0xD800 <= ord(ch) <= 0xDFFF)
+
+
+def reward_columns(batch, examples: list, ctx) -> dict:
+    """Everything a reward function may read (see `workbench.rewards.base`), one entry per row."""
+    rows = [examples[int(g)] for g in batch.group]
+    answers = [e.answer for e in rows]
+    return {
+        "completions": [utf8_text(c) for c in batch.completions],
+        "prompts": list(batch.prompts),
+        "completion_ids": [r[m > 0].tolist() for r, m in zip(batch.response_ids, batch.mask)],
+        "answer": answers, "solution": answers, "target": [e.target for e in rows],
+        "scores": batch.scores.tolist(),
+        "truncated": batch.truncated.tolist() if batch.truncated is not None else [False] * batch.size,
+        "turn_info": batch.turn_info or None,
+        "max_new_tokens": ctx.max_new_tokens, "step": ctx.step, "total_steps": ctx.total_steps,
+    }
+
+
+def run_reward(name: str, fn, columns: dict, kwargs: dict, metrics: dict) -> torch.Tensor:
+    """fn's values [B] in float64 with None as NaN; a raise, a wrong length, a non-number or NaN/inf is a
+    RewardError naming the reward, before anything is trained on them."""
+    n = len(columns["completions"])
+
+    def log_metric(metric: str, value: float) -> None:
+        metrics[f"rewards/{name}/{metric}"] = float(value)
+
+    try:
+        values = fn(**columns, **kwargs, log_metric=log_metric)
+    except Exception as err:  # noqa: BLE001  (any failure inside a user's function: name it)
+        raise RewardError(f"reward {name!r} raised {type(err).__name__}: {err}") from err
+    if values is None or not hasattr(values, "__len__") or len(values) != n:
+        got = "None" if values is None else f"{len(values)} values" if hasattr(values, "__len__") else repr(values)
+        raise RewardError(f"reward {name!r} returned {got} for {n} completions; it must return one float (or None) "
+                          "per completion")
+    out = []
+    for i, v in enumerate(values):
+        if v is None:
+            out.append(math.nan)
+            continue
+        try:
+            out.append(float(v))
+        except (TypeError, ValueError):
+            raise RewardError(f"reward {name!r} returned {v!r} for row {i}; a reward is a float or None") from None
+    tensor = torch.tensor(out, dtype=torch.float64)
+    bad = [i for i, v in enumerate(values) if v is not None and not math.isfinite(out[i])]
+    if bad:
+        raise RewardError(f"reward {name!r} returned NaN/inf for rows {bad[:10]}; return None for a row it does not "
+                          "apply to")
+    return tensor
+
+
+def reward_metrics(names: list[str], table: torch.Tensor, unscorable: torch.Tensor) -> dict:
+    """rewards/<name>/mean|std over the rows each reward applies to (TRL's names), and the unscorable share."""
+    out = {}
+    for k, name in enumerate(names):
+        column = table[:, k]
+        applies = ~torch.isnan(column)
+        out[f"rewards/{name}/mean"] = float(column[applies].mean()) if applies.any() else None
+        out[f"rewards/{name}/std"] = float(nanstd(column)) if int(applies.sum()) > 1 else None
+    out["rewards/unscorable_frac"] = float(unscorable.mean())
+    return out
+
+
+def mask_unscorable(batch, unscorable: torch.Tensor):
+    """No reward applies to these rows (NaN rewards): they train on nothing (mask 0) and take their group's mean
+    reward, so the others' baseline is the mean of the scorable rows (TRL gives them advantage 0)."""
+    rewards = batch.rewards.clone()
+    for i in torch.nonzero(unscorable).flatten().tolist():
+        peers = (batch.group == batch.group[i]) & ~unscorable
+        rewards[i] = rewards[peers].mean() if peers.any() else 0.0
+    return replace(batch, mask=batch.mask * (~unscorable).to(batch.mask.dtype)[:, None], rewards=rewards)

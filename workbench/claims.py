@@ -40,6 +40,18 @@ NO_KL_READING = ("the recipe follows its paper's script: no KL term, where grpo 
                  "pass@8 0.69-0.70 (grpo 0.67): here the missing KL term, not the mechanism, lowers entropy")
 NO_KL = "the recipe follows its paper's script: no KL term, where grpo has k3 KL 0.04 (see clip_cov)"
 
+OVERLONG_READING = ("countdown answers are 4-8 tokens of a 10-token budget: almost nothing reaches the last 2 tokens "
+                    "the punishment covers, so there is little to cut")
+COSINE_READING = ("the reward pays longer wrong answers more (-1 at length 0 to -0.5 at the budget); with most groups "
+                  "all wrong the only signal left is length, and the policy pads wrong answers to the budget: the "
+                  "length hacking the paper answers with a repetition penalty")
+NO_TAGS = "the toy policy writes no <think> tags, so the reward is a constant 0 with no gradient; it needs SFT with them"
+NO_REFLECTION = "needs answer-reflection-answer transcripts; the tiny model writes one answer"
+NO_MILESTONES = ("on calculator the tiny model after its warm start reaches no milestone or checklist item (2-step "
+                 "checks): the reward is 0 everywhere")
+NO_AGENT = ("a multi-turn tool-use claim; our tool environments after the default warm start give almost no reward "
+            "signal (see 09_agents), so it is not run in a comparison")
+
 CLAIMS = (
     Claim("grpo", "A group-mean baseline (no critic) improves reasoning accuracy over the SFT start.",
           "f1-countdown", baseline="before"),
@@ -145,6 +157,68 @@ CLAIMS = (
                   "(tests/controllers/test_sac_temperature.py) and drawn in notebook 11"),
     Claim("hapo-temperature", "(HAPO) Sampling high-entropy tokens hotter explores where it matters.",
           why_not="part of hapo, whose claim is tested in f2-countdown with its adaptive temperature on"),
+    # F6, rewards (f6-length: length terms on countdown; f6-hacking: a reward built to be gamed, and CGPO's judges)
+    Claim("soft-overlong", "Punishing responses that run into the budget cuts truncated samples ...", "f6-length",
+          metric="final:truncated_frac", direction=-1, reading=OVERLONG_READING),
+    Claim("soft-overlong", "(same paper) ... without costing accuracy.", "f6-length", direction=0),
+    Claim("cosine-length", "A cosine length-scaled reward keeps response length from growing ...", "f6-length",
+          metric="final:response_length/mean", direction=-1, reading=COSINE_READING),
+    Claim("cosine-length", "(same paper) ... and keeps accuracy.", "f6-length", direction=0, reading=COSINE_READING),
+    Claim("length-bias", "(teaching example) A reward model's length bias gets gamed: answers grow ...", "f6-hacking",
+          metric="final:response_length/mean"),
+    Claim("length-bias", "(same) ... and fewer are right.", "f6-hacking", direction=-1),
+    Claim("length-bias-cgpo", "(CGPO) Constraint judges stop the reward hack: answers stay short ...", "f6-hacking",
+          metric="final:response_length/mean", baseline="length-bias", direction=-1),
+    Claim("length-bias-cgpo", "(same) ... and accuracy is kept.", "f6-hacking", baseline="length-bias"),
+    Claim("cgpo", "A mixture of judges with constrained optimizers beats RLHF on a reward model and stops hacking.",
+          why_not="tested as length-bias-cgpo in f6-hacking (its judges on a hackable reward); the recipe cgpo puts "
+                  "them on the verifier's reward, which has nothing to hack"),
+    Claim("accuracy-reward", "Rule-based answer checking alone (no reward model) teaches reasoning.",
+          why_not="it is the verifier every run trains on (grpo in f1-countdown, before vs after); math-verify's "
+                  "boxed answers do not occur in the toy tasks"),
+    Claim("format-reward", "A format reward teaches the <think>...</think> layout alongside accuracy.",
+          why_not=NO_TAGS),
+    Claim("repetition-penalty", "An n-gram repetition penalty stops the model from gaming length rewards by "
+          "repeating itself.", why_not="countdown answers are one whitespace-free word of 4-8 tokens: no word "
+                                       "n-gram exists, and token 3-grams almost never repeat"),
+    Claim("arlcp", "Penalizing reflection words and length relative to the group's correct answers shortens reasoning "
+          "without losing accuracy.", why_not="the toy policy writes no reflection words (wait, hmm, ...), so only the "
+                                              "length term acts; not run in a comparison"),
+    Claim("hbpo-reward", "Budget-conditioned rewards teach one model to reason at several lengths.",
+          why_not="the warm start never saw a budget sentence: with one (before or after the question) the tiny model "
+                  "samples no right answer (10 steps, seed 0: accuracy 0.0 every step, length 9.9-10 of 10), so the "
+                  "reward is 0 everywhere; it needs SFT on budget prompts"),
+    Claim("srpo-reflection", "Rewarding reflections that fix a first answer improves multimodal reasoning.",
+          why_not=NO_REFLECTION),
+    Claim("reflexicoder", "Rewarding multi-round self-correction teaches code models to fix their own answers.",
+          why_not=NO_REFLECTION),
+    Claim("grpo-ptr", "A trust-weighted reasoning reward introduced progressively improves explainable reasoning.",
+          why_not="needs a reward model that grades explanations; ours is a rule-based stand-in and the toy answers "
+                  "carry no explanation"),
+    Claim("fapo", "Penalizing flawed positives (right answers with a wrong step) makes reasoning reliable and "
+          "efficient.", why_not="countdown answers have no written steps for the detector to check; the reward equals "
+                                "the ±1 rule reward there"),
+    Claim("ssl", "Tiered rewards around the sweet spot guide agents better than binary rewards.",
+          why_not="not run in a comparison this round; the tiers' properties are tested "
+                  "(tests/rewards/test_ssl.py)"),
+    Claim("rl4mle-milestones", "Partial credit from program milestones trains ML-engineering agents faster.",
+          why_not=NO_MILESTONES),
+    Claim("cm2-checklist", "Checklist rewards train multi-turn tool-use agents without verifiable outcomes.",
+          why_not=NO_MILESTONES),
+    Claim("rlvmr", "Rewarding verifiable meta-reasoning steps makes long-horizon agents robust.", why_not=NO_AGENT),
+    Claim("spear-tool-reward", "A decaying tool-call bonus teaches tool use first, then trusts outcome rewards.",
+          why_not=NO_AGENT),
+    Claim("eapo", "Geometric per-round discounting favours short successful research trajectories.",
+          why_not=NO_AGENT),
+    Claim("retroagent", "Retrospective intrinsic rewards for subtask progress help agents keep improving.",
+          why_not=NO_AGENT),
+    Claim("prs", "Staged rewards (format first, then answers) train agentic QA more stably.", why_not=NO_AGENT),
+    Claim("adasearch", "Rewarding the search-or-not decision cuts needless searches without losing accuracy.",
+          why_not=NO_AGENT),
+    Claim("act", "Training to pick the expert action among candidates improves agents.",
+          why_not="its toy task (act) is new and has no warm start of its own yet; not run in a comparison"),
+    Claim("apo-a2fm", "Mode-stratified sampling with a cost-regularized reward picks cheap modes at equal accuracy.",
+          why_not=NO_AGENT),
 )
 
 

@@ -24,11 +24,12 @@ from pathlib import Path
 
 from workbench.files import write_atomic
 from workbench.paths import DATA_DIR, ROOT
+from workbench.train.glossary import PER_REWARD
 
 DATA = DATA_DIR / "reference_runs"
 KEPT = ("accuracy", "reward/mean", "entropy", "kl", "response_length/mean", "clip/region", "frac_zero_std_groups",
         "loss/preference", "rewards/margins", "rewards/accuracies", "logps/chosen", "logps/rejected",
-        "pairs", "eval/accuracy", "eval/pass@1", "eval/pass@k", "eval/entropy")  # the curves the book draws
+        "pairs", "eval/accuracy", "eval/pass@1", "eval/pass@k", "eval/entropy", "truncated_frac")  # the curves the book draws
 SUMMARY_KEPT = ("accuracy_before", "accuracy_after",  # per run; the preference ones only preference runs have
                 "preference_accuracy_before", "preference_accuracy_after", "pass_k", "pass@1_before",
                 "pass@1_after", "pass@k_before", "pass@k_after", "entropy_before", "entropy_after")
@@ -89,6 +90,20 @@ REFERENCES = {
               "kl_coef=0.04"),
         question="With grpo's KL term in every recipe, do Clip-Cov, KL-Cov, DCPO and AEPO keep entropy and pass@8 "
                  "above GRPO's?"),
+    # F6: the same countdown setting; how each length reward moves response length (countdown answers are 4-8
+    # tokens of a 10-token budget), and at what cost in accuracy. hbpo-reward is not here: the warm start never saw
+    # a budget sentence, and with one (before or after the question) it samples no right answer (its claim says so).
+    "f6-length": Reference(
+        recipes=("grpo", "soft-overlong", "cosine-length"), task="countdown", seeds=3,
+        sets=("lr=3e-4", "steps=80", "eval_size=100", "checkpoint_every=40"),
+        question="Response length over training with no length term, DAPO's overlong punishment and the cosine "
+                 "length reward: which shortens answers, and does accuracy pay for it?"),
+    # A reward built to be gamed (a reward model's length bias), and CGPO's judges as the fix.
+    "f6-hacking": Reference(
+        recipes=("grpo", "length-bias", "length-bias-cgpo"), task="countdown", seeds=3,
+        sets=("lr=3e-4", "steps=80", "eval_size=100", "checkpoint_every=40"),
+        question="Does the policy game a reward model's length bias (longer, truncated, less often right), and do "
+                 "CGPO's format and length judges stop it?"),
 }
 
 
@@ -120,6 +135,11 @@ def provenance(name: str, ref: Reference) -> dict:
             "machine": machine(), "date": datetime.date.today().isoformat()}
 
 
+def kept(metric: str) -> bool:
+    """A curve the book draws: one of KEPT, or one reward of a multi-reward recipe (rewards/<name>/mean|std)."""
+    return metric in KEPT or bool(PER_REWARD.fullmatch(metric))
+
+
 def data_lines(meta: dict, ref: Reference, runs_dir: Path) -> list[dict]:
     """The JSONL content of a finished reference comparison (its run folders under `runs_dir`)."""
     from workbench.train.metrics import read_rows
@@ -135,7 +155,7 @@ def data_lines(meta: dict, ref: Reference, runs_dir: Path) -> list[dict]:
             for row in rows:  # every k-th row, the last, and every evaluation step's
                 if row["step"] % ref.every == 0 or row is rows[-1] or row.get("eval/accuracy") is not None:
                     lines.append({"row": {"recipe": recipe, "seed": seed, "step": row["step"],
-                                          **{k: row[k] for k in KEPT if row.get(k) is not None}}})
+                                          **{k: v for k, v in row.items() if kept(k) and v is not None}}})
     return lines
 
 

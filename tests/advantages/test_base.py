@@ -18,6 +18,8 @@ def test_every_registered_advantage_has_the_uniform_signature():
     b.scores, b.old_logp = b.rewards.clone(), -0.5 * b.mask
     b.entropy, b.temp_logp = 0.7 * b.mask, -0.6 * b.mask  # DCPO's log-probs at another temperature
     b.resampled = torch.tensor([True, False])  # AEPO's re-sampled rows
+    b.turn = torch.where(b.mask > 0, 0, -1).long()  # one-turn episodes (RLVMR's step advantage reads turns)
+    b.turn_info = [[{"action": "<explore>go</explore>", "tool_error": None, "state": "s"}]] * 2
     for entry in registry.entries("advantage"):
         A = entry.fn(b)
         assert A.shape == b.mask.shape and torch.all(A[b.mask == 0] == 0), entry.key

@@ -3,7 +3,7 @@
 from workbench.rollout.engine import Generation, HFEngine, Sampling, make_engine, policy_forward
 from workbench.rollout.turns import turns
 from workbench.rollout.group import sample_groups
-from workbench.rollout import hapo_temperature, offpolicy_guidance  # noqa: F401  (registration at import)
+from workbench.rollout import a2fm, hapo_temperature, hbpo, offpolicy_guidance  # noqa: F401  (registration at import)
 from workbench.models import merged_state_dict  # the weights a separate engine is given
 from workbench.rollout.vllm_engine import VLLMEngine
 

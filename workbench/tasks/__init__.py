@@ -16,9 +16,10 @@ from workbench.tasks.dataset import FILE_PREFIX, file_task  # datasets / math-ve
 from workbench.envs.calculator import CalculatorTask
 from workbench.envs.gridworld import GridworldTask
 from workbench.envs.search import SearchTask
+from workbench.tasks.act import ACTTask  # after the grid world it builds on
 
 TASKS: dict[str, type[Task]] = {"addition": AdditionTask, "countdown": CountdownTask, "calculator": CalculatorTask,
-                                "search": SearchTask, "gridworld": GridworldTask}
+                                "search": SearchTask, "gridworld": GridworldTask, "act": ACTTask}
 REASONING_GYM_PREFIX = "reasoning_gym:"
 
 __all__ = ["TASKS", "Example", "Task", "AdditionTask", "CalculatorTask", "CountdownTask", "GridworldTask", "SearchTask",

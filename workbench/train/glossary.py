@@ -19,6 +19,61 @@ GLOSSARY: dict[str, str] = {
                            "function's key) over the rows it applies to, before weights and aggregation (TRL's name).",
     "rewards/<name>/std": "Std of that reward over the rows it applies to (Bessel-corrected, as TRL).",
     "rewards/unscorable_frac": "Share of rows no reward applies to (every reward returned None): masked out of the update.",
+    "rewards/adasearch/search_rate": "AdaSearch: share of rows that made a search (tool) call.",
+    "rewards/adasearch/decision_acc": "AdaSearch: share of rows (oracle known) whose search-or-not decision matches "
+                                      "whether the question is solvable without search.",
+    "rewards/adasearch/f1_aware": "AdaSearch's F1_aware: F1 of the 'no search' decisions against 'solvable "
+                                  "parametrically' (the positive class), over rows with a known oracle.",
+    "rewards/act/parsed": "ACT: share of critic rows whose completion names one of the two candidates.",
+    "rewards/act/first_label": "ACT: share of parsed choices naming the first-listed candidate (A).",
+    "rewards/apo-a2fm/cost": "A^2FM: mean cost / cost_max of the correct rows (mode overhead + tokens + tool calls).",
+    "rewards/apo-a2fm/frac_instant": "A^2FM: share of rows in instant mode.",
+    "rewards/apo-a2fm/frac_reasoning": "A^2FM: share of rows in reasoning mode.",
+    "rewards/apo-a2fm/frac_agentic": "A^2FM: share of rows in agentic mode.",
+    "rewards/apo-a2fm/acc_instant": "A^2FM: accuracy of the instant-mode rows.",
+    "rewards/apo-a2fm/acc_reasoning": "A^2FM: accuracy of the reasoning-mode rows.",
+    "rewards/apo-a2fm/acc_agentic": "A^2FM: accuracy of the agentic-mode rows.",
+    "rewards/spear-tool-reward/tool_calls": "SPEAR: mean n per row the tool reward counts (calls that ran, or steps).",
+    "rewards/spear-tool-reward/coef": "SPEAR: this step's c(t) = (cos(pi t/T_tool) + 1)/2 (0 after T_tool).",
+    "rewards/prs/stage": "PRS: the reward's stage this step (1: format only; 2: 0.2 format + 0.8 answer BLEU).",
+    "rewards/prs/format": "PRS: mean r_format, the share of well-formed steps (parsed calls, uncut answer).",
+    "rewards/prs/compliance": "PRS: share of rows whose every step is well formed (stage 2 once it passes 0.9).",
+    "rewards/prs/answer": "PRS (stage 2): mean r_answer, the length-aware BLEU of the final answer against the gold.",
+    "rewards/fapo/flawed_frac": "FAPO: share of flawed positives (correct answers whose steps the detector flags) "
+                                "among the correct rows.",
+    "rewards/rlvmr/planning_frac": "RLVMR: share of steps tagged <planning>.",
+    "rewards/rlvmr/explore_frac": "RLVMR: share of steps tagged <explore>.",
+    "rewards/rlvmr/reflection_frac": "RLVMR: share of steps tagged <reflection>.",
+    "rewards/rlvmr/invalid_frac": "RLVMR: share of invalid steps (a tool_error), each 0.1 off its episode score.",
+    "rewards/rlvmr/redundant_frac": "RLVMR: share of <explore> steps that earned nothing: their action repeats an "
+                                    "earlier valid one.",
+    "rewards/rl4mle-milestones/reached_frac": "RL4MLE: share of milestones (the expert's intermediate results) the "
+                                              "episodes' tool calls reached.",
+    "rewards/srpo-reflection/accuracy": "SRPO: mean accuracy term (first -> last answer: wrong->right 1, right->right "
+                                        "0.75, right->wrong 0.25, wrong->wrong 0; one right answer 0.5).",
+    "rewards/srpo-reflection/format": "SRPO: mean format term (0.5 for think, answer, reflection, think, answer).",
+    "rewards/srpo-reflection/length": "SRPO: mean length term 0.1 exp(-(|L - T| / (T_max - T))^2), T = 2 x the first "
+                                      "think + answer (0 without two think and two answer blocks).",
+    "rewards/reflexicoder/format": "ReflexiCoder: share of rows with a valid think -> answer -> (reflection -> answer)+ "
+                                   "trajectory (F).",
+    "rewards/reflexicoder/reflections": "ReflexiCoder: mean number of reflection rounds n (0 for invalid rows).",
+    "rewards/reflexicoder/cycle": "ReflexiCoder: mean cycle regulation P(n) (1 for 1..5 rounds, less beyond, 0 invalid).",
+    "rewards/reflexicoder/quality": "ReflexiCoder: mean P(n) R_traj (last answer's score + weighted per-round "
+                                    "progress), before its weight 0.5.",
+    "rewards/reflexicoder/efficiency": "ReflexiCoder: mean P(n) E, E = r_T / n + (r_T - r_1) / max(1, n - 1).",
+    "cgpo/violation_rate": "CGPO: share of samples some judge flags (their calibrated reward is -1).",
+    "cgpo/violation/format": "CGPO: share of samples the format judge flags (empty, or cut at the token budget).",
+    "cgpo/violation/length": "CGPO: share of samples the length judge flags (an action over max_length_fraction "
+                             "of max_new_tokens).",
+    "cgpo/violation/copy": "CGPO: share of samples the copy judge flags (the response contains its prompt).",
+    "reward:prs.stage": "PRS: the stage its controller set this step (2 once compliance passed the threshold).",
+    "eapo/rounds": "EAPO: mean rounds per episode; each round becomes a training row.",
+    "eapo/dropped": "EAPO: round rows dropped to cut the set to a multiple of the data-parallel size (< dp_size).",
+    "eapo/discount": "EAPO: mean discount gamma^(T-1-t) over the round rows (1 when every episode is one round).",
+    "retroagent/coef": "RetroAgent: the intrinsic reward's coefficient this step (exp(-5 t/T), hard-cutoff or fixed).",
+    "retroagent/completion": "RetroAgent: mean completion fraction c the reflector gave the episodes (1 when solved).",
+    "retroagent/intrinsic": "RetroAgent: mean intrinsic reward coef x max(0, c - phi) added to the rows' rewards.",
+    "retroagent/improved_frac": "RetroAgent: share of rows that completed more of their task than its best prior phi.",
     "accuracy": "Fraction of sampled responses the verifier accepts (at the sampling temperature).",
     "frac_zero_std_groups": "Share of groups whose rewards are all equal: their group advantage is 0.",
     "advantage/mean": "Mean advantage over valid tokens (about 0 for centred estimators).",
@@ -197,6 +252,13 @@ GLOSSARY: dict[str, str] = {
     "spo/reward_mean": "SPO: mean win-rate reward of the samples (exactly 1/2 for an antisymmetric judge).",
     "spo/reward_std": "SPO: spread of the win-rate rewards (0 when every group's samples tie).",
     "spo/antisymmetry_gap": "SPO: largest |P(i > j) + P(j > i) - 1| of the judge (0 for a consistent judge).",
+    "arlcp/reflections": "ARLCP: mean count of reflection words (wait, but, check, hmm, ...) per response.",
+    "arlcp/penalty": "ARLCP: mean penalty w1 sigma(z_c) + w2 sigma(z_L) subtracted from the correct responses' reward.",
+    "grpo_ptr/lambda": "GRPO-PTR: this step's weight lambda(t) of the reasoning reward (0 -> lam_max over the first "
+                       "30% of training).",
+    "grpo_ptr/gamma_mean": "GRPO-PTR: mean group trust weight gamma_g (1 when the judge scores right answers' "
+                           "reasoning at least as high as wrong ones').",
+    "grpo_ptr/reason_mean": "GRPO-PTR: mean reasoning score R_reason from the judge (the toy judge's is in [0, 1]).",
     "spo/aux_loss": "SPO-prefdeg: the preference-degree ranking loss over the degraded copies (before lambda).",
     "spo/degree_accuracy": "SPO-prefdeg: share of (less, more degraded) copy pairs the implicit reward orders right.",
     "mcts/label_smoothing": "MCTS-DPO: mean label smoothing of the step pairs (0 = plain DPO on the steps).",
@@ -233,6 +295,70 @@ HEALTHY: dict[str, str] = {
                            "rises while the task's mean falls is being gamed.",
     "rewards/<name>/std": "Above 0 while that reward still separates samples; 0 for a reward every sample maxes out.",
     "rewards/unscorable_frac": "0 for rewards that always apply. Above 0: rows no reward scored (all None) train on nothing.",
+    "rewards/adasearch/search_rate": "Settles at the share of questions that need search. Towards 1: searching "
+                                     "everything (Search-R1's habit); towards 0 while accuracy falls: guessing.",
+    "rewards/adasearch/decision_acc": "Rising towards 1. Stuck near the share of the majority class: the decision "
+                                      "ignores the question (always or never searching).",
+    "rewards/adasearch/f1_aware": "Rising towards 1. 0: the policy never skips search on a question it could "
+                                  "answer (or always skips wrongly).",
+    "rewards/act/parsed": "Near 1 after the warm start. Falling: the judge stops naming a candidate (format drift).",
+    "rewards/act/first_label": "About 0.5 (the order is a fair coin). Far from it: a position bias, not judgement.",
+    "rewards/apo-a2fm/cost": "Falling slowly as right answers get cheaper; within [0, 1] (1: the batch's priciest "
+                             "row). Rising with accuracy flat: the modes drift to longer outputs.",
+    "rewards/apo-a2fm/frac_instant": "Fixed by the rollout's split (about 1/3 each) when every mode is forced.",
+    "rewards/apo-a2fm/frac_reasoning": "Fixed by the rollout's split (about 1/3 each) when every mode is forced.",
+    "rewards/apo-a2fm/frac_agentic": "Fixed by the rollout's split (about 1/3 each) when every mode is forced.",
+    "rewards/apo-a2fm/acc_instant": "Rising. Close to the other modes' accuracy: the cheap mode suffices there.",
+    "rewards/apo-a2fm/acc_reasoning": "Rising; at or above instant's on hard questions.",
+    "rewards/apo-a2fm/acc_agentic": "Rising; highest where tools are needed. Below instant's: the tool calls fail.",
+    "rewards/spear-tool-reward/tool_calls": "Rising early as the bonus teaches tool use, then settling at what the "
+                                            "task needs (calculator: one call per operator); 0 on a one-turn task.",
+    "rewards/spear-tool-reward/coef": "1 at step 0, down a half cosine to 0 at T_tool, 0 after ('constant' mode: 1).",
+    "rewards/prs/stage": "1, then 2 from the switch on; never back to 1.",
+    "rewards/prs/format": "Rising towards 1 in stage 1. Falling in stage 2: answers bought with malformed calls.",
+    "rewards/prs/compliance": "Rising; stage 2 once it passes 0.9. Stuck low: the format is not learned.",
+    "rewards/prs/answer": "Rising in stage 2 with accuracy. Flat near 0: answers are well formed but wrong.",
+    "rewards/fapo/flawed_frac": "Falling as training shifts from shortcut answers to reliable steps (the paper's "
+                                "dynamics). Rising: the policy reaches right answers through wrong steps.",
+    "rewards/rlvmr/planning_frac": "Settles where planning pays (successful episodes). 0 on untagged toy runs: the "
+                                   "policy writes no tags.",
+    "rewards/rlvmr/explore_frac": "Part of the tag mix; 0 on untagged toy runs. Towards 1 with redundant_frac rising: "
+                                  "exploration without new actions.",
+    "rewards/rlvmr/reflection_frac": "Small; rises after invalid steps. 0 on untagged toy runs.",
+    "rewards/rlvmr/invalid_frac": "Falling towards 0 as the policy learns valid actions. Rising: the format of the "
+                                  "actions is being lost.",
+    "rewards/rlvmr/redundant_frac": "Low and falling. Rising: the agent repeats actions (the looping RLVMR targets).",
+    "rewards/rl4mle-milestones/reached_frac": "Rising with training; a plateau below 1 with accuracy flat: the runs "
+                                              "stall at the same milestone.",
+    "rewards/srpo-reflection/accuracy": "Rising towards 0.75-1. Mostly 0.25 (right -> wrong): the reflection undoes "
+                                        "right answers. A completion without answer tags counts as right -> right.",
+    "rewards/srpo-reflection/format": "Rising towards 0.5 as the policy adopts the two-pass layout; 0 throughout on the "
+                                      "toy tasks, whose targets have no tags (the accuracy term trains alone).",
+    "rewards/srpo-reflection/length": "In [0, 0.1]; near 0.1 when the whole response is about twice the first think + "
+                                      "answer. 0 while no completion has two passes.",
+    "rewards/reflexicoder/format": "Rising towards 1 as the structure is learned; 0 on the toy tasks, whose targets "
+                                   "have no tags (the verifier's reward drives training there).",
+    "rewards/reflexicoder/reflections": "Between 1 and 5. Climbing past 5: the policy farms rounds (then P(n) < 1).",
+    "rewards/reflexicoder/cycle": "Equal to the format share while rounds stay within 1..5; below it: too many rounds.",
+    "rewards/reflexicoder/quality": "Rising with the last answer's score. Negative: answers stagnate below the max "
+                                    "(m_t = -1) or regress.",
+    "rewards/reflexicoder/efficiency": "Rising as right answers come in fewer rounds. Negative: later answers undo "
+                                       "right first ones.",
+    "cgpo/violation_rate": "Falling towards 0 as the policy learns the constraints. Stuck near 1: every sample is "
+                           "flagged and the groups carry no signal.",
+    "cgpo/violation/format": "Falling towards 0 (after the warm start the policy ends its answers). Near 1 on an "
+                             "untrained model that never emits EOS.",
+    "cgpo/violation/length": "Low and falling. Rising: the policy pads its responses (the hack the length judge guards "
+                             "against).",
+    "cgpo/violation/copy": "Near 0. Rising: the policy copies the question instead of answering (a reward hack).",
+    "reward:prs.stage": "1 until compliance passes the threshold, then 2 for good (or the time switch).",
+    "eapo/rounds": "Falling slowly as the discount favours shorter successful episodes; 1 on a one-turn task.",
+    "eapo/dropped": "0 with dp_size 1; always below dp_size.",
+    "eapo/discount": "Rising towards 1 as episodes shorten; 1 on a one-turn task. Low: long episodes.",
+    "retroagent/coef": "1 at step 0, exp(-5) = 0.007 at the end (hard cutoff: 0 after 10% of the run).",
+    "retroagent/completion": "Rising with accuracy and partial progress; equals accuracy on a task without subtasks.",
+    "retroagent/intrinsic": "Largest early (coef near 1, phi low), fading to 0 with the coefficient and as phi rises.",
+    "retroagent/improved_frac": "High at first (phi = 0 for new tasks), falling as each task's best rises.",
     "accuracy": "Follows reward/mean for 0/1 rewards. Sampled at temperature 1, so it stays below the greedy "
                 "eval/accuracy.",
     "frac_zero_std_groups": "Well below 1. Climbing towards 1 means most prompts became all-right or all-wrong: "
@@ -498,6 +624,15 @@ HEALTHY: dict[str, str] = {
                       "more groups tie, as frac_zero_std_groups rises. At 0 no learning signal is left.",
     "spo/antisymmetry_gap": "Exactly 0 with the verifier as judge (ties count 1/2 both ways). Above 0 only with a "
                             "stochastic or inconsistent judge; spo/reward_mean then leaves 0.5 as well.",
+    "arlcp/reflections": "Near 0 on the toy tasks (short digit answers hold no reflection words); on reasoning models "
+                         "it falls as unnecessary reflection is trained away. Rising: the penalty is too weak.",
+    "arlcp/penalty": "In (0, 0.2): exactly 0.1 for a response at its group's means (a lone correct answer too). "
+                     "Stuck near 0.2: correct answers sit far above their group's reflection and length.",
+    "grpo_ptr/lambda": "0 at step 0, a straight ramp to lam_max (0.5) at 30% of the steps, then flat.",
+    "grpo_ptr/gamma_mean": "Near 1. Falling: in many groups the judge prefers the reasoning of wrong answers, so its "
+                           "reward is discounted (a judge the policy is learning to fool).",
+    "grpo_ptr/reason_mean": "Slowly rising. Rising fast while accuracy falls: the policy games the judge (gamma_mean "
+                            "should fall with it).",
     "spo/aux_loss": "3 ln 2 = 2.08 at step 0 (three level pairs tied at the reference), falling as the degraded "
                     "copies are ranked below the chosen answer. Rising: the copies are ranked the wrong way.",
     "spo/degree_accuracy": "Near 0 at step 0 (all levels tie and the test is strict), rising towards 1. Stuck at 0.5 "

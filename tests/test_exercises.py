@@ -121,7 +121,7 @@ def test_new_exercise_answers_follow_the_library():
 
 FAMILY_NOTEBOOKS = ("01_grpo", "02_loss_aggregation", "03_kl_estimators", "04_clipping_zoo",
                     "05_advantage_estimators", "08_preference", "11_entropy",
-                    "10_beyond_the_clip")  # at least three exercises each
+                    "10_beyond_the_clip", "12_reward_design")  # at least three exercises each
 
 
 def exercise_cells(stem: str) -> tuple[str, str]:
@@ -252,3 +252,59 @@ def test_beyond_the_clip_answers_follow_the_library():
     assert exercises.shaping_weights((0.1, 0.5), gamma=0.1) == pytest.approx((0.25, 0.05 / 0.36))
     assert exercises.shaping_weights((0.3,)) == pytest.approx(
         tuple(weight_surface("policy-shaping", [1.0], [1.0], {"p_old": 0.3})[0]))
+
+
+# notebook 12: reward design
+@pytest.mark.parametrize("check, right, wrong", [
+    (exercises.check_cosine_length_value, 0.8272542, 0.75),
+    (exercises.check_dominant_aggregation, "normalize_then_sum", "sum_then_normalize"),
+    (exercises.check_dominant_aggregation, {"normalize_then_sum"}, {"normalize_then_sum", "sum_then_normalize"}),
+    (exercises.check_soft_overlong_first_length, 8, 7),
+    (exercises.check_ssl_tier, 0.3, 0.6),
+], ids=lambda x: getattr(x, "__name__", None))
+def test_reward_design_checks_accept_right_and_reject_wrong(check, right, wrong):
+    assert check(right) == "correct"
+    for bad in (wrong, "x", [1, "a"]):
+        with pytest.raises(AssertionError, match="not quite"):
+            check(bad)
+
+
+@pytest.mark.parametrize("check, wrong, explanation", [
+    (exercises.check_cosine_length_value, -0.8272542, "wrong answer's reward"),
+    (exercises.check_cosine_length_value, 0.5 + 0.5 * 0.30901699, "(1 + cos(pi u)) / 2"),
+    (exercises.check_cosine_length_value, 1.0 - 0.25 * 1.30901699, "other way round"),
+    (exercises.check_dominant_aggregation, "sum_then_normalize", "drowns"),
+    (exercises.check_dominant_aggregation, "both", "name of a mode"),
+    (exercises.check_soft_overlong_first_length, 7, "just after"),
+    (exercises.check_soft_overlong_first_length, 3, "END of the budget"),
+    (exercises.check_ssl_tier, 0.6, "outside the 0.5 sigma ring"),
+    (exercises.check_ssl_tier, 0.1, "inclusive"),
+    (exercises.check_ssl_tier, 1.0, "exact tier"),
+])
+def test_reward_design_checks_explain_plausible_wrong_answers(check, wrong, explanation):
+    with pytest.raises(AssertionError, match="not quite") as caught:
+        check(wrong)
+    assert explanation in str(caught.value)
+
+
+def test_reward_design_answers_follow_the_library():
+    import math
+
+    import torch
+
+    from workbench.rewards.length import cosine_scaled, soft_overlong
+    from workbench.rewards.ssl import answer_distance, distance_tier
+
+    assert exercises.cosine_length_value() == pytest.approx(0.5 + 0.25 * (1 + math.cos(0.4 * math.pi)))
+    assert exercises.cosine_length_value() == pytest.approx(float(cosine_scaled(
+        torch.tensor([4.0]), torch.tensor([True]), max_len=10)[0]))
+    assert exercises.cosine_length_value(correct=False) == pytest.approx(-exercises.cosine_length_value())
+    assert exercises.dominant_aggregations() == {"normalize_then_sum"}
+    assert exercises.dominant_aggregations(scores=(0.2, 0.8, 0.6, 0.3)) == {"sum_then_normalize",
+                                                                           "normalize_then_sum"}  # a 0..1 scale
+    assert exercises.dominant_aggregations(weight=2.0) == set()  # a heavy enough anti-correlated reward wins anyway
+    penalties = soft_overlong(torch.zeros(10), torch.arange(1.0, 11.0), max_len=10, buffer=3)
+    assert exercises.soft_overlong_first_length() == int(torch.nonzero(penalties < 0)[0]) + 1 == 8
+    assert exercises.soft_overlong_first_length(buffer=1) == 10
+    assert exercises.ssl_tier_value() == distance_tier(answer_distance("22", "20")) == 0.3
+    assert exercises.ssl_tier_value("21") == 0.6 and exercises.ssl_tier_value("24") == 0.1

@@ -22,16 +22,13 @@ import torch
 from workbench import registry
 from workbench.batch import concat
 from workbench.rewards.a2fm import MODES, TITLE, mode_tag
+from workbench.rollout.group import subgroup_sizes
 from workbench.rollout.turns import TURNS_PROVIDES, turns
 
 
 def mode_split(group_size: int, modes=MODES) -> list[int]:
     """Rows per mode: G split as evenly as possible, every mode at least one row."""
-    if group_size < len(modes):
-        raise ValueError(f"apo-a2fm samples every mode in every group: group_size must be >= {len(modes)} (the "
-                         f"number of modes {tuple(modes)}), got {group_size}")
-    size, extra = divmod(group_size, len(modes))
-    return [size + (k < extra) for k in range(len(modes))]
+    return subgroup_sizes(group_size, len(modes), who="apo-a2fm", what=f"one per mode of {tuple(modes)}")
 
 
 def check_modes(modes) -> tuple[str, ...]:

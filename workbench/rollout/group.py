@@ -18,3 +18,12 @@ def sample_groups(engine, task: Task, examples: list[Example], *, group_size: in
     whole episodes, with `max_new_tokens` per turn."""
     sampling = Sampling(max_new_tokens, temperature=temperature, top_p=top_p, stop=tuple(stop) if stop else None)
     return turns(engine, task, examples, group_size=group_size, sampling=sampling)
+
+
+def subgroup_sizes(group_size: int, k: int, *, who: str, what: str) -> list[int]:
+    """G rows split into k subgroups as evenly as possible, the first G mod k taking one more (HBPO's budgets,
+    A^2FM's modes); a group too small to give each subgroup a row is refused, naming `who` and its k `what`."""
+    if group_size < k:
+        raise ValueError(f"{who} splits each group into {k} subgroups ({what}): group_size must be >= {k}, got "
+                         f"{group_size}")
+    return [group_size // k + (j < group_size % k) for j in range(k)]

@@ -20,6 +20,7 @@ import torch
 from workbench import registry
 from workbench.envs.base import Env, episode_seed
 from workbench.rewards.hbpo import BUDGET_SENTENCE, HBPO_TITLE, budget_of
+from workbench.rollout.group import subgroup_sizes
 from workbench.rollout.turns import TURNS_PROVIDES, turns
 
 FRACTIONS = (0.25, 0.5, 0.75, 1.0)  # of max_new_tokens: the paper's 512/1024/2048/2560 read as 1/5..1 of 2560
@@ -86,14 +87,6 @@ def budgets_for(max_new_tokens: int, budgets=None, fractions=FRACTIONS) -> tuple
     return tuple(max(1, int(f * max_new_tokens + 0.5)) for f in fractions)
 
 
-def subgroup_sizes(group_size: int, k: int) -> list[int]:
-    """G split into k subgroups as evenly as possible, earlier (smaller-budget) subgroups taking the remainder."""
-    if group_size < k:
-        raise ValueError(f"hbpo-reward splits each group into {k} budget subgroups: group_size must be >= {k}, got "
-                         f"{group_size} (pass fewer budgets or fractions)")
-    return [group_size // k + (j < group_size % k) for j in range(k)]
-
-
 def check_template(template: str) -> None:
     try:
         probe = template.format(prompt="", budget=7)
@@ -123,7 +116,8 @@ def hbpo_rollout(engine, task, examples, *, group_size: int, sampling, budgets=N
     """
     check_template(template)
     chosen = budgets_for(sampling.max_new_tokens, budgets, fractions)
-    sizes = subgroup_sizes(group_size, len(chosen))
+    sizes = subgroup_sizes(group_size, len(chosen), who="hbpo-reward",
+                           what=f"budgets {chosen}; pass fewer budgets or fractions")
     rows = []
     for example in examples:
         index = 0

@@ -362,17 +362,17 @@ def with_start(groups: Mapping[str, list[list[dict]]], summaries: Sequence[Mappi
     return out
 
 
-def before_after_rows(summaries: Sequence[Mapping]) -> list[dict]:
+def before_after_rows(summaries: Sequence[Mapping], metrics: Sequence[tuple[str, str]] = BEFORE_AFTER) -> list[dict]:
     """One row per recipe (first-seen order) from run summaries (each with "recipe" and *_before / *_after keys):
-    seeds, pass_k, and for each of accuracy, pass@1, pass@k, entropy the mean before, mean after and the std of the
-    after values over seeds (None where the runs do not report it)."""
+    seeds, pass_k, and for each of `metrics` (default accuracy, pass@1, pass@k, entropy) the mean before, mean after
+    and the std of the after values over seeds (None where the runs do not report it)."""
     recipes: dict[str, list[Mapping]] = {}
     for s in summaries:
         recipes.setdefault(s["recipe"], []).append(s)
     rows = []
     for recipe, seeds in recipes.items():
         row = {"recipe": recipe, "seeds": len(seeds), "pass_k": seeds[0].get("pass_k")}
-        for key, _ in BEFORE_AFTER:
+        for key, _ in metrics:
             before = [s[f"{key}_before"] for s in seeds if s.get(f"{key}_before") is not None]
             after = [s[f"{key}_after"] for s in seeds if s.get(f"{key}_after") is not None]
             row[f"{key}_before"] = statistics.fmean(before) if before else None
@@ -382,9 +382,10 @@ def before_after_rows(summaries: Sequence[Mapping]) -> list[dict]:
     return rows
 
 
-def before_after_table(summaries: Sequence[Mapping], title: str | None = None) -> go.Figure:
-    """`before_after_rows` as a table: "before → after ± std over seeds" for each metric."""
-    rows = before_after_rows(summaries)
+def before_after_table(summaries: Sequence[Mapping], title: str | None = None,
+                       metrics: Sequence[tuple[str, str]] = BEFORE_AFTER) -> go.Figure:
+    """`before_after_rows` as a table: "before → after ± std over seeds" for each (key, label) of `metrics`."""
+    rows = before_after_rows(summaries, metrics)
 
     def cell(row, key):
         if row[f"{key}_after"] is None:
@@ -395,11 +396,11 @@ def before_after_table(summaries: Sequence[Mapping], title: str | None = None) -
 
     ks = {row["pass_k"] for row in rows if row["pass_k"]}
     labels = [label.replace("pass@k", f"pass@{ks.pop()}") if key == "pass@k" and len(ks) == 1 else label
-              for key, label in BEFORE_AFTER]
+              for key, label in metrics]
     cells = [[r["recipe"] for r in rows], [str(r["seeds"]) for r in rows]]
-    cells += [[cell(r, key) for r in rows] for key, _ in BEFORE_AFTER]
+    cells += [[cell(r, key) for r in rows] for key, _ in metrics]
     fig = go.Figure(go.Table(header=dict(values=["recipe", "seeds", *labels], fill_color="#e8eef7", align="left"),
-                             cells=dict(values=cells, align="left"), columnwidth=[1.6, 0.6, 2, 2, 2, 2]))
+                             cells=dict(values=cells, align="left"), columnwidth=[1.6, 0.6, *[2] * len(metrics)]))
     fig.update_layout(title=title or "held-out before → after training (mean ± std over seeds)",
                       # "before → after ± std" wraps to two lines in the book's column: room for both
                       template="plotly_white", height=100 + 44 * len(rows), margin=dict(t=50, b=10, l=10, r=10))

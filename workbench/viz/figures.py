@@ -130,6 +130,7 @@ def seed_band_curves(groups: Mapping[str, list[list[dict]]], keys: Sequence[str]
                         vertical_spacing=min(0.12, 0.5 / nrows))
     for r, (name, seeds) in enumerate(groups.items()):
         color = RUN_COLORS[r % len(RUN_COLORS)]
+        shown = False  # one legend entry per recipe, on the first metric it logs (not every recipe logs every key)
         for i, key in enumerate(keys):
             steps, mean, lo, hi = seed_band(seeds, key)
             if not steps:
@@ -138,8 +139,9 @@ def seed_band_curves(groups: Mapping[str, list[list[dict]]], keys: Sequence[str]
             fig.add_trace(go.Scatter(x=steps + steps[::-1], y=hi + lo[::-1], fill="toself", fillcolor=color,
                                      opacity=0.2, line=dict(width=0), hoverinfo="skip", showlegend=False,
                                      legendgroup=name), **where)
-            fig.add_trace(go.Scatter(x=steps, y=mean, name=name, legendgroup=name, showlegend=i == 0,
+            fig.add_trace(go.Scatter(x=steps, y=mean, name=name, legendgroup=name, showlegend=not shown,
                                      line=dict(color=color)), **where)
+            shown = True
     fig.update_layout(title=title, template="plotly_white", height=max(320, 260 * nrows))
     return fig
 

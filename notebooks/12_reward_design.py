@@ -166,7 +166,8 @@ for scale in (1.0, agg_scale):
 # - **`soft-overlong`** (DAPO) is a penalty alone, added to the verifier: 0 up to $L - C$, linear to $-1$ over the
 #   last $C$ tokens (shaded);
 # - **`hbpo-reward`** (HBPO) conditions on a budget $b$ the prompt announces ("I will answer the question within
-#   $b$ tokens", written by its rollout: $b$ = 1/4, 1/2, 3/4, 1 of the budget): a right answer within $b$ earns
+#   $b$ tokens", written by its rollout: $b$ = 1/8, 1/4, 1/2, 5/8 of the budget, as the paper's 512 to 2560 of a
+#   4096-token context): a right answer within $b$ earns
 #   $\cos(\pi b / 2L)$, past it $\cos(\pi n / 2L) - \alpha |n - b|$; a wrong one 0;
 # - **`arlcp`** (ARLCP) is a reward shaping: a correct response loses $w_1\sigma(z_c) + w_2\sigma(z_L)$, its
 #   reflection-word count and length z-scored against the group's other correct responses ($w_1 + w_2 = 0.2$, $w_1$
@@ -188,9 +189,9 @@ length_explorer(max_len=max_len, buffer=buffer)
 # - **`soft-overlong` is flat until the buffer**: it changes nothing for answers shorter than $L - C$, and then costs
 #   up to as much as a right answer earns.
 # - **HBPO's budgets rank themselves**: the smaller the announced budget, the more a right answer within it earns.
-#   At $b = L$ the value is $\cos(\pi/2) = 0$: a right answer in the largest-budget subgroup is paid exactly what a
-#   wrong one is, so that subgroup carries no correctness signal of its own (only the comparison with the other
-#   budgets in its group does). $\alpha = 10^{-3}$ per token of overrun is invisible at $L = 10$.
+#   Every budget sits below $L$ (the paper's $L_{max}$ is the context length), so a right answer always earns more
+#   than a wrong one; at $b = L$ it would earn $\cos(\pi/2) = 0$, a wrong answer's pay. $\alpha = 10^{-3}$ per token
+#   of overrun is invisible at $L = 10$.
 # - **ARLCP's penalty lives in $[0, 0.2]$**: more reflection and more length than the other correct answers both cost,
 #   and crossing a bracket edge moves weight from the length term to the reflection term (the jumps along $z_c$).
 #
@@ -238,7 +239,9 @@ if f6_length is not None:
 # short, $-0.5$ at the budget) is the strongest signal in most groups, and a longer wrong answer is easier to write
 # than a right one; once a group is all wrong (seed 1 solves none of its training batch by step 40), length is all
 # that is left to optimize. The paper's setting has long chains of thought in which length can buy correctness;
-# countdown's 4- to 8-token expressions cannot.
+# countdown's 4- to 8-token expressions cannot. `arlcp` (run as its script: RLOO with KL in the reward) has only its
+# length term to act with, since the policy writes no reflection words: it ends at 6.09 tokens against GRPO's 6.22
+# and held-out accuracy 0.37 ± 0.04, neither beyond seed noise.
 #
 # How to read it: compare each recipe with GRPO on the same seeds (the warm start is shared, so the curves start
 # together). `response_length/mean` and `truncated_frac` are the training batch's own, logged every step (stored every
@@ -255,7 +258,8 @@ if f6_length is not None:
 # signal: the longest answer gets the largest advantage, including answers cut at the budget.
 #
 # CGPO's fix (`length-bias-cgpo`) is a mixture of **judges** that flag constraint violations, here the format judge
-# (an answer cut at the budget) and the length judge (more than 3/4 of the budget); a flagged answer gets $-1$, the
+# (an answer cut at the budget) and the length judge (more than 9 of the 10 tokens: above every right countdown
+# answer, which is at most 8 tokens with EOS); a flagged answer gets $-1$, the
 # others the calibrated $\sigma(R - \mathrm{mean}_g R)$ (`workbench/rewards/judges.py`). The picture computes both
 # groups through the registered `length-bias` reward, the reward stage's sum and the registered `cgpo` shaping:
 
@@ -266,11 +270,12 @@ hacking_figure().show()
 # What to look at: on the unsolvable prompt plain GRPO gives every answer $A = 0$, `length-bias` ranks the answers by
 # length (the two cut ones on top), and under CGPO's judges every flagged answer (⚑) is pushed down. Note what the
 # judges do *not* do: among the answers they let through, the calibrated reward $\sigma(R - \bar R)$ still prefers the
-# longer one (the 7-token answer is on top). A judge removes the worst exploit, up to its threshold; the bias below
+# longer one (the 9-token answer is on top). A judge removes the worst exploit, up to its threshold; the bias below
 # the threshold stays.
 #
-# **The stored comparison `f6-hacking`** trains GRPO, `length-bias` and `length-bias-cgpo` in the same setting as
-# `f6-length`. What a hacked run looks like: **the proxy (`rewards/length-bias/mean`) rising while accuracy falls,
+# **The stored comparison `f6-hacking`** trains GRPO, `length-bias`, `length-bias-cgpo` and `length-bias-cgpo-tight`
+# (the length judge at 3/4 of the budget, 7.5 tokens, which also flags the 8-token right answers: about 30% of
+# countdown's targets) in the same setting as `f6-length`. What a hacked run looks like: **the proxy (`rewards/length-bias/mean`) rising while accuracy falls,
 # response length and `truncated_frac` rising**: the policy found it cheaper to pad than to solve. A healthy one:
 # the proxy and accuracy move together, or the proxy stays flat while accuracy rises as GRPO's does. Under CGPO the
 # proxy is still logged (it is the raw reward function before the judges) but the padding no longer pays.
@@ -294,13 +299,15 @@ if f6_hacking is not None:
 # `length-bias-cgpo` does not, the proxy was gamed and the judges stopped it. If the three lie together, 80 steps at
 # this scale were not enough for the policy to find the exploit.
 #
-# **What the stored runs show** (commit 741d514, 3 seeds): the proxy was gamed. Under `length-bias` its mean climbs
-# from 0.67 to 0.99 (answers at the budget), response length from 6.7 to 9.9 tokens, on average half of the last
-# batch truncated (95% on seed 0), and held-out accuracy falls from 0.36 to 0.04 ± 0.02: the policy stopped solving
-# prompts it used to solve, because padding paid more reliably. Under CGPO's judges the same reward leaves length
-# where GRPO's is (6.16 tokens, nothing truncated, the proxy at 0.62) and held-out accuracy at 0.34 ± 0.11 against
-# GRPO's 0.40 ± 0.06: the judges stop the hack, at a cost of 0.06 on the same seeds (0.03, 0.13, 0.03), about one
-# seed standard deviation.
+# **What the stored runs show** (3 seeds): the proxy was gamed. Under `length-bias` its mean climbs from 0.67 to
+# 0.98 (answers at the budget), response length from 6.7 to 9.8 tokens, half of the last batches truncated, and
+# held-out accuracy falls from 0.36 to 0.04 ± 0.02: the policy stopped solving prompts it used to solve, because
+# padding paid more reliably. Under CGPO's judges the padding to the budget stops (nothing truncated), but the policy
+# pads **up to the judge's threshold** instead: 8.3 tokens, the proxy at 0.83, held-out accuracy 0.16 ± 0.15, no
+# better than `length-bias` beyond seed noise. The judge's threshold is itself a proxy, and it is gamed the same way.
+# The tight judge leaves no room to pad (6.2 tokens, the proxy at 0.62, accuracy 0.34 ± 0.11, near GRPO's
+# 0.40 ± 0.06), at the price of punishing right answers that happen to be long. Neither threshold is free: the
+# papers' judges work when the constraint they check is the one the reward model gets wrong, not a stand-in for it.
 #
 # ## 4. Per-reward curves of a multi-reward run
 #

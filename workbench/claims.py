@@ -45,6 +45,12 @@ OVERLONG_READING = ("countdown answers are 4-8 tokens of a 10-token budget: almo
 COSINE_READING = ("the reward pays longer wrong answers more (-1 at length 0 to -0.5 at the budget); with most groups "
                   "all wrong the only signal left is length, and the policy pads wrong answers to the budget: the "
                   "length hacking the paper answers with a repetition penalty")
+ARLCP_READING = ("the toy policy writes no reflection words, so only the length term acts; run as its script (RLOO, "
+                 "k1 KL 0.001 in the reward) where grpo has k3 KL 0.04 in the loss")
+JUDGE_READING = ("its length judge flags more than 9 of 10 tokens, above every right countdown answer; the policy "
+                 "then pads up to that threshold instead of the budget: a judge's threshold is a proxy too")
+TIGHT_READING = ("a threshold of 7.5 tokens leaves no room to pad, but also flags the 8-token right answers (about 30% "
+                 "of countdown targets), so it punishes some correct work")
 NO_TAGS = "the toy policy writes no <think> tags, so the reward is a constant 0 with no gradient; it needs SFT with them"
 NO_REFLECTION = "needs answer-reflection-answer transcripts; the tiny model writes one answer"
 NO_MILESTONES = ("on calculator the tiny model after its warm start reaches no milestone or checklist item (2-step "
@@ -168,8 +174,14 @@ CLAIMS = (
           metric="final:response_length/mean"),
     Claim("length-bias", "(same) ... and fewer are right.", "f6-hacking", direction=-1),
     Claim("length-bias-cgpo", "(CGPO) Constraint judges stop the reward hack: answers stay short ...", "f6-hacking",
-          metric="final:response_length/mean", baseline="length-bias", direction=-1),
-    Claim("length-bias-cgpo", "(same) ... and accuracy is kept.", "f6-hacking", baseline="length-bias"),
+          metric="final:response_length/mean", baseline="length-bias", direction=-1, reading=JUDGE_READING),
+    Claim("length-bias-cgpo", "(same) ... and accuracy is kept.", "f6-hacking", baseline="length-bias",
+          reading=JUDGE_READING),
+    Claim("length-bias-cgpo-tight", "(CGPO, a length judge at 3/4 of the budget) ... answers stay short ...",
+          "f6-hacking", metric="final:response_length/mean", baseline="length-bias", direction=-1,
+          reading=TIGHT_READING),
+    Claim("length-bias-cgpo-tight", "(same) ... and accuracy is kept.", "f6-hacking", baseline="length-bias",
+          reading=TIGHT_READING),
     Claim("cgpo", "A mixture of judges with constrained optimizers beats RLHF on a reward model and stops hacking.",
           why_not="tested as length-bias-cgpo in f6-hacking (its judges on a hackable reward); the recipe cgpo puts "
                   "them on the verifier's reward, which has nothing to hack"),
@@ -181,9 +193,9 @@ CLAIMS = (
     Claim("repetition-penalty", "An n-gram repetition penalty stops the model from gaming length rewards by "
           "repeating itself.", why_not="countdown answers are one whitespace-free word of 4-8 tokens: no word "
                                        "n-gram exists, and token 3-grams almost never repeat"),
-    Claim("arlcp", "Penalizing reflection words and length relative to the group's correct answers shortens reasoning "
-          "without losing accuracy.", why_not="the toy policy writes no reflection words (wait, hmm, ...), so only the "
-                                              "length term acts; not run in a comparison"),
+    Claim("arlcp", "Penalizing reflection words and length relative to the group's correct answers shortens "
+          "responses ...", "f6-length", metric="final:response_length/mean", direction=-1, reading=ARLCP_READING),
+    Claim("arlcp", "(same paper) ... without losing accuracy.", "f6-length", direction=0, reading=ARLCP_READING),
     Claim("hbpo-reward", "Budget-conditioned rewards teach one model to reason at several lengths.",
           why_not="the warm start never saw a budget sentence: with one (before or after the question) the tiny model "
                   "samples no right answer (10 steps, seed 0: accuracy 0.0 every step, length 9.9-10 of 10), so the "
@@ -198,9 +210,9 @@ CLAIMS = (
     Claim("fapo", "Penalizing flawed positives (right answers with a wrong step) makes reasoning reliable and "
           "efficient.", why_not="countdown answers have no written steps for the detector to check; the reward equals "
                                 "the ±1 rule reward there"),
-    Claim("ssl", "Tiered rewards around the sweet spot guide agents better than binary rewards.",
-          why_not="not run in a comparison this round; the tiers' properties are tested "
-                  "(tests/rewards/test_ssl.py)"),
+    Claim("ssl", "Tiered rewards around the sweet spot guide learning better than binary rewards.", "f6-dense",
+          reading="on countdown the tiers pay an expression over the given numbers whose value is near the target "
+                  "(relative distance, sigma 0.1)"),
     Claim("rl4mle-milestones", "Partial credit from program milestones trains ML-engineering agents faster.",
           why_not=NO_MILESTONES),
     Claim("cm2-checklist", "Checklist rewards train multi-turn tool-use agents without verifiable outcomes.",

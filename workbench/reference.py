@@ -94,16 +94,24 @@ REFERENCES = {
     # tokens of a 10-token budget), and at what cost in accuracy. hbpo-reward is not here: the warm start never saw
     # a budget sentence, and with one (before or after the question) it samples no right answer (its claim says so).
     "f6-length": Reference(
-        recipes=("grpo", "soft-overlong", "cosine-length"), task="countdown", seeds=3,
+        recipes=("grpo", "soft-overlong", "cosine-length", "arlcp"), task="countdown", seeds=3,
         sets=("lr=3e-4", "steps=80", "eval_size=100", "checkpoint_every=40"),
-        question="Response length over training with no length term, DAPO's overlong punishment and the cosine "
-                 "length reward: which shortens answers, and does accuracy pay for it?"),
+        question="Response length over training with no length term, DAPO's overlong punishment, the cosine "
+                 "length reward and ARLCP's group-relative length penalty: which shortens answers, and does "
+                 "accuracy pay for it?"),
+    # A denser reward than the verifier's 0/1: SSL's tiers of "nearly right" (the expression's value near the target).
+    "f6-dense": Reference(
+        recipes=("grpo", "ssl"), task="countdown", seeds=3,
+        sets=("lr=3e-4", "steps=80", "eval_size=100", "checkpoint_every=40"),
+        question="Do SSL's tiered rewards (exact, then rings of relative distance to the target) train countdown "
+                 "better than the verifier's binary reward?"),
     # A reward built to be gamed (a reward model's length bias), and CGPO's judges as the fix.
     "f6-hacking": Reference(
-        recipes=("grpo", "length-bias", "length-bias-cgpo"), task="countdown", seeds=3,
+        recipes=("grpo", "length-bias", "length-bias-cgpo", "length-bias-cgpo-tight"), task="countdown", seeds=3,
         sets=("lr=3e-4", "steps=80", "eval_size=100", "checkpoint_every=40"),
         question="Does the policy game a reward model's length bias (longer, truncated, less often right), and do "
-                 "CGPO's format and length judges stop it?"),
+                 "CGPO's format and length judges stop it, with a length threshold above or below the longest right "
+                 "answer?"),
 }
 
 

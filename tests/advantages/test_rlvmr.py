@@ -4,8 +4,8 @@ import torch
 
 from tests.helpers import D, make_batch
 from workbench import registry
-from workbench.advantages.group import grpo
-from workbench.advantages.rlvmr import normalize_by_key, rlvmr
+from workbench.advantages.group import grpo, keyed_normalize
+from workbench.advantages.rlvmr import rlvmr
 
 pytestmark = pytest.mark.covers("rlvmr")
 
@@ -79,10 +79,21 @@ def test_step_advantages_are_rewards_normalized_within_task_and_tag(mode):
     torch.testing.assert_close(explore, expected, rtol=0, atol=1e-12)
     # group 1: planning steps 3/s1 and 5/s0, both in successful episodes: equal rewards -> 0
     assert a_step[3, 1] == 0 and a_step[5, 0] == 0
-    # a (task, tag) group of one step keeps its reward: row 2's reflection (nothing invalid before it: 0)
-    assert a_step[2, 1] == 0.0
     if mode == "mean_norm":  # centred step advantages sum to zero in each group of two or more
         assert float(explore.sum()) == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["mean_std_norm", "mean_norm"])
+def test_a_task_tag_group_of_one_step_keeps_its_reward(mode):
+    # row 0's reflection follows its invalid first step with another action: reward 1, the only reflection of
+    # prompt 0; the reference gives a group of one mean 0 and std 1
+    b = agent_batch([0.0, 1.0], [0, 0], [["[2*", "<reflection>[2*3]"], ["<explore>[4*5]"]],
+                    valid=[[False, True], [True]])
+    a_step = per_step(rlvmr(b, w=1.0, mode=mode), b) - per_step(rlvmr(b, w=0.0, mode=mode), b)
+    expected = 1.0 if mode == "mean_norm" else 1.0 / (1.0 + 1e-6)
+    assert float(a_step[0, 1]) == pytest.approx(expected, rel=0, abs=1e-12)
+    assert float(a_step[1, 0]) == pytest.approx(expected, rel=0, abs=1e-12)  # the explore group is one step too
+    assert float(a_step[0, 0]) == 0.0  # the invalid step: tag "none", reward 0, alone in its group
 
 
 def test_invalid_steps_lower_only_their_own_episode_score():
@@ -96,19 +107,38 @@ def test_invalid_steps_lower_only_their_own_episode_score():
     torch.testing.assert_close(T[0], torch.full((3,), -0.05, dtype=D), rtol=0, atol=1e-12)  # x = (0.9, 1)
 
 
-def test_normalize_by_key_keeps_singletons_and_refuses_bad_modes():
+def test_keyed_normalize_is_the_per_key_z_score_with_a_singleton_policy():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(40, generator=g, dtype=D)
+    keys = [(int(k) % 4, "tag" if int(k) % 3 else None) for k in torch.randint(0, 12, (40,), generator=g)]
+    keys[0] = "alone"
+    for scale in (True, False):
+        for singletons in ("keep", "zero"):
+            out = keyed_normalize(x, keys, scale=scale, eps=1e-6, singletons=singletons)
+            for key in set(keys):
+                rows = [n for n, k in enumerate(keys) if k == key]
+                v = x[rows]
+                if len(rows) == 1:
+                    alone = (v / (1 + 1e-6) if scale else v) if singletons == "keep" else torch.zeros_like(v)
+                    torch.testing.assert_close(out[rows], alone, rtol=0, atol=0)
+                else:
+                    z = (v - v.mean()) / (v.std() + 1e-6) if scale else v - v.mean()
+                    torch.testing.assert_close(out[rows], z, rtol=0, atol=1e-12)
     x = torch.tensor([1.0, 2.0, 3.0, 5.0], dtype=D)
-    out = normalize_by_key(x, ["a", "a", "a", "b"], mode="mean_norm")
-    torch.testing.assert_close(out, torch.tensor([-1.0, 0.0, 1.0, 5.0], dtype=D))
-    assert normalize_by_key(x[3:], ["b"])[0] == pytest.approx(5.0 / (1 + 1e-6))
-    with pytest.raises(ValueError, match="mode"):
-        normalize_by_key(x, ["a"] * 4, mode="zscore")
+    torch.testing.assert_close(keyed_normalize(x, ["a", "a", "a", "b"], scale=False),
+                               torch.tensor([-1.0, 0.0, 1.0, 5.0], dtype=D))
+    with pytest.raises(ValueError, match="singletons"):
+        keyed_normalize(x, ["a"] * 4, singletons="drop")
+    with pytest.raises(ValueError, match="3 keys for 4 values"):
+        keyed_normalize(x, ["a"] * 3)
 
 
 def test_bad_inputs_are_refused():
     b = agent_batch(REWARDS, GROUPS, OUTPUTS)
     with pytest.raises(ValueError, match="episode_stats"):
         rlvmr(b, episode_stats="tokens")
+    with pytest.raises(ValueError, match="mode"):
+        rlvmr(b, mode="zscore")
     b.turn[0, 0] = 7
     with pytest.raises(ValueError, match="turn id"):
         rlvmr(b)

@@ -2,8 +2,10 @@
 @ 48ea0a7), on the same inputs, exactly:
 
     compute_score_fapo_genrm (both)   `fapo_genrm` with num_steps = extra_info["total_steps"]
-    compute_score_fapo (both)         `fapo` with the GenRM's answer as the detector (its parsed step index,
-                                      None when unparseable) and the rule verdict as `scores`
+    judge_fp_process / the recipe's   `flaw_index`: the step index a GenRM's answer boxes (None: no box, no int)
+    err_location parse
+    compute_score_fapo (both)         `fapo` with `flaw_index` of the GenRM's answer as the detector and the rule
+                                      verdict as `scores`
 
 Known difference, outside the compared inputs: yyDing1's `judge_fp_process` reads the boxed index with `eval`, so
 "1+1" or "0x1" count as step indices there; verl-recipe (and ours) use `int`, and an unparseable answer is "no
@@ -14,7 +16,7 @@ import random
 import pytest
 
 from tests.reference import formulas_fapo as ref
-from workbench.rewards.fapo import fapo, fapo_genrm, last_boxed
+from workbench.rewards.fapo import fapo, fapo_genrm, flaw_index
 
 pytestmark = pytest.mark.covers("fapo")
 
@@ -34,14 +36,6 @@ def genrm_answer(rng: random.Random, total_steps: int) -> str:
     return text
 
 
-def parsed_index(response):
-    """The detector a served GenRM gives `fapo`: the int in its last box, None when there is none."""
-    try:
-        return int(last_boxed(response))
-    except (TypeError, ValueError):
-        return None
-
-
 @pytest.mark.parametrize("seed", range(5))
 def test_genrm_reward_matches_both_references(seed):
     rng = random.Random(seed)
@@ -55,13 +49,23 @@ def test_genrm_reward_matches_both_references(seed):
 
 
 @pytest.mark.parametrize("seed", range(5))
+def test_flaw_index_reads_the_genrm_answer_as_both_references(seed):
+    rng = random.Random(seed)
+    for response in [genrm_answer(rng, 6) for _ in range(200)] + JUNK:
+        index = flaw_index(response)
+        assert index == ref.judge_fp_process(response, return_err_step=True)[1]  # yyDing1's int(result)
+        assert (index not in (None, -1)) == ref.recipe_compute_score_fapo(True, response)[1]  # verl-recipe's flag
+        assert (index not in (None, -1)) == bool(ref.judge_fp_process(response))
+
+
+@pytest.mark.parametrize("seed", range(5))
 def test_policy_reward_matches_both_references(seed):
     rng = random.Random(seed)
     for _ in range(200):
         correct = rng.random() < 0.6
-        response = None if rng.random() < 0.05 else genrm_answer(rng, 6)[-300:]
+        response = None if rng.random() < 0.05 else genrm_answer(rng, 6)
         ours = fapo(["solution"], scores=[float(correct)],
-                    detector=lambda completion, **_: None if response is None else parsed_index(response))[0]
+                    detector=lambda completion, **_: None if response is None else flaw_index(response))[0]
         assert ours == ref.compute_score_fapo(correct, response)[0]
         assert ours == ref.recipe_compute_score_fapo(correct, response)[0]
 
@@ -72,4 +76,5 @@ def test_only_yyding1_reads_a_non_integer_box_as_a_step():
     response = r"\boxed{1.5}"
     assert ref.compute_score_fapo(True, response) == (0.0, True)
     assert ref.recipe_compute_score_fapo(True, response) == (1.0, False)
-    assert fapo(["solution"], scores=[1.0], detector=lambda completion, **_: parsed_index(response)) == [1.0]
+    assert flaw_index(response) is None
+    assert fapo(["solution"], scores=[1.0], detector=lambda completion, **_: flaw_index(response)) == [1.0]

@@ -66,7 +66,7 @@ def test_cosine_length_as_a_trl_reward_checks_answers_against_solution_as_trl_do
 
 
 @pytest.mark.covers("soft-overlong")
-@pytest.mark.parametrize("max_len,buffer", [(20, 4), (100, 20), (12, 12)])
+@pytest.mark.parametrize("max_len,buffer", [(20, 4), (100, 20), (12, 12), (16, 0)])
 def test_soft_overlong_matches_trl_get_soft_overlong_punishment(max_len, buffer):
     rng = random.Random(max_len)
     ids = [[3] * rng.randrange(0, 2 * max_len) for _ in range(60)] + [[3] * (max_len - buffer), [3] * max_len]

@@ -109,6 +109,23 @@ def test_auto_takes_the_environments_verdict_when_given():
     assert accuracy_reward([r"\boxed{4}"], scores=[0.0], solution=["4"], verifier="math") == [1.0]
     with pytest.raises(ValueError, match="accuracy-reward.*'solution' or 'answer'"):
         accuracy_reward(["46"])
+    with pytest.raises(ValueError, match="scores has 1 rows for 2 completions"):
+        accuracy_reward(["a", "b"], scores=[1.0])
+
+
+def test_solved_is_the_one_rule_for_the_environments_verdict():
+    """base.solved: score >= 1; None or NaN is no verdict (lists); tensors give a bool tensor (NaN: unsolved)."""
+    import numpy as np
+    import torch
+
+    from workbench.rewards.base import correctness, solved
+
+    assert solved([1.0, 0.999, 2, None, float("nan"), np.float32("nan"), np.float64(1.0), True]) == [
+        True, False, True, None, None, None, True, True]
+    assert solved(torch.tensor([1.0, 0.5, float("nan")], dtype=torch.float64)).tolist() == [True, False, False]
+    with pytest.raises(ValueError, match="scores has 2 rows for 3"):
+        solved([1.0, 0.0], expected=3)
+    assert correctness(["a", "b"], reward="r", scores=torch.tensor([1.0, 0.0])) == [True, False]
 
 
 def test_bad_options_are_refused_before_anything_runs():

@@ -1,7 +1,7 @@
-"""AdaSearch: the search-or-not decision reward, its oracle, tool-call detection and F1_aware."""
+"""AdaSearch: the search-or-not decision reward, its oracle, the decision as the family's tool-call detector reads it,
+and F1_aware."""
 import itertools
 import random
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -10,7 +10,7 @@ from tests.rollout.scripted import ScriptedEngine
 from workbench import registry
 from workbench.envs.search import parse_answer
 from workbench.models import char_tokenizer
-from workbench.rewards.adasearch import action_calls, adasearch_reward, f1_aware, group_oracle, tool_calls
+from workbench.rewards.adasearch import adasearch_reward, f1_aware, group_oracle
 from workbench.rewards.stage import reward_columns
 from workbench.rollout import Sampling, turns
 from workbench.tasks import get_task
@@ -63,14 +63,17 @@ def test_logged_f1_aware_and_decision_accuracy_are_those_of_the_batch():
     assert metrics["f1_aware"] == f1_aware([True, False, True, False], labels) == pytest.approx(0.5)
 
 
-def test_tool_calls_in_our_episodes_in_search_r1_tags_and_in_trl_messages():
-    assert [action_calls(a) for a in ["[Bov]", " [3*4] ", "A:Zar", "[", "", "x [Bov]"]] == [1, 1, 0, 0, 0, 0]
-    assert action_calls("<search>q1</search> info <search>q2</search> <answer>a</answer>") == 2
-    assert action_calls("<search>unclosed") == 0
+def test_the_decision_is_a_search_in_our_episodes_in_search_r1_tags_and_in_trl_messages():
+    """`tools.calls` decides 'searched': the episode's actions, Search-R1 tags, TRL's structured tool_calls."""
     conversational = [{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "search"}}]},
                       {"role": "tool", "content": "Bov>Kel"}, {"role": "assistant", "content": "A:Kel"}]
-    assert tool_calls(["A:Zar", "<search>Bov</search>", conversational]) == [0, 1, 1]
-    assert tool_calls(["ignored", "ignored"], turn_info=[SEARCHED, DIRECT]) == [1, 0]
+    completions = ["A:Zar", "<search>Bov</search> A:Zar", "<search>unclosed A:Zar", conversational]
+    metrics, log = logged()
+    out = adasearch_reward(completions, scores=[1.0] * 4, parametric_correct=[True] * 4, log_metric=log)
+    assert out == [2.0, 1.0, 2.0, 1.0] and metrics["search_rate"] == 0.5
+    rejected = [{"action": "[Bov Kel]", "tool_error": "malformed search: [name]"}, {"action": "A:Zar"}]
+    assert adasearch_reward(["x"] * 3, turn_info=[SEARCHED, DIRECT, rejected], scores=[1.0] * 3,
+                            parametric_correct=[False] * 3) == [2.0, 1.0, 1.0]  # a rejected call searched nothing
 
 
 def test_group_oracle_is_the_parametric_mode_seen_in_the_group():
@@ -113,12 +116,21 @@ def test_unknown_correctness_is_none_and_bad_oracles_are_clear_errors():
         adasearch_reward(["x"])
 
 
+def test_without_scores_the_answer_term_is_exact_match_of_the_answer_span():
+    """TRL on QA data passes no `scores`: EM of the final answer span against `solution` (math-verify would give
+    None for the text gold "Zar" and False for "A:46")."""
+    completions = ["A:Zar", "the answer is zar.", "A:Kel", "A:46", "<search>Bov</search> A:46"]
+    out = adasearch_reward(completions, solution=["Zar", "Zar", "Zar", "46", "46"],
+                           parametric_correct=[True] * 5)
+    assert out == [2.0, 2.0, 1.0, 2.0, 1.0]
+
+
 def test_robust_to_empty_surrogate_and_huge_completions():
     texts = ["", "caf\udce9", "[" + "x" * 1_000_000 + "]", "<search>" * 300_000]
-    start = time.perf_counter()
     out = adasearch_reward(texts, scores=[0.0, 1.0, 0.0, 1.0])
-    assert time.perf_counter() - start < 1.0
-    assert all(isinstance(v, float) for v in out)
+    # no prompts: each row its own question. The unclosed tags are no search: rows 1 and 3 answered right without
+    # searching (2.0), row 0 wrong without (0.0); row 2 searched, so its oracle is unknown and it was wrong (0.0)
+    assert out == [0.0, 2.0, 0.0, 2.0]
 
 
 def test_on_the_search_environment_searching_is_rewarded_and_the_answer_counted():

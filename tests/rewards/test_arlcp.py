@@ -67,7 +67,12 @@ def test_w1_plus_w2_is_point_two_and_a_response_at_the_group_means_gets_point_ni
     counts = torch.tensor([0.0, 40.0, 41.0, 80.0, 81.0, 500.0], dtype=D)
     w1 = reflection_weight(counts)
     assert w1.tolist() == [0.05, 0.05, 0.10, 0.10, 0.15, 0.15]
-    assert ((0.2 - w1) + w1).tolist() == pytest.approx([0.2] * 6)
+    # each row alone in its group sits at its own means (z_c = z_L = 0): w1/2 + w2/2 = total_weight / 2 in every
+    # bracket, so w2 = total_weight - w1
+    alone, right = torch.arange(6), torch.ones(6, dtype=torch.bool)
+    lengths = torch.tensor([3.0, 50, 7, 900, 1, 20], dtype=D)
+    assert arlcp_penalty(counts, lengths, right, alone).tolist() == pytest.approx([0.1] * 6)
+    assert arlcp_penalty(counts, lengths, right, alone, total_weight=0.3).tolist() == pytest.approx([0.15] * 6)
     # middle row sits at both means (c: 2, 4, 6; L: 5, 10, 15) in either bracket of w1
     for base in (0, 60, 100):
         r, _ = shaped([1.0, 1.0, 1.0], [0, 0, 0], [5, 10, 15], [words(base + c) for c in (2, 4, 6)])
@@ -135,6 +140,17 @@ def test_bad_parameters_are_refused():
     for hp in (dict(weights=(0.05, 0.1)), dict(weights=(0.05, 0.1, 0.3)), dict(brackets=(80, 40)), dict(eps=0.0)):
         with pytest.raises(ValueError, match="arlcp"):
             shaped([1.0], [0], [3], ["x"], **hp)
+
+
+def test_a_batch_without_scores_or_completions_is_refused():
+    ctx = StepContext(step=0, total_steps=1, seed=0, group_size=2, prompts_per_step=1, max_new_tokens=8)
+    batch = RolloutBatch.from_rewards([1.0, 0.0], [0, 0], [4, 4])
+    batch.completions = ["wait 7", "3"]
+    with pytest.raises(ValueError, match="batch.scores"):
+        arlcp_rewards(batch, ctx)                                      # scores None
+    batch.scores, batch.completions = batch.rewards.clone(), []
+    with pytest.raises(ValueError, match="batch.completions"):
+        arlcp_rewards(batch, ctx)
 
 
 def test_registered_as_reward_shaping_with_arlcp_defaults():

@@ -12,7 +12,8 @@ pytestmark = pytest.mark.covers("cm2-checklist")
 
 def random_turn(rng: random.Random, monotone=False):
     C, S = rng.randint(1, 5), rng.randint(0, 6)
-    deps = [tuple(d for d in range(C) if d != c and rng.random() < 0.3) for c in range(C)]
+    rank = rng.sample(range(C), C)  # a random topological order: c may depend on the items ranked before it
+    deps = [tuple(d for d in range(C) if rank[d] < rank[c] and rng.random() < 0.3) for c in range(C)]
     sat = torch.rand(S, C, generator=torch.Generator().manual_seed(rng.randrange(10**6))) < 0.35
     if monotone:
         sat = sat.long().cummax(0).values.bool()
@@ -79,6 +80,12 @@ def test_bad_checklists_are_refused():
         trajectory_reward([(torch.tensor([[True]]), [()], torch.tensor([0.5], dtype=torch.float64))])
     with pytest.raises(ValueError, match="depends"):
         step_rewards(torch.tensor([[True]]), [(0,)])
+    # a cycle (0 <- 1 <- 2 <- 0) and an item behind it (3 needs 2) can never pay: refused, naming them
+    with pytest.raises(ValueError, match=r"cycle: items \[0, 1, 2, 3\]"):
+        step_rewards(torch.ones(2, 5, dtype=torch.bool), [(2,), (0,), (1,), (2,), ()])
+    with pytest.raises(ValueError, match="cycle"):
+        checklist_reward(["t"], prompts=["1+2="], scores=[1.0],
+                         checklist=lambda p: [Item("a", 0.5, deps=("b",)), Item("b", 0.5, deps=("a",))])
     with pytest.raises(ValueError, match="noise"):
         checklist_reward(["A:3"], prompts=["1+2="], scores=[1.0], noise=1.5)
     with pytest.raises(ValueError, match="prompts"):
@@ -112,6 +119,26 @@ def test_reward_on_calculator_episodes():
     assert checklist_reward(["[6+20][2*3][4*5]A:26"], prompts=prompts[:1], scores=[1.0]) == pytest.approx([0.75])
     assert checklist_reward(["7", "x"], prompts=["3?", "3?"], scores=[1.0, 0.0]) == [1.0, 0.0]
     assert checklist_reward(["x"], prompts=["3?"], scores=[float("nan")]) == [None]
+
+
+def test_as_trl_calls_it_conversational_prompts_and_no_scores():
+    """TRL: prompts as chat messages (the question is the last user message), completions as assistant messages,
+    no `scores` (the answer item is judged by the exact verifier, which reads "A:26"; math-verify does not)."""
+    prompt = [{"role": "system", "content": "Use the calculator."}, {"role": "user", "content": "2*3+4*5="}]
+    chat = [[{"role": "assistant", "content": "[2*3]"}, {"role": "tool", "content": "6"},
+             {"role": "assistant", "content": "[4*5]"}, {"role": "tool", "content": "20"},
+             {"role": "assistant", "content": "[6+20]"}, {"role": "tool", "content": "26"},
+             {"role": "assistant", "content": "A:26"}],
+            [{"role": "assistant", "content": "[2*3]"}, {"role": "assistant", "content": "A:25"}]]
+    assert checklist_reward(chat, prompts=[prompt] * 2, solution=["26"] * 2) == pytest.approx([1.0, 0.25])
+    assert checklist_reward(chat, prompts=[prompt] * 2, solution=["26"] * 2, verifier="math") == \
+        pytest.approx([0.75, 0.25])  # math-verify reads no "A:26": the answer item never pays
+    calls = [[{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "mul"}}]},
+              {"role": "assistant", "content": "A:26"}]]
+    with pytest.raises(ValueError, match=r"'cm2-checklist'.*structured tool_calls"):
+        checklist_reward(calls, prompts=[prompt], solution=["26"])
+    with pytest.raises(ValueError, match="turn_info has 1 rows for 2 completions"):
+        checklist_reward(["t", "u"], prompts=["1+2="] * 2, scores=[1.0, 1.0], turn_info=[episode("A:3")])
 
 
 def test_judge_noise_is_seeded_and_a_custom_judge_plugs_in():

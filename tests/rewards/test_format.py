@@ -71,6 +71,26 @@ def test_partial_credit_is_the_share_of_tags_present_once():
     assert format_reward(["<think>a</think>"], tags=tags, partial=True) == [0.5]
 
 
+def test_partial_credit_counts_a_repeated_tag_as_often_as_the_layout_holds_it():
+    """SRPO's layout holds two think and two answer blocks: its own layout gets full credit, not 2/10."""
+    srpo = ("think", "answer", "reflection", "think", "answer")
+    text = "<think>a</think><answer>1</answer><reflection>r</reflection><think>b</think><answer>2</answer>"
+    assert format_reward([text], tags=srpo, partial=True) == [1.0]
+    assert tag_count_score(text.replace("<think>b</think>", ""), srpo) == pytest.approx(4 / 6)  # think: 1 of 2
+    assert tag_count_score(text + "<reflection>", srpo) == pytest.approx(5 / 6)
+    assert tag_count_score("", srpo) == 0.0
+
+
+def test_leading_text_and_empty_blocks_are_options_of_the_layout():
+    """leading="any": anything before the first block (SRPO's `.*<think>`); nonempty: a block holds at least one
+    character (a regex's `.+?`)."""
+    assert not tag_layout_ok("so: <think>a</think>b")
+    assert tag_layout_ok("so: <think>a</think>b", leading="any")
+    assert not tag_layout_ok("no tags", leading="any")
+    assert tag_layout_ok("<think></think>b") and not tag_layout_ok("<think></think>b", nonempty=True)
+    assert tag_layout_ok("<think> </think>b", nonempty=True)    # whitespace is a character
+
+
 def test_weight_zero_has_no_effect_on_the_total():
     """Catalog test (3): the pipeline's sum (either aggregation) with the format column at weight 0."""
     task = torch.tensor([1.0, 0.0, 1.0, 0.0, 0.0, 1.0], dtype=torch.float64)

@@ -6,7 +6,7 @@ import torch
 
 from tests.helpers import make_batch
 from workbench import registry
-from workbench.advantages.group import group_stats
+from workbench.advantages.group import grpo
 from workbench.context import StepContext
 from workbench.rewards.grpo_ptr import grpo_ptr_rewards, progressive_weight, toy_judge, trust_weights
 
@@ -60,8 +60,9 @@ def test_lambda_zero_is_grpo():
     for c, kw in [(ctx(step=0), {}), (ctx(step=7), {"lam_max": 0.0})]:
         out = grpo_ptr_rewards(b, c, **kw)
         assert torch.equal(out.rewards, before)
-        assert torch.equal(group_stats(out.rewards, out.group)[0], group_stats(before, b.group)[0])
-    assert not torch.equal(grpo_ptr_rewards(b, ctx(step=7)).rewards, before)
+        assert torch.equal(grpo(out), grpo(b))
+    shaped = grpo_ptr_rewards(b, ctx(step=7))
+    assert not torch.equal(shaped.rewards, before) and not torch.equal(grpo(shaped), grpo(b))
 
 
 def test_vanishing_trust_cannot_flip_the_outcome_order():
@@ -84,7 +85,16 @@ def test_vanishing_trust_cannot_flip_the_outcome_order():
 def test_progressive_weight_ramps_over_the_first_30_percent():
     assert [progressive_weight(t, 10) for t in (0, 1, 2, 3, 4, 9)] == pytest.approx(
         [0.0, 0.5 / 3, 1.0 / 3, 0.5, 0.5, 0.5])
-    assert progressive_weight(0, 10, warmup_frac=0.0) == 0.5 and progressive_weight(3, 0) == 0.5
+    assert progressive_weight(0, 10, warmup_frac=0.0) == 0.5 and progressive_weight(3, None, warmup_frac=0.0) == 0.5
+
+
+def test_the_ramp_needs_the_runs_length():
+    """Without T the ramp is undefined: an error, not lam_max from step 0 (the reasoning reward unramped)."""
+    for total in (0, None):
+        with pytest.raises(ValueError, match="total_steps"):
+            progressive_weight(3, total)
+        with pytest.raises(ValueError, match="total_steps"):
+            grpo_ptr_rewards(batch([1, 0] * 4, list("abcdefgh")), ctx(step=3, total=total))
 
 
 def test_shaped_reward_value_and_metrics():
@@ -107,11 +117,22 @@ def test_toy_judge_rules():
     texts = ["<think>12+34=46</think> 46", "<think>so so so so so so</think> 46", "46", "no number", "",
              "caf\udce9", "x" * 1_000_000]
     scores = toy_judge([""] * len(texts), texts)
-    assert scores == toy_judge([""] * len(texts), texts)  # deterministic
     assert scores[0] == 1.0                               # structured, consistent, no repetition
     assert scores[1] == pytest.approx((1 + 0 + 1 / 4) / 3)  # six "so": four 3-grams, one unique
-    assert scores[2] == pytest.approx(2 / 3) and scores[3] == pytest.approx(1 / 3)
+    assert scores[2] == pytest.approx(1 / 3)              # no think block: no reasoning to be consistent with
+    assert scores[3] == pytest.approx(1 / 3)
+    unclosed = toy_judge([""], ["<think>46 then 46"])[0]  # no closed block either: fluency only
+    assert unclosed == pytest.approx(1 / 3)
     assert all(0.0 <= s <= 1.0 for s in scores)
+
+
+def test_judges_may_return_numpy_and_torch_numbers():
+    np = pytest.importorskip("numpy")
+    b = batch([1, 0, 0, 1, 0, 0, 1, 0], list("abcdefgh"))
+    plain = grpo_ptr_rewards(b, ctx(), judge=lambda p, c: [0.25 * (i % 4) for i in range(8)]).rewards
+    for judge in (lambda p, c: np.arange(8) % 4 * 0.25, lambda p, c: torch.arange(8) % 4 * 0.25,
+                  lambda p, c: [np.float32(0.25 * (i % 4)) for i in range(8)]):
+        assert torch.equal(grpo_ptr_rewards(b, ctx(), judge=judge).rewards, plain)
 
 
 def test_bad_judges_and_options_are_refused():
@@ -120,6 +141,13 @@ def test_bad_judges_and_options_are_refused():
                          ("judge", "callable")]:
         with pytest.raises(ValueError, match=match):
             grpo_ptr_rewards(b, ctx(), judge=judge)
+    for bad in (["0.5"] * 8, [None] * 8, [torch.ones(2)] * 8, [float("inf")] * 8):
+        with pytest.raises(ValueError, match="finite numbers"):
+            grpo_ptr_rewards(b, ctx(), judge=lambda p, c, bad=bad: bad)
+    short = batch([1, 0, 0, 1, 0, 0, 1, 0], list("abcdefgh"))
+    short.prompts = short.prompts[:7]
+    with pytest.raises(ValueError, match="7 prompts for 8 completions"):
+        grpo_ptr_rewards(short, ctx())
     with pytest.raises(ValueError, match="batch.scores"):
         grpo_ptr_rewards(make_batch([1.0, 0.0], [0, 0], completions=["a", "b"], prompts=["p", "p"]), ctx())
     for kw in [{"lam_max": -0.1}, {"warmup_frac": 1.5}]:

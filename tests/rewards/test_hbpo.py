@@ -7,6 +7,7 @@ import torch
 
 from workbench import registry
 from workbench.rewards.hbpo import BUDGET_SENTENCE, budget_of, budget_reward, hbpo_reward
+from workbench.rollout.hbpo import budgets_for
 
 pytestmark = pytest.mark.covers("hbpo-reward")
 D = torch.float64
@@ -33,7 +34,31 @@ def test_for_lengths_below_every_budget_smaller_budgets_pay_more():
     for n in (0, 5, 25):
         r = torch.stack([R([n], b)[0] for b in budgets])
         assert bool((r[1:] < r[:-1]).all())
-    assert float(R([3], 100)[0]) == pytest.approx(0.0)  # the largest budget, b = L_max: f2 = cos(pi/2) = 0
+
+
+def test_every_default_budget_pays_a_right_answer_more_than_a_wrong_one():
+    """L_max is the context, above every budget (the paper's 512..2560 of 4096): the default budgets are fractions
+    0.125 .. 0.625 of max_new_tokens = L_max, so no subgroup's right answers are paid what a wrong one is."""
+    for L in (8, 10, 100, 4096):
+        budgets = budgets_for(L)
+        assert max(budgets) < L
+        within = torch.stack([R([b], b, L=L)[0] for b in budgets])
+        assert bool((within > 0).all()) and bool((within[1:] < within[:-1]).all())
+    assert budgets_for(4096) == (512, 1024, 2048, 2560)                  # the paper's budgets
+    assert float(R([3], 100)[0]) == pytest.approx(0.0)                  # only b = L_max (allowed) pays 0
+
+
+def test_budgets_outside_one_to_l_max_or_not_integers_are_refused():
+    for bad in (0, -3, 2.5, 9, True):
+        with pytest.raises(ValueError, match=r"budget .*max_len = 8"):
+            hbpo_reward(["4"], [[1] * 2], budget=[bad], scores=[1.0], max_len=8)
+    with pytest.raises(ValueError, match="budget 9"):
+        hbpo_reward(["4"], [[1] * 2], prompts=[prompt(9)], scores=[1.0], max_new_tokens=8)   # announced > L_max
+    with pytest.raises(ValueError, match="budget"):
+        R([3], 101)                                                     # the math function checks too
+    with pytest.raises(ValueError, match="budget column has 1 rows for 2"):
+        hbpo_reward(["4", "4"], [[1], [1]], budget=[4], scores=[1.0, 1.0], max_len=8)
+    assert hbpo_reward(["4"], [[1] * 2], budget=[8.0], scores=[1.0], max_len=8) == pytest.approx([0.0])  # b = L_max
 
 
 def test_incorrect_answers_get_zero():
@@ -58,6 +83,7 @@ def test_budget_is_read_from_the_prompt_sentence():
     assert budget_of("I will answer the question within 3 tokens; i WILL answer the question within 7 tokens") == 7
     assert budget_of("no budget here") is None
     assert budget_of([{"role": "user", "content": prompt(9)}]) == 9     # TRL's conversational prompts
+    assert budget_of("<think> I will answer the question with 512 tokens") == 512  # the authors' prefill
 
 
 def test_reward_function_reads_budgets_from_prompts_or_a_budget_column():

@@ -38,6 +38,17 @@ def test_soft_overlong_reward_takes_its_budget_from_the_run_or_from_trl_style_ar
     assert from_run == as_trl == [0.0, -0.5, -1.0, -1.0]
     with pytest.raises(ValueError, match="max_completion_len"):
         soft_overlong_reward(["a"], [[1]], buffer=2)
+    with pytest.raises(ValueError, match="completion_ids has 1 rows for 2 completions"):
+        soft_overlong_reward(["a", "b"], [[1]], buffer=2, max_new_tokens=8)
+
+
+@pytest.mark.covers("soft-overlong")
+def test_soft_overlong_without_a_buffer_is_zero_up_to_the_budget_then_minus_one():
+    """TRL's soft_punish_cache=0: no ramp (and no division by the zero buffer)."""
+    out = soft_overlong(torch.zeros(4, dtype=D), torch.tensor([0.0, 9.0, 10.0, 11.0], dtype=D), max_len=10, buffer=0)
+    assert out.tolist() == [0.0, 0.0, 0.0, -1.0]
+    with pytest.raises(ValueError, match="0 <= buffer <= max_len"):
+        soft_overlong(torch.zeros(1), torch.ones(1), max_len=4, buffer=-1)
 
 
 # ----------------------------------------------------------------------------------------------- cosine length

@@ -3,8 +3,8 @@ import itertools
 
 import pytest
 
-from workbench.rewards.milestones import (milestone_reward, milestone_values, milestones_reward, solution_steps,
-                                          transcript_steps)
+from workbench.rewards.milestones import (milestone_reward, milestone_values, milestones_reward, prompt_text,
+                                          reached_milestones, solution_steps, transcript_steps)
 
 pytestmark = pytest.mark.covers("rl4mle-milestones")
 
@@ -51,8 +51,11 @@ def test_calculator_milestones_from_tool_calls():
                             log_metric=logged.__setitem__)
     assert out == pytest.approx([1.0, 0.3, 0.2, 0.0, 1.0])
     assert logged["reached_frac"] == pytest.approx((3 + 2 + 1 + 0 + 0) / 15)
-    # one-turn tasks have no milestones: the reward is the score
+    # "3+4" has one milestone (7), but a one-turn episode makes no tool call and reaches none; "3?" has none:
+    # either way the reward is the score
+    assert [v for v, _ in solution_steps("3+4")] == [7] and solution_steps("3?") == []
     assert milestones_reward(["7", "x"], prompts=["3+4", "3?"], scores=[0.0, 1.0]) == [0.0, 1.0]
+    assert reached_milestones(["7"], "3+4", inline=False) == [False]
 
 
 def test_transcripts_without_turn_info_are_cut_at_each_call():
@@ -61,3 +64,23 @@ def test_transcripts_without_turn_info_are_cut_at_each_call():
     out = milestones_reward(["[2*3]6\n[4*5]20\nA:25"], prompts=["2*3+4*5="], scores=[0.0])
     assert out == pytest.approx([0.3])
     assert milestones_reward(["x"], prompts=["1+2="], scores=[float("nan")]) == [None]
+
+
+def test_as_trl_calls_it_conversational_prompts_and_no_scores():
+    """The question is the last user message; without `scores` success is the exact verifier's verdict on the
+    toy's "A:26" (math-verify reads no such answer: under verifier="math" nothing is ever solved)."""
+    prompt = [{"role": "system", "content": "Use the calculator."}, {"role": "user", "content": "2*3+4*5="}]
+    assert prompt_text(prompt) == "2*3+4*5=" and prompt_text([{"role": "system", "content": "x"}]) is None
+    assert [v for v, _ in solution_steps(prompt)] == [6, 20, 26]
+    chat = [[{"role": "assistant", "content": "[2*3]"}, {"role": "tool", "content": "6"},
+             {"role": "assistant", "content": "A:26"}],
+            [{"role": "assistant", "content": "[2*3]"}, {"role": "tool", "content": "6"},
+             {"role": "assistant", "content": "[4*5]"}, {"role": "tool", "content": "20"},
+             {"role": "assistant", "content": "A:25"}]]
+    assert milestones_reward(chat, prompts=[prompt] * 2, solution=["26"] * 2) == pytest.approx([1.0, 0.3])
+    assert milestones_reward(chat, prompts=[prompt] * 2, solution=["26"] * 2, verifier="math") == \
+        pytest.approx([0.1, 0.3])
+    calls = [[{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "mul"}}]},
+              {"role": "assistant", "content": "A:26"}]]
+    with pytest.raises(ValueError, match=r"'rl4mle-milestones'.*structured tool_calls"):
+        milestones_reward(calls, prompts=[prompt], solution=["26"])

@@ -3,6 +3,7 @@ monotone and lives in the controller's state."""
 import copy
 import itertools
 import math
+import random
 from types import SimpleNamespace
 
 import pytest
@@ -11,18 +12,22 @@ import torch
 from tests.helpers import make_batch
 from tests.rewards.test_tools import CALC, EXAMPLE, episode, rows
 from workbench import registry
+from workbench.envs.search import SearchTask
 from workbench.rewards.prs import PRSStage, batch_compliance, format_scores, length_aware_bleu, prs_reward, stage_at
+from workbench.tasks import get_task
 
 pytestmark = pytest.mark.covers("prs")
 
 WELL = [["[37*48]", "[1776+19]", "A:1795"], ["[37*48]", "[1776+19]", "A:1796"], ["A:17"], ["[1*1]", "A:1"]]
-BAD = [["[37*48*2]", "[3x]", "A:"], ["[1+]", "[*2]", "[]"]]  # malformed calls, then an empty answer / a call
+BAD = [["[37*48*2]", "[3x]", "A:"], ["[1+]", "12]", "[]"]]  # malformed calls, then an empty answer / a call
 
 
 def calculator_rows(episodes, truncated=None):
+    """The pipeline's columns for calculator episodes (`scores`: the environment's verdict)."""
     completions, turn_info = rows(*(episode(CALC.make_env(), EXAMPLE, a) for a in episodes))
     n = len(completions)
-    return dict(completions=completions, turn_info=turn_info, answer=["1795"] * n, truncated=truncated or [False] * n)
+    return dict(completions=completions, turn_info=turn_info, answer=["1795"] * n, truncated=truncated or [False] * n,
+                scores=[CALC.score(c, EXAMPLE) for c in completions])
 
 
 def test_well_formatted_trajectories_never_score_below_unparseable_ones_in_any_stage():
@@ -62,6 +67,29 @@ def test_length_aware_bleu_known_values():
     # BLEU-2 with add-one smoothing: p1 = 2/2, p2 = (0 + 1)/(1 + 1)
     assert length_aware_bleu("two one", "one two") == pytest.approx(math.sqrt(0.5))
     assert length_aware_bleu("x", "") == 0.0 and length_aware_bleu("caf\udce9", "cafe") == 0.0
+
+
+def test_stage_two_scores_a_value_answer_with_the_verifier_and_a_span_with_bleu():
+    """Countdown's gold is the target number ("17|2 3 5"): BLEU of the expression "3*5+2" against "17" is 0, so only
+    the verifier gives the right expression its credit; search's gold is an entity, scored by BLEU (= EM for one
+    word)."""
+    task = get_task("countdown")
+    example = next(e for e in task.sample(50, random.Random(0)) if e.target != e.answer.split("|")[0])
+    wrong = "9" * len(example.target)
+    completions = [example.target, wrong]
+    cols = dict(answer=[example.answer] * 2, scores=[task.score(c, example) for c in completions],
+                truncated=[False] * 2)
+    assert cols["scores"] == [1.0, 0.0]
+    assert prs_reward(completions, stage=2, **cols) == pytest.approx([1.0, 0.2])
+    assert prs_reward(completions, stage=2, answer_metric="verifier", **cols) == pytest.approx([1.0, 0.2])
+    assert prs_reward(completions, stage=2, answer_metric="bleu", **cols) == pytest.approx([0.2, 0.2])  # the bug
+    search = SearchTask()
+    found = search.make_example(random.Random(0))
+    value = found.target.removeprefix("A:")
+    answers = [found.target, "A:" + value + " Kel", "A:Nope"]
+    span = dict(answer=[found.answer] * 3, scores=[1.0, 0.0, 0.0], truncated=[False] * 3)
+    assert prs_reward(answers, stage=2, **span) == pytest.approx([1.0, 0.2 + 0.8 * 0.5, 0.2])  # BLEU: partial credit
+    assert prs_reward(answers, stage=2, answer_metric="verifier", **span) == pytest.approx([1.0, 0.2, 0.2])
 
 
 def test_empty_gold_falls_back_on_the_verifier():
@@ -107,9 +135,11 @@ def test_logs_and_bad_parameters():
     cols = calculator_rows(WELL + BAD)
     prs_reward(**cols, stage=2, log_metric=lambda k, v: logged.__setitem__(k, v))
     assert set(logged) == {"stage", "format", "compliance", "answer"} and logged["compliance"] == pytest.approx(4 / 6)
-    for bad in (dict(format_weight=1.5), dict(stage=3), dict(switch_at=-1), dict(max_n=0)):
+    for bad in (dict(format_weight=1.5), dict(stage=3), dict(switch_at=-1), dict(max_n=0), dict(answer_metric="f1")):
         with pytest.raises(ValueError, match="prs"):
             prs_reward(["A:1"], **bad)
+    with pytest.raises(ValueError, match="'prs' needs a 'answer' or 'solution' column"):
+        prs_reward(["A:1"], stage=2, answer_metric="bleu", scores=[1.0])
 
 
 def test_every_stage_and_weight_keeps_rewards_in_the_unit_interval():

@@ -133,5 +133,6 @@ def test_clip_bounds_and_bad_parameters():
     batch.completions = ["0"]
     with pytest.raises(ValueError, match="baseline"):
         retroagent_rewards(batch, ctx(TaskBaselines(), [Example("a", "", "")]), baseline="ema")
-    with pytest.raises(ValueError, match="non-finite"):
-        retroagent_rewards(batch, ctx(TaskBaselines(), [Example("a", "", "")]), reflector=lambda *a: math.nan)
+    for bad in (math.nan, math.inf, -math.inf):  # checked before the clamp to [0, 1], which would hide +-inf
+        with pytest.raises(ValueError, match="non-finite"):
+            retroagent_rewards(batch, ctx(TaskBaselines(), [Example("a", "", "")]), reflector=lambda *a: bad)

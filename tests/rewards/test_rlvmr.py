@@ -51,3 +51,13 @@ def test_invalid_steps_earn_nothing_and_cost_the_penalty():
     assert rlvmr_reward(["<explore>x", "y"], scores=[0.0, float("nan")]) == [1.0, None]  # one step per row
     with pytest.raises(ValueError, match="invalid_penalty"):
         rlvmr_reward(["x"], scores=[1.0], invalid_penalty=-0.1)
+
+
+def test_without_scores_success_is_the_exact_verdict_on_the_toy_answer():
+    """As TRL calls it (no `scores`): the default verifier reads "A:6", so a planning step of a solved episode
+    pays; math-verify reads no such answer, and the planning reward would never pay."""
+    completions = ["<planning>two steps A:6", "<planning>guess A:7"]
+    assert rlvmr_reward(completions, solution=["6", "6"]) == [1.0, 0.0]
+    assert rlvmr_reward(completions, solution=["6", "6"], verifier="math") == [0.0, 0.0]
+    with pytest.raises(ValueError, match="turn_info has 1 rows for 2 completions"):
+        rlvmr_reward(completions, solution=["6", "6"], turn_info=[[{"action": "A:6", "tool_error": None}]])

@@ -1,4 +1,6 @@
-"""SPEAR's tool-call reward: the cosine schedule, the cap, what counts as a tool turn in our environments."""
+"""SPEAR's tool-call reward: the cosine schedule, the cap, what counts as a tool turn in our environments; and the
+one tool-call detector the family shares (`tools.action_calls` / `tools.calls`), read the same way by every reward
+that counts calls."""
 import math
 import random
 from types import SimpleNamespace
@@ -10,8 +12,13 @@ from workbench.envs.calculator import CalculatorTask
 from workbench.envs.search import SearchTask
 from workbench.rollout.engine import plain_text
 from workbench.rollout.turns import Episode
-from workbench.rewards.tools import (episode_lengths, is_tool_call, spear_tool_reward, tool_reward, tool_turns,
-                                     toolcall_coefficient)
+from workbench.rewards import base
+from workbench.rewards.a2fm import a2fm_reward
+from workbench.rewards.adasearch import adasearch_reward
+from workbench.rewards.prs import format_scores
+from workbench.rewards.retroagent import reached
+from workbench.rewards.tools import (action_calls, calls, episode_lengths, spear_tool_reward, tool_reward, tool_turns,
+                                     toolcall_coefficient, written_calls)
 from workbench.tasks import Example
 
 pytestmark = pytest.mark.covers("spear-tool-reward")
@@ -58,10 +65,29 @@ def test_tool_reward_is_a_tenth_per_turn_capped_at_one():
 
 
 def test_tool_call_syntax_of_our_environments():
-    for call in ("[37*48]", "[Bov]", "<tool_call>add(2, 3)</tool_call>", '<tool_call>{"name": "f"}</tool_call>'):
-        assert is_tool_call(call), call
-    for answer in ("A:1795", "12]", "[3] then ]", "", "caf\udce9", "<tool_call>add(2, 3)"):
-        assert not is_tool_call(answer), answer
+    for call in ("[37*48]", "[Bov]", "x [Bov]", "<tool_call>add(2, 3)</tool_call>",
+                 '<tool_call>{"name": "f"}</tool_call>', "<search>Bov</search>"):
+        assert written_calls(call) == 1 and action_calls(call, {"tool_error": None}) == 1, call
+    for answer in ("A:1795", "12]", "[3] then ]", "", "caf\udce9", "<tool_call>add(2, 3)", "</search><search>x",
+                   " [3*4] "):
+        assert written_calls(answer) == 0, answer
+    # a one-turn transcript may write several calls; a call the environment rejected ran nothing
+    assert written_calls("<search>q1</search> info <search>q2</search> <answer>a</answer>") == 2
+    assert written_calls("<tool_call>f()</tool_call><tool_call>g()</tool_call>[Bov]") == 3
+    assert action_calls("[37*48*2]", {"tool_error": "malformed call"}) == 0 and action_calls("[37*48*2]") == 1
+
+
+def test_calls_read_turn_info_trl_messages_and_text_alike():
+    call = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "search"}}]}
+    two = {**call, "tool_calls": call["tool_calls"] * 2}
+    tool, answer = {"role": "tool", "content": "Bov>Kel"}, {"role": "assistant", "content": "A:Kel"}
+    written = {"role": "assistant", "content": "<tool_call>search('Bov')</tool_call>"}  # no structured field
+    completions = ["A:Zar", "<search>Bov</search>", [call, tool, answer], [two, tool, written, tool, answer]]
+    assert calls(completions) == [0, 1, 1, 3]
+    assert tool_turns(completions) == [0, 1, 1, 2]
+    searched, direct = [{"action": "[Bov]", "tool_error": None}, {"action": "A:Zar"}], [{"action": "A:Zar"}]
+    rejected = [{"action": "[Bov Kel]", "tool_error": "malformed search: [name]"}, {"action": "A:Zar"}]
+    assert calls(["ignored"] * 3, turn_info=[searched, direct, rejected]) == [1, 0, 0]
 
 
 def test_calculator_episode_counts_the_calls_that_ran():
@@ -97,7 +123,8 @@ def test_conversational_completions_count_assistant_tool_calls_as_spear():
     answer = {"role": "assistant", "content": "5"}
     tool = {"role": "tool", "content": "5"}
     completions = [[call, tool, call, tool, answer], [answer], [{**call, "tool_calls": []}, tool, answer]]
-    assert tool_turns(completions) == [2, 0, 1]  # SPEAR counts `tool_calls is not None`, an empty list included
+    # SPEAR counts `tool_calls is not None`, an empty list included; ours counts calls, and [] calls nothing
+    assert tool_turns(completions) == [2, 0, 0]
     assert episode_lengths(completions) == [3, 1, 2]
 
 
@@ -114,6 +141,10 @@ def test_schedule_from_our_step_or_trl_trainer_state_and_as_a_fraction_of_the_ru
     assert spear_tool_reward(completions, turn_info=turn_info, step=10_000, mode="constant") == pytest.approx([0.2])
     with pytest.raises(ValueError, match="total_steps"):
         spear_tool_reward(completions, turn_info=turn_info, step=3, max_toolcall_frac=0.5)
+    # one reading of (t, T) for every reward: ours, TRL's, or neither
+    assert base.training_step({"step": 10, "total_steps": 40}) == (10, 40)
+    assert base.training_step({"trainer_state": state}) == (100, 400) and base.training_step({}) == (0, None)
+    assert base.training_progress(trainer_state=state) == 0.25 and base.training_progress(step=7) == 0.0
 
 
 def test_on_correct_any_gives_correct_rows_the_indicator():
@@ -134,3 +165,23 @@ def test_logs_and_bad_parameters():
                 dict(max_toolcall_frac=0.0, total_steps=10)):
         with pytest.raises(ValueError, match="spear-tool-reward"):
             spear_tool_reward(["A:1"], step=0, **bad)
+
+
+@pytest.mark.covers("spear-tool-reward", "adasearch", "apo-a2fm", "prs", "retroagent")
+def test_every_reward_of_the_family_reads_a_rejected_call_as_no_call():
+    """One episode, a malformed call (tool_error), then a direct answer; against the same episode with the call
+    well formed. SPEAR does not count it, AdaSearch's decision is 'no search', A^2FM charges no call, PRS marks
+    the step malformed, RetroAgent's reflector reaches nothing with it."""
+    bad = episode(CALC.make_env(), EXAMPLE, ["[37*48*2]", "A:1795"])
+    good = episode(CALC.make_env(), EXAMPLE, ["[37*48]", "A:1795"])
+    completions, turn_info = rows(bad, good)
+    assert turn_info[0][0]["tool_error"] and not turn_info[1][0]["tool_error"]
+    assert calls(completions, turn_info) == [0, 1]
+    assert spear_tool_reward(completions, turn_info=turn_info, step=0) == pytest.approx([0.0, 0.1])
+    assert adasearch_reward(completions, turn_info=turn_info, scores=[1.0, 1.0],
+                            parametric_correct=[True, True]) == [2.0, 1.0]  # solvable: skipping search is right
+    ids = [[0] * 10, [0] * 10]
+    assert a2fm_reward(completions, turn_info=turn_info, scores=[1.0, 1.0], completion_ids=ids,
+                       cost_max=100.0) == pytest.approx([1 - 0.1 * 10 / 100, 1 - 0.1 * 20 / 100])
+    assert [f for f, _ in format_scores(completions, turn_info)] == [0.5, 1.0]
+    assert reached(turn_info[0]) == set() and reached(turn_info[1]) == {"1776"}

@@ -16,13 +16,17 @@ pytestmark = pytest.mark.covers("hbpo-reward")
 
 
 def test_budgets_default_to_fractions_of_max_new_tokens_rounded_half_up_and_at_least_one():
-    assert budgets_for(2560) == (640, 1280, 1920, 2560)
-    assert budgets_for(16) == (4, 8, 12, 16)
-    assert budgets_for(6) == (2, 3, 5, 6)
+    assert budgets_for(4096) == (512, 1024, 2048, 2560)                 # the paper's, over its 4096 context
+    assert budgets_for(16) == (2, 4, 8, 10)
+    assert budgets_for(6) == (1, 2, 3, 4)                               # 0.75, 1.5, 3, 3.75 rounded half up
     assert budgets_for(1) == (1, 1, 1, 1)
-    assert budgets_for(99, budgets=[512, 1024, 2048, 2560]) == (512, 1024, 2048, 2560)  # the paper's, given
+    assert budgets_for(4096, budgets=[512, 1024, 2048, 2560]) == (512, 1024, 2048, 2560)  # given
+    assert budgets_for(8, fractions=(1.0,)) == (8,)                     # b = max_new_tokens is allowed
     for bad in (dict(budgets=[]), dict(budgets=[0, 4]), dict(fractions=(0.5, 0.0))):
         with pytest.raises(ValueError, match="hbpo-reward"):
+            budgets_for(8, **bad)
+    for bad in (dict(budgets=[4, 9]), dict(fractions=(0.5, 1.2))):    # a budget above the cap: never met
+        with pytest.raises(ValueError, match="exceed max_new_tokens = 8"):
             budgets_for(8, **bad)
 
 
@@ -39,7 +43,7 @@ def test_rows_keep_their_examples_group_and_announce_their_subgroups_budget(engi
     torch.manual_seed(0)
     batch = hbpo_rollout(engine, task, examples, group_size=G, sampling=Sampling(6))
     assert batch.size == 3 * G and batch.group.tolist() == [g for g in range(3) for _ in range(G)]
-    budgets = [2, 2, 3, 3, 5, 6] * 3                                    # sizes [2, 2, 1, 1] of budgets (2, 3, 5, 6)
+    budgets = [1, 1, 2, 2, 3, 4] * 3                                    # sizes [2, 2, 1, 1] of budgets (1, 2, 3, 4)
     assert [budget_of(p) for p in batch.prompts] == budgets
     assert row_budgets({"prompts": batch.prompts}, batch.size) == budgets  # what hbpo-reward reads back
     for i, p in enumerate(batch.prompts):
@@ -51,7 +55,7 @@ def test_rows_keep_their_examples_group_and_announce_their_subgroups_budget(engi
 
 def test_registered_under_the_reward_key_and_refuses_a_bad_template(engine):
     entry = registry.get("rollout", "hbpo-reward")
-    assert entry.defaults["budgets"] is None and tuple(entry.defaults["fractions"]) == (0.25, 0.5, 0.75, 1.0)
+    assert entry.defaults["budgets"] is None and tuple(entry.defaults["fractions"]) == (0.125, 0.25, 0.5, 0.625)
     task = get_task("addition")
     with pytest.raises(ValueError, match="template"):
         hbpo_rollout(engine, task, task.sample(1, random.Random(0)), group_size=4, sampling=Sampling(4),

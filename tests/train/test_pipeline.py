@@ -258,8 +258,6 @@ def register_test_reward(key, fn):
 
 
 def test_per_reward_metrics_task_weight_and_normalize_then_sum():
-    from workbench.rewards.aggregate import combine
-
     register_test_reward("test-len", lambda completions, **kw: [float(len(c)) for c in completions])
     try:
         metrics = {}
@@ -270,11 +268,15 @@ def test_per_reward_metrics_task_weight_and_normalize_then_sum():
         alone = reward_stage([use("test-len", weight=0.1)], task_reward=0.0)
         assert torch.allclose(alone.rewards, torch.tensor([0.2, 0.3, 0.1])) and torch.equal(alone.scores, out.scores)
         normalized = reward_stage([use("test-len", weight=0.1)], reward_aggregation="normalize_then_sum")
-        table = torch.tensor([[1.0, 2.0], [0.0, 3.0], [1.0, 1.0]], dtype=torch.float64)
-        expected, _ = combine(table, torch.tensor([1.0, 0.1]), torch.tensor([0, 0, 1]), "normalize_then_sum")
-        assert torch.allclose(normalized.rewards, expected.float())
+        # group 0: task (1, 0) and length (2, 3) each z-score to -+0.5 / (std 0.5**0.5 + 1e-4); group 1 has one row
+        z = 0.5 / (0.5 ** 0.5 + 1e-4)
+        assert torch.allclose(normalized.rewards, torch.tensor([z - 0.1 * z, -z + 0.1 * z, 0.0]))
     finally:
         registry._REGISTRY["reward"].pop("test-len")
+
+
+def test_task_reward_scales_the_verifier_alone_too():
+    assert reward_stage([], task_reward=0.5).rewards.tolist() == [0.5, 0.0, 0.5]
 
 
 def test_rows_no_reward_applies_to_are_masked_and_logged():

@@ -33,7 +33,16 @@ def episode_batch() -> RolloutBatch:
         ([5, 6, 7], [([31], [93, 94]), ([32, 33], [])]),
         ([5, 6, 7], [([41, 42], [95]), ([43, 2], [])]),
     ]
-    B, T, P = len(rows), 9, 3
+    return build_episodes(rows, group=[0, 0, 1, 1], rewards=[1.0, 0.5, 1.0, 0.0],
+                          turn_rewards=[[0.0, 0.0, 1.0], [0.5, 0, 0], [0.0, 1.0, 0], [0.0, 0.0, 0]],
+                          truncated=[False, False, True, False])
+
+
+def build_episodes(rows, *, group, rewards, turn_rewards=None, truncated=None) -> RolloutBatch:
+    """A multi-turn batch as `turns` lays it out: rows of (prompt tokens, [(action tokens, observation tokens)]),
+    left-padded prompts, per-step turn ids and step infos, random rollout log-probs on the action tokens."""
+    B, P = len(rows), max(len(prompt) for prompt, _ in rows)
+    T = max(sum(len(a) + len(o) for a, o in steps) for _, steps in rows)
     ids, mask = torch.full((B, T), PAD), torch.zeros(B, T)
     turn, prompt_ids, prompt_mask = torch.full((B, T), -1), torch.full((B, P), PAD), torch.zeros(B, P)
     turn_info = []
@@ -48,12 +57,13 @@ def episode_batch() -> RolloutBatch:
             info.append({"state": (i, s), "tool_error": None, "action": f"a{i}{s}"})
         turn_info.append(info)
     mu = -torch.rand(B, T, generator=seeded(0)) * mask
+    S = max(len(steps) for _, steps in rows)
     return RolloutBatch(
-        response_ids=ids, mask=mask, group=torch.tensor([0, 0, 1, 1]), rewards=torch.tensor([1.0, 0.5, 1.0, 0.0]),
-        scores=torch.tensor([1.0, 0.5, 1.0, 0.0]), prompt_ids=prompt_ids, prompt_mask=prompt_mask, mu_logp=mu,
-        turn=turn, turn_rewards=torch.tensor([[0.0, 0.0, 1.0], [0.5, 0, 0], [0.0, 1.0, 0], [0.0, 0.0, 0]]),
-        truncated=torch.tensor([False, False, True, False]), completions=["c0", "c1", "c2", "c3"],
-        prompts=["p0", "p1", "p2", "p3"], turn_info=turn_info)
+        response_ids=ids, mask=mask, group=torch.tensor(group), rewards=torch.tensor(rewards),
+        scores=torch.tensor(rewards), prompt_ids=prompt_ids, prompt_mask=prompt_mask, mu_logp=mu, turn=turn,
+        turn_rewards=torch.tensor(turn_rewards) if turn_rewards is not None else torch.zeros(B, S),
+        truncated=torch.tensor(truncated if truncated is not None else [False] * B),
+        completions=[f"c{i}" for i in range(B)], prompts=[f"p{i}" for i in range(B)], turn_info=turn_info)
 
 
 def test_each_round_becomes_a_row_with_its_history_as_prompt():

@@ -17,9 +17,9 @@ from workbench.viz.entropy import before_after_table, equations_markdown, family
 from workbench.viz.figures import seed_band_curves
 from workbench.viz.rewards import (AGG_CORRECT, AGG_LENGTHS, CELL_KINDS, HACK_GROUPS, aggregation_advantages,
                                    aggregation_explorer, aggregation_figure, aggregation_sweep, arlcp_grid,
-                                   checklist_episode, checklist_grid_figure, combined_rewards, fapo_figure, fapo_rows,
-                                   family_recipes, grpo_advantages, hacking_figure, hacking_rewards, length_explorer,
-                                   length_figure, length_proxy, length_reward_curves, length_table, per_reward_figure,
+                                   cgpo_settings, checklist_episode, checklist_grid_figure, combined_rewards,
+                                   fapo_figure, fapo_rows, family_recipes, grpo_advantages, hacking_figure,
+                                   hacking_rewards, length_explorer, length_figure, length_proxy, length_reward_curves, length_table, per_reward_figure,
                                    per_reward_series, reflection_figure, reward_names, reward_spread, schedules,
                                    schedules_figure, ssl_figure, ssl_tiers, stored_summary, stored_summary_text)
 
@@ -132,12 +132,12 @@ def test_length_reward_curves_follow_the_formulas():
     np.testing.assert_allclose(d["cosine_wrong"], -0.5 - 0.5 * cos)
     np.testing.assert_allclose(d["soft_overlong"], np.where(n > L - C, ((L - C) - n) / C, 0.0))
     assert d["soft_overlong"][-1] == -1.0
-    assert d["budgets"] == (3, 5, 8, 10)
+    assert d["budgets"] == (1, 3, 5, 6)  # the paper's 512..2560 of a 4096 context, scaled to L = 10
     for b in d["budgets"]:
         within = np.cos(np.pi * b / (2 * L))
         over = np.cos(np.pi * n / (2 * L)) - 1e-3 * np.abs(n - b)
         np.testing.assert_allclose(d["hbpo"][b], np.where(n <= b, within, over), atol=1e-12)
-    np.testing.assert_allclose(d["hbpo"][10], 0.0, atol=1e-12)  # b = L: a right answer earns what a wrong one does
+    assert all(d["hbpo"][b][0] > 0 for b in d["budgets"])  # every budget below L pays a right answer
     np.testing.assert_allclose(d["hbpo_wrong"], 0.0)
     with pytest.raises(ValueError, match="buffer"):
         length_reward_curves(10, 11)
@@ -212,7 +212,9 @@ def test_hacking_rewards_follow_the_recipes():
     order = np.argsort(d["length-bias"]["advantages"])
     assert list(lengths[order]) == sorted(lengths)  # the proxy ranks the answers by length
     flagged = d["flagged"]
-    assert list(flagged) == list((lengths > 7.5) | d["truncated"])  # the length judge (3/4 of 10) and the format one
+    assert list(flagged) == list((lengths > 9) | d["truncated"])  # the recipe's length judge (9 of 10), the format one
+    tight = hacking_rewards(HACK_GROUPS["a prompt it cannot solve"], cgpo_kw=cgpo_settings("length-bias-cgpo-tight"))
+    assert list(tight["flagged"]) == list((lengths > 7.5) | d["truncated"])  # 3/4 of 10: the 8-token answer too
     assert np.all(d["length-bias-cgpo"]["rewards"][flagged] == -1.0)
     feasible = d["length-bias"]["rewards"][~flagged]
     mean = d["length-bias"]["rewards"].mean()  # CGPO's baseline: the group mean of the raw reward

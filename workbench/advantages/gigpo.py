@@ -21,7 +21,7 @@ import torch
 
 from workbench import registry
 from workbench.advantages.base import check_rewards, sequence_rewards
-from workbench.advantages.group import check_group_sizes, grpo
+from workbench.advantages.group import check_group_sizes, grpo, keyed_normalize
 from workbench.batch import RolloutBatch
 
 MODES = ("mean_std_norm", "mean_norm")
@@ -64,15 +64,11 @@ def step_advantages(returns: torch.Tensor, states, group: torch.Tensor, *, mode=
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     out = torch.zeros_like(returns)
-    for members in anchor_groups(states, group).values():
-        rows, steps = torch.tensor([m[0] for m in members]), torch.tensor([m[1] for m in members])
-        g = returns[rows, steps]
-        if len(members) < 2:
-            continue
-        a = g - g.mean()
-        if mode == "mean_std_norm":
-            a = a / (g.std(unbiased=True) + eps)
-        out[rows, steps] = a
+    members = [(member, key) for key, steps in anchor_groups(states, group).items() for member in steps]
+    if members:
+        rows, steps = torch.tensor([m[0] for m, _ in members]), torch.tensor([m[1] for m, _ in members])
+        out[rows, steps] = keyed_normalize(returns[rows, steps], [key for _, key in members],
+                                           scale=mode == "mean_std_norm", eps=eps, singletons="zero")
     return out
 
 
@@ -84,18 +80,12 @@ def _episode_advantage(batch, mode, eps, episode_stats, n_steps, allow_singleton
     # "steps": verl-agent's default compute_mean_std_cross_steps=True, one sample per step row
     rewards = sequence_rewards(batch)
     reps = torch.tensor(n_steps)
-    x, g = rewards.repeat_interleave(reps), batch.group.repeat_interleave(reps)
     _, dense = torch.unique(batch.group, return_inverse=True)
-    sizes = torch.bincount(dense)[dense]
-    single = check_group_sizes(sizes, "gigpo", allow_singletons)
-    out = torch.zeros_like(rewards)
-    for gid in torch.unique(batch.group).tolist():
-        vals = x[g == gid]
-        rows = batch.group == gid
-        a = rewards[rows] - vals.mean()
-        if mode == "mean_std_norm":
-            a = a / ((vals.std(unbiased=True) if vals.numel() > 1 else torch.zeros(())) + eps)
-        out[rows] = a
+    single = check_group_sizes(torch.bincount(dense)[dense], "gigpo", allow_singletons)
+    # one sample per step: normalize the repeated rewards by prompt group, then read each row's first step
+    per_step = keyed_normalize(rewards.repeat_interleave(reps), batch.group.repeat_interleave(reps).tolist(),
+                               scale=mode == "mean_std_norm", eps=eps, singletons="zero")
+    out = per_step[reps.cumsum(0) - reps]
     return out.masked_fill(single, 0.0)[:, None] * batch.mask
 
 

@@ -47,6 +47,28 @@ def check_group_sizes(sizes: torch.Tensor, method: str, allow_singletons) -> tor
     return single
 
 
+KEYED_SINGLETONS = ("keep", "zero")
+
+
+def keyed_normalize(values: torch.Tensor, keys: list, *, scale=True, eps=1e-6, singletons="keep") -> torch.Tensor:
+    """[N] each value centred within the samples sharing its key (any hashables, one per value: a prompt id, a
+    (prompt, tag) or (prompt, state) pair), divided by that key's Bessel std + eps when `scale`: `group_stats`
+    over dense key ids. A key with one sample: "keep" (verl's convention, mean 0 and std 1: the value stays,
+    / (1 + eps) when scaled) or "zero" (0: no baseline, no signal)."""
+    if singletons not in KEYED_SINGLETONS:
+        raise ValueError(f"singletons must be one of {KEYED_SINGLETONS}, got {singletons!r}")
+    if len(keys) != values.shape[0]:
+        raise ValueError(f"keyed_normalize: {len(keys)} keys for {values.shape[0]} values")
+    ids: dict = {}
+    dense = torch.tensor([ids.setdefault(key, len(ids)) for key in keys], dtype=torch.long)
+    mean, std, sizes = group_stats(values, dense)
+    single = sizes < 2
+    if singletons == "keep":
+        mean, std = mean.masked_fill(single, 0.0), std.masked_fill(single, 1.0)
+    out = (values - mean) / (std + eps) if scale else values - mean
+    return out if singletons == "keep" else out.masked_fill(single, 0.0)
+
+
 @registry.advantage(
     "grpo", title="DeepSeekMath: Pushing the Limits of Mathematical Reasoning in Open Language Models",
     summary="Group z-score of outcome rewards (std on/off, Bessel on/off, eps placement).",

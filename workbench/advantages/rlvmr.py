@@ -10,42 +10,28 @@ Transcribed from zzjweb/digitalhuman `RLVMR/code/rlvmr/core_rlvmr.py` (`compute_
 `episode_norm_reward`, `step_norm_reward_by_tag`; one batch row per step there, one per trajectory here) and
 `verl/trainer/ppo/ray_trainer.py::apply_invalid_action_penalty` (the penalty lands on the invalid step's episode
 score). The step rewards r_{i,s} and tags are `workbench.rewards.rlvmr.meta_rewards` of the multi-turn rollout's
-`turn_info` (each step's action and tool_error); success is the verifier's verdict `scores >= 1`.
+`turn_info` (each step's action and tool_error); success is the verifier's verdict `scores >= 1` (the
+reference's: an episode reward > 0, ALFWorld paying 10 or 0; tests/reference/test_rlvmr.py shows the difference).
 """
 from __future__ import annotations
-
-from collections import defaultdict
 
 import torch
 
 from workbench import registry
 from workbench.advantages.base import sequence_rewards
+from workbench.advantages.group import keyed_normalize
 from workbench.batch import RolloutBatch
-from workbench.rewards.rlvmr import meta_rewards, steps_of
 
 MODES = ("mean_std_norm", "mean_norm")
 EPISODE_STATS = ("steps", "trajectory")
 
 
-def normalize_by_key(values: torch.Tensor, keys: list, *, mode="mean_std_norm", eps=1e-6) -> torch.Tensor:
-    """[N] each value centred (and scaled) within the samples sharing its key: the reference's id2mean / id2std,
-    Bessel std, and a key with one sample gets mean 0, std 1 (its value kept, / (1 + eps) when scaled)."""
-    if mode not in MODES:
-        raise ValueError(f"rlvmr: mode must be one of {MODES}, got {mode!r}")
-    members = defaultdict(list)
-    for n, key in enumerate(keys):
-        members[key].append(n)
-    out = torch.empty_like(values)
-    for rows in members.values():
-        x = values[rows]
-        mean, std = (x.mean(), x.std()) if len(rows) > 1 else (x.new_zeros(()), x.new_ones(()))
-        out[rows] = x - mean if mode == "mean_norm" else (x - mean) / (std + eps)
-    return out
-
-
 def step_table(batch: RolloutBatch, **meta_kw):
     """Per step of every row: (row, step, invalid, meta reward, tag), from `turn_info`; a batch without it is one
     valid step per row (its completion)."""
+    # lazy: workbench.rewards imports the preference and regularizer packages, which import this package
+    from workbench.rewards.rlvmr import meta_rewards, steps_of
+
     success = (batch.scores if batch.scores is not None else batch.rewards) >= 1
     completions = batch.completions or [""] * batch.size
     rows = []
@@ -87,13 +73,15 @@ def rlvmr(batch: RolloutBatch, *, w=1.0, mode="mean_std_norm", eps=1e-6, invalid
     row, step = torch.tensor([r[0] for r in table]), torch.tensor([r[1] for r in table])
     invalid = torch.tensor([float(r[2]) for r in table], dtype=torch.float64)
     group = batch.group[row].tolist()
+    # the reference's id2mean / id2std: Bessel std, a key with one sample keeps its value (mean 0, std 1)
+    norm = dict(scale=mode == "mean_std_norm", eps=eps, singletons="keep")
     if episode_stats == "steps":
-        a_episode = normalize_by_key(R[row] - invalid_penalty * invalid, group, mode=mode, eps=eps)
+        a_episode = keyed_normalize(R[row] - invalid_penalty * invalid, group, **norm)
     else:
         per_row = R - invalid_penalty * torch.zeros_like(R).index_add_(0, row, invalid)
-        a_episode = normalize_by_key(per_row, batch.group.tolist(), mode=mode, eps=eps)[row]
+        a_episode = keyed_normalize(per_row, batch.group.tolist(), **norm)[row]
     meta = torch.tensor([r[3] for r in table], dtype=torch.float64)
-    a_step = normalize_by_key(meta, [(g, r[4]) for g, r in zip(group, table)], mode=mode, eps=eps)
+    a_step = keyed_normalize(meta, [(g, r[4]) for g, r in zip(group, table)], **norm)
     n_steps = torch.bincount(row, minlength=batch.size)
     S = int(n_steps.max())
     per_step = torch.zeros(batch.size, S, dtype=torch.float64)

@@ -36,16 +36,34 @@ def first_operation(tokens: list) -> int:
     return stars[0] if stars else ops[0]
 
 
-def solve_steps(expression: str) -> list[tuple[int, str, int, int]]:
-    """The (a, op, b, a op b) calls that evaluate `expression` with the usual precedence, in order."""
+def solve_trace(expression: str) -> list[tuple[int, str, int, int, tuple[int, ...]]]:
+    """The (a, op, b, a op b, sources) calls that evaluate `expression` with the usual precedence, in order;
+    sources: the indices of the earlier calls whose results it takes as operands ("2*3+4*5" -> the third call
+    adds the results of calls 0 and 1). The process rewards' milestones follow this data flow."""
     tokens = [t if t in "+-*" else int(t) for t in TOKEN.findall(expression)]
+    source = [None] * len(tokens)  # which call produced each operand (None: a number of the expression)
     steps = []
     while len(tokens) > 1:
         i = first_operation(tokens)
         a, op, b = tokens[i - 1], tokens[i], tokens[i + 1]
-        steps.append((a, op, b, apply(a, op, b)))
-        tokens[i - 1:i + 2] = [apply(a, op, b)]
+        value, used = apply(a, op, b), tuple(s for s in (source[i - 1], source[i + 1]) if s is not None)
+        steps.append((a, op, b, value, used))
+        tokens[i - 1:i + 2], source[i - 1:i + 2] = [value], [len(steps) - 1]
     return steps
+
+
+def solve_steps(expression: str) -> list[tuple[int, str, int, int]]:
+    """The (a, op, b, a op b) calls that evaluate `expression` with the usual precedence, in order."""
+    return [step[:4] for step in solve_trace(expression)]
+
+
+def call_result(action: str) -> int | None:
+    """What the tool answers to one action: the value of a well-formed call "[a op b]" (the whole stripped action,
+    operands of at most MAX_OPERAND_CHARS characters), None for anything else (a malformed call or an answer)."""
+    call = CALL.fullmatch(action.strip())
+    if call is None or max(len(call.group(1)), len(call.group(3))) > MAX_OPERAND_CHARS:
+        return None
+    return apply(int(call.group(1)), call.group(2), int(call.group(3)))
 
 
 def final_answer(text: str) -> str | None:
@@ -118,10 +136,9 @@ class CalculatorEnv(Env):
             raise RuntimeError("step before reset")
         if not action.endswith("]"):  # not a tool call: the final answer
             return [], self.task.score(action, self.example), True, {"state": None}
-        call = CALL.fullmatch(action.strip())
-        if call is None or max(len(call.group(1)), len(call.group(3))) > MAX_OPERAND_CHARS:
+        result = call_result(action)
+        if result is None:
             error = "malformed call: expected [a op b] with two integers"
             return [tool("ERR\n")], 0.0, False, {"state": (self.example.prompt, self.results), "tool_error": error}
-        result = apply(int(call.group(1)), call.group(2), int(call.group(3)))
         self.results += (result,)
         return [tool(f"{result}\n")], 0.0, False, {"state": (self.example.prompt, self.results), "tool_error": None}

@@ -36,6 +36,7 @@ define(Recipe(
 define(Recipe(
     key="prs", title=PRS_TITLE,
     summary="GRPO on PRS's staged reward alone: format (well-formed tool calls and answers) first, then 0.2 format "
-            "+ 0.8 length-aware BLEU of the answer, switched at half the run or once 90% of rows are well formed.",
+            "+ 0.8 answer quality (length-aware BLEU of a span answer such as search's, the verifier's verdict for a "
+            "value such as the calculator's), switched at half the run or once 90% of rows are well formed.",
     rewards=[use("prs", weight=1.0, switch_at=0.5)], task_reward=0.0,
     controllers=[use("prs", into="reward:prs.stage", threshold=0.9)], **GRPO))

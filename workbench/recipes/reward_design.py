@@ -19,6 +19,12 @@ define(Recipe(
 
 define(Recipe(
     key="length-bias-cgpo", title="The Perfect Blend: Redefining RLHF with Mixture of Judges",
-    summary="The length-biased reward under CGPO's judges (format: cut at the budget; length: over 3/4 of it): "
-            "a flagged sample gets -1, the others sigma(r - group mean).",
-    rewards=LENGTH_BIASED, reward_shaping=[use("cgpo", judges=("format", "length"))], **GRPO))
+    summary="The length-biased reward under CGPO's judges (format: cut at the budget; length: over 9 of its 10 "
+            "tokens, above every countdown answer): a flagged sample gets -1, the others sigma(r - group mean).",
+    rewards=LENGTH_BIASED, reward_shaping=[use("cgpo", judges=("format", "length"), max_length_fraction=0.9)], **GRPO))
+
+define(Recipe(
+    key="length-bias-cgpo-tight", title="The Perfect Blend: Redefining RLHF with Mixture of Judges",
+    summary="length-bias-cgpo with a tighter length judge (over 3/4 of the budget, 7.5 of 10 tokens): it also flags "
+            "the longest right countdown answers (8 tokens, about 30% of targets).",
+    rewards=LENGTH_BIASED, reward_shaping=[use("cgpo", judges=("format", "length"), max_length_fraction=0.75)], **GRPO))

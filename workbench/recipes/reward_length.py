@@ -27,7 +27,8 @@ BUDGET_FIRST = "I will answer the question within {budget} tokens.\n{prompt}"
 
 define(Recipe(
     key="hbpo-reward", title=HBPO_TITLE,
-    summary="GRPO over groups split into budget subgroups (prompts open with b = 1/4..1 of max_new_tokens), "
-            "rewarded by HBPO's budget-aware piecewise cosine alone (0 when wrong); hbpo-advantage not used.",
+    summary="GRPO over groups split into budget subgroups (prompts open with b = 1/8, 1/4, 1/2, 5/8 of "
+            "max_new_tokens = L_max), rewarded by HBPO's budget-aware piecewise cosine alone (0 when wrong); "
+            "hbpo-advantage not used.",
     rollout=use("hbpo-reward", template=BUDGET_FIRST), advantage=["grpo"], agg="seq-mean-token-mean", regularizers=[GRPO_KL],
     rewards=[use("hbpo-reward", weight=1.0)], task_reward=0.0))

@@ -14,9 +14,10 @@ define(Recipe(
     key="fapo", title="FAPO: Flawed-Aware Policy Optimization for Efficient and Reliable Reasoning",
     summary="Rule reward +-1 with flawed positives (correct answers whose steps a detector flags) set to 0, on "
             "FAPO's DAPO-style run (yyDing1/FAPO scripts/run_fapo_reasoning_7b.sh): clip 0.2/0.28, token mean, "
-            "soft overlong punishment, no KL.",
+            "soft overlong punishment over the last half of the budget (the script's 4096 of 8192 tokens: buffer 5 "
+            "of the default max_new_tokens 10; the buffer is in tokens, set it to L/2 for another budget L), no KL.",
     advantage=["grpo"], objective=use("ppo-clip", eps_low=0.2, eps_high=0.28), agg="token-mean",
-    rewards=[use("fapo", weight=1.0), use("soft-overlong", weight=1.0, buffer=4)], task_reward=0.0))
+    rewards=[use("fapo", weight=1.0), use("soft-overlong", weight=1.0, buffer=5)], task_reward=0.0))
 
 define(Recipe(
     key="cm2-checklist",

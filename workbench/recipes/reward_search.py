@@ -28,6 +28,6 @@ define(Recipe(
     key="apo-a2fm",
     title="A^2FM: An Adaptive Agent Foundation Model for Tool-Aware Hybrid Reasoning",
     summary="APO: every group sampled in all three modes (instant / reasoning / agentic, forced by a prompt tag), "
-            "rewarded acc (1 - 0.1 cost / cost_max), cost = tokens + 10 per tool call; the reward holds the "
+            "rewarded acc (1 - 0.1 min(cost / cost_max, 1)), cost = tokens + 10 per tool call; the reward holds the "
             "accuracy term, so the verifier's own weight is 0.",
     rollout=use("apo-a2fm"), rewards=[use("apo-a2fm", weight=1.0)], task_reward=0.0, **GRPO))

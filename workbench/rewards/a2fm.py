@@ -7,16 +7,17 @@ public (OPPO-PersonalAI/Adaptive_Agent_Foundation_Models, commit 6bf1c4e5, holds
 
 Our reading (the catalog's decision):
 
-    r_i = acc_i * (1 - lambda_cost * cost_i / cost_max),   lambda_cost = 0.1
+    r_i = acc_i * (1 - lambda_cost * min(cost_i / cost_max, 1)),   lambda_cost = 0.1
     cost_i = mode_costs[m_i] + |y_i| + call_cost * calls_i          (token equivalents)
 
 so a wrong rollout gets 0 and a right one between 1 - lambda_cost and 1: the cost term never outweighs being
 right, and applies to correct rollouts only (a cheap wrong answer must not beat an expensive wrong one). |y_i| is
-the policy's tokens (`completion_ids`, EOS included), calls_i the episode's tool calls (as AdaSearch counts them:
-`adasearch.tool_calls`), call_cost = 10 token equivalents per call (unverified: our price of a tool round trip),
-mode_costs a fixed overhead per mode (default 0: a mode costs what it spends). cost_max is a fixed normalizer
-when given, else the largest cost among the rows of the call (the step's batch; TRL's per-device batch), so
-cost / cost_max is in [0, 1].
+the policy's tokens (`completion_ids`, EOS included), calls_i the episode's tool calls that ran (`tools.calls`, the
+detector this family shares; a call the environment rejected costs its tokens only), call_cost = 10 token
+equivalents per call (unverified: our price of a tool round trip), mode_costs a fixed overhead per mode (default 0:
+a mode costs what it spends). cost_max is a fixed normalizer when given, else the largest cost among the rows of
+the call (the step's batch; TRL's per-device batch). The relative cost is capped at 1: with a fixed cost_max a
+row costing more than it would otherwise fall below a wrong answer's 0 (cost_max 20, 300 tokens: -0.5).
 
 A secondary summary of the paper reports a different adaptive term, r_adaptive = 1 - p^alpha for a non-instant
 mode (1 for instant), p the query's success rate under forced rollouts, alpha = 2, added to accuracy and format
@@ -33,7 +34,7 @@ from typing import Sequence
 
 from workbench import registry
 from workbench.rewards import base
-from workbench.rewards.adasearch import tool_calls
+from workbench.rewards.tools import calls
 
 TITLE = "A^2FM: An Adaptive Agent Foundation Model for Tool-Aware Hybrid Reasoning"
 MODES = ("instant", "reasoning", "agentic")
@@ -66,8 +67,13 @@ def tagged_mode(text: str) -> str | None:
 
 
 def prompt_text(prompt) -> str:
-    """A prompt as text: a string, or TRL's conversational prompt (the messages' contents)."""
-    return prompt if isinstance(prompt, str) else base.texts([prompt])[0]
+    """A prompt as text: a string, or TRL's conversational prompt (every message's content, system and user alike:
+    the mode tag may sit in either; `base.texts` reads only what the policy wrote)."""
+    if isinstance(prompt, str):
+        return prompt
+    if not isinstance(prompt, (list, tuple)):
+        return ""  # no prompt text: no tag
+    return "\n".join(str(m.get("content") or "") for m in prompt if isinstance(m, dict))
 
 
 def row_modes(completions, columns: dict) -> list[str | None]:
@@ -105,10 +111,15 @@ def costs(modes: Sequence, tokens: Sequence[int], calls: Sequence[int], *, call_
     return [float(mode_costs.get(m, 0.0)) + n + call_cost * k for m, n, k in zip(modes, tokens, calls, strict=True)]
 
 
+def relative_cost(cost: float, cost_max: float) -> float:
+    """cost / cost_max capped at 1, so a right answer never earns less than 1 - lambda_cost."""
+    return min(cost / cost_max, 1.0)
+
+
 def cost_regularized(correct: Sequence[bool | None], cost: Sequence[float], *, lam_cost: float,
                      cost_max: float) -> list[float | None]:
-    """acc_i (1 - lambda_cost cost_i / cost_max) for a correct row, 0 for a wrong one, None if unknown."""
-    return [None if c is None else (1.0 - lam_cost * k / cost_max if c else 0.0)
+    """acc_i (1 - lambda_cost min(cost_i / cost_max, 1)) for a correct row, 0 for a wrong one, None if unknown."""
+    return [None if c is None else (1.0 - lam_cost * relative_cost(k, cost_max) if c else 0.0)
             for c, k in zip(correct, cost, strict=True)]
 
 
@@ -124,27 +135,31 @@ def check_params(lam_cost, call_cost, cost_max) -> None:
 
 @registry.reward(
     "apo-a2fm", title=TITLE,
-    summary="Cost-regularized accuracy: a right answer earns 1 - 0.1 cost/cost_max (cost = mode overhead + "
+    summary="Cost-regularized accuracy: a right answer earns 1 - 0.1 min(cost/cost_max, 1) (cost = mode overhead + "
             "tokens + 10 per tool call), a wrong one 0; the mode is read from the prompt's forced-mode tag.",
-    equation=r"r_i = \mathrm{acc}_i\Big(1 - \lambda_{cost}\,\frac{\mathrm{cost}(m_i, |y_i|, \mathrm{calls}_i)}"
-             r"{\mathrm{cost}_{max}}\Big),\ \lambda_{cost} = 0.1")
-def a2fm_reward(completions, *, lam_cost=0.1, call_cost=10.0, mode_costs=None, cost_max=None,
+    equation=r"r_i = \mathrm{acc}_i\Big(1 - \lambda_{cost}\,\min\Big(\frac{\mathrm{cost}(m_i, |y_i|, "
+             r"\mathrm{calls}_i)}{\mathrm{cost}_{max}}, 1\Big)\Big),\ \lambda_{cost} = 0.1")
+def a2fm_reward(completions, *, lam_cost=0.1, call_cost=10.0, mode_costs=None, cost_max=None, verifier="auto",
                 **columns) -> list[float | None]:
-    """`cost_regularized` per row (module docstring); correctness from `base.correctness` (the environment's
-    verdict `scores`, or the text against `answer`). Defaults: lam_cost 0.1 (the catalog's decision), call_cost 10
-    and mode_costs 0 (our reading), cost_max None (the largest cost of the call's rows).
+    """`cost_regularized` per row (module docstring); acc from `base.correctness`: the environment's verdict `scores`
+    (ours), else (TRL) the completion checked against `answer` / `solution` by `verifier`: "auto" the dependency-free
+    exact verifier (QA spans, "A:46"), "math" math-verify (LaTeX math answers). Defaults: lam_cost 0.1 (the
+    catalog's decision), call_cost 10 and mode_costs 0 (our reading), cost_max None (the largest cost of the call's
+    rows; a fixed cost_max caps cost / cost_max at 1), verifier "auto" (our choice: it needs no extra package and
+    reads text answers, for which math-verify gives None).
 
-    Logs rewards/apo-a2fm/cost (mean cost / cost_max over the correct rows) and, per mode present,
+    Logs rewards/apo-a2fm/cost (mean min(cost / cost_max, 1) over the correct rows) and, per mode present,
     rewards/apo-a2fm/acc_<mode> (its accuracy) and rewards/apo-a2fm/frac_<mode> (its share of the rows).
     """
     check_params(lam_cost, call_cost, cost_max)
+    overheads = mode_costs_of(mode_costs)
+    correct = base.correctness(completions, reward="apo-a2fm", verifier=verifier, **columns)  # checks verifier too
     modes = row_modes(completions, columns)
-    calls = tool_calls(completions, columns.get("turn_info"))
-    cost = costs(modes, token_counts(completions, columns.get("completion_ids")), calls, call_cost=call_cost,
-                 mode_costs=mode_costs_of(mode_costs))
+    n_calls = calls(completions, columns.get("turn_info"))
+    cost = costs(modes, token_counts(completions, columns.get("completion_ids")), n_calls, call_cost=call_cost,
+                 mode_costs=overheads)
     scale = cost_max if cost_max is not None else max(cost, default=0.0) or 1.0
-    correct = base.correctness(completions, reward="apo-a2fm", **columns)
-    log_modes(columns, modes, correct, [k / scale for k in cost])
+    log_modes(columns, modes, correct, [relative_cost(k, scale) for k in cost])
     return cost_regularized(correct, cost, lam_cost=lam_cost, cost_max=scale)
 
 

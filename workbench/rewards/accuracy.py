@@ -236,23 +236,23 @@ def accuracy_reward(completions, *, verifier="auto", signed=False, reasoning_del
     `exact_verify_answer` (the toy tasks' "46", "The answer is 46"); "f1" SQuAD token F1 of the answer span
     (IGPO's span-answer outcome), in [0, 1]. The gold is the `solution` (TRL's name) or `answer` column.
     signed: map r in [0, 1] to 2r - 1, so a wrong answer gets -1 (FAPO's ±1).
-    reasoning_delimiters: as TRL `reasoning_accuracy_reward` (its default ["</think>"] when you pass it): only
-    the text after the last delimiter is verified; a completion without any scores as wrong (0, or -1 signed),
-    before the gold is looked at. None (default) reads the whole completion (TRL `accuracy_reward`).
+    reasoning_delimiters: None (default) reads the whole text (TRL `accuracy_reward`); a list behaves like TRL
+    `reasoning_accuracy_reward` (its default is ["</think>"]): only the text after the last delimiter is verified,
+    and a completion containing none scores as wrong (0, or -1 signed) before the gold is looked at.
     Returns None for a row whose gold does not parse (TRL skips it; the pipeline leaves it out of the sum).
     """
     check_options(verifier, reasoning_delimiters)
     texts = base.texts(completions)
     scores = columns.get("scores") if verifier == "auto" else None
-    golds = None if scores is not None else base.column(columns, "solution", "answer", required="accuracy-reward")
+    verdicts = None if scores is None else base.correctness(completions, reward="accuracy-reward", scores=scores)
+    golds = None if verdicts is not None else base.column(columns, "solution", "answer", required="accuracy-reward")
     out = []
     for i, text in enumerate(texts):
         answer = text if reasoning_delimiters is None else after_reasoning(text, reasoning_delimiters)
         if answer is None:
             r = 0.0
-        elif scores is not None:
-            s = scores[i]
-            r = None if s is None or s != s else float(float(s) >= 1.0)
+        elif verdicts is not None:
+            r = None if verdicts[i] is None else float(verdicts[i])
         else:
             r = text_score(answer, str(golds[i]), verifier)
         out.append(r if r is None or not signed else 2.0 * r - 1.0)

@@ -53,23 +53,24 @@ def present(pair: CriticPair, rng: random.Random, labels: Sequence[str] = LABELS
 
 
 @lru_cache(maxsize=16)
-def standalone(labels: tuple[str, ...]) -> re.Pattern:
-    """A label not part of a longer word or number ("A" in "A)", "so A." but not in "Apple"). One alternation,
-    no nested quantifiers: linear in the text."""
+def closing_label(labels: tuple[str, ...]) -> re.Pattern:
+    """A label that closes a statement: not part of a longer word or number, and followed by the end of its line,
+    punctuation or ")" ("B", "Answer: (B)", "I pick B." but not the article of "A wall blocks"). One alternation,
+    lookarounds of a bounded character class: linear in the text."""
     alternation = "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
-    return re.compile(rf"(?<![A-Za-z0-9])(?:{alternation})(?![A-Za-z0-9])")
+    return re.compile(rf"(?<![A-Za-z0-9])(?:{alternation})(?=[ \t]*(?:\n|\Z)|[.,;:!?)\]*\"'])")
 
 
 def parse_choice(text: str, labels: Sequence[str] = LABELS) -> str | None:
-    """The label the judge chose: the first standalone label within `MARK_WINDOW` characters after the last
-    "answer" (any case), else the last standalone label of the text (a bare "B", or the end of free-form
-    reasoning), else None."""
-    pattern = standalone(tuple(labels))
+    """The label the judge chose: the first closing label (`closing_label`) within `MARK_WINDOW` characters after the
+    last "answer" (any case), else the last closing label of the text (a bare "B" on the last line, "... so B."),
+    else None. A label followed by more words ("A wall blocks", "B is wrong") is prose, not a choice."""
+    pattern = closing_label(tuple(labels))
     at = text.lower().rfind(ANSWER_MARK)
     if at >= 0:
         start = at + len(ANSWER_MARK)
-        hit = pattern.search(text, start, start + MARK_WINDOW)
-        if hit:
+        hit = pattern.search(text, start)  # not endpos: the window's end is no end of text
+        if hit and hit.start() < start + MARK_WINDOW:
             return hit.group(0)
     last = None
     for last in pattern.finditer(text):

@@ -33,36 +33,11 @@ from typing import Callable, Sequence
 
 from workbench import registry
 from workbench.rewards import base
+from workbench.rewards.tools import calls
 
 TITLE = ("AdaSearch: Balancing Parametric Knowledge and Search in Large Language Models via Reinforcement "
          "Learning")
-SEARCH_OPEN, SEARCH_CLOSE = "<search>", "</search>"  # Search-R1 / SkyRL search env tags
 ORACLE_COLUMN = "parametric_correct"
-
-
-# ----------------------------------------------------------------------------- the decision: tool calls
-
-def action_calls(action: str) -> int:
-    """Tool calls in one action's text: 1 for our environments' call "[...]" (the search env's "[Bov]", the
-    calculator's "[3*4]": an action that starts with "[" and ends with "]"), else the number of closed Search-R1
-    "<search>...</search>" calls (a one-turn transcript may hold several)."""
-    text = action.strip()
-    if len(text) >= 2 and text[0] == "[" and text[-1] == "]":
-        return 1
-    return min(text.count(SEARCH_OPEN), text.count(SEARCH_CLOSE))
-
-
-def tool_calls(completions, turn_info=None) -> list[int]:
-    """Tool calls per row: over the episode's actions (`turn_info`, ours), or, for a TRL conversational completion,
-    its assistant messages' `tool_calls` plus the calls written in their text."""
-    out = []
-    for i, acts in enumerate(base.actions(completions, turn_info=turn_info)):
-        n = sum(action_calls(a) for a in acts)
-        row = completions[i]
-        if isinstance(row, (list, tuple)):  # TRL's conversational form keeps structured calls
-            n += sum(len(m.get("tool_calls") or ()) for m in row if isinstance(m, dict))
-        out.append(n)
-    return out
 
 
 # ----------------------------------------------------------------------------- the oracle
@@ -138,17 +113,20 @@ def f1_aware(no_search: Sequence[bool], solvable: Sequence[bool]) -> float:
 def adasearch_reward(completions, *, oracle: Callable | None = None, **columns) -> list[float | None]:
     """AdaSearch's stage-2 reward per row (module docstring); None where the answer's correctness is unknown.
 
-    The decision is "searched" iff the row made a tool call (`tool_calls`: the episode's actions from
-    `turn_info`, or the completion's text; a one-turn row without a call decided to answer parametrically). The
-    answer term is `base.correctness` (the environment's verdict `scores`, or the text checked against `answer`).
+    The decision is "searched" iff the row made a tool call that ran (`tools.calls`: the episode's actions from
+    `turn_info`, a TRL conversational completion's `tool_calls`, or the calls written in the completion's text,
+    "[Bov]", "<search>q</search>"; a call the environment rejected retrieved nothing and is no search; a one-turn
+    row without a call decided to answer parametrically). The answer term is EM: `base.correctness` with
+    verifier="auto", the environment's verdict `scores` (ours), else (TRL) the exact verifier on the final answer
+    span against `answer` / `solution` ("A:46", "the answer is Paris"), not math-verify, which reads neither.
     A row whose oracle is unknown gets decision term 0. Logs rewards/adasearch/search_rate, and over rows with a
     known oracle decision_acc and f1_aware (positive class: no search needed).
     """
     if oracle is not None and not callable(oracle):
         raise ValueError(f"adasearch: oracle must be None or a callable (prompt, answer) -> bool, got {oracle!r}")
     labels = column_labels(columns)
-    searched = [n > 0 for n in tool_calls(completions, columns.get("turn_info"))]
-    correct = base.correctness(completions, reward="adasearch", **columns)
+    searched = [n > 0 for n in calls(completions, columns.get("turn_info"))]
+    correct = base.correctness(completions, reward="adasearch", verifier="auto", **columns)  # EM without scores
     solvable = parametric_oracle(searched, correct, columns, oracle=oracle, labels=labels)
     decided_right = [None if o is None else (not s) == o for s, o in zip(searched, solvable, strict=True)]
     log_decisions(columns, searched, solvable)

@@ -7,7 +7,8 @@ For a correct response with c reflection words and L tokens, against the correct
     r = 1 - w1 sigma((c - mu_c) / (sigma_c + eps)) - w2 sigma((L - mu_L) / (sigma_L + eps)),   w2 = 0.2 - w1
 
 with w1 = 0.05 / 0.10 / 0.15 for c <= 40 / 40 < c <= 80 / c > 80: the more a response reflects, the more of the
-0.2 budget goes to its reflection penalty. Incorrect (or badly formatted) responses get 0.
+0.2 budget goes to its reflection penalty. Incorrect responses get 0 in ARLCP's score; here, a reward shaping,
+they keep their reward (the verifier's 0 when it is the whole reward); badly formatted ones get 0 (`require_think`).
 
 Reference: ZeweiYu1/ARLCP `src/rm.py::arlcp_rm` (the score) and `verl/workers/reward_manager/naive.py` (the group
 statistics, keyed by the prompt text).
@@ -21,6 +22,7 @@ import torch
 
 from workbench import registry
 from workbench.advantages.group import group_stats
+from workbench.rewards import base
 
 ARLCP_TITLE = ("Stop Unnecessary Reflection: Training LRMs for Efficient Reasoning with Adaptive Reflection and "
                "Length Coordinated Penalty")
@@ -50,7 +52,8 @@ def reflection_weight(counts: torch.Tensor, *, brackets=(40, 80), weights=(0.05,
 
 def correct_stats(x: torch.Tensor, correct: torch.Tensor, group: torch.Tensor):
     """Per-row (mean, std) [B] of x over the correct rows of the row's group (Bessel std; a group with one
-    correct row has std 1). Rows whose group has no correct row get (0, 1); only correct rows' values are used."""
+    correct row has std 1), for the rows in `correct`; every row outside `correct` gets (0, 1) (its penalty is
+    never used). Only correct rows' values enter the statistics."""
     mean = torch.zeros_like(x, dtype=torch.float64)
     std = torch.ones_like(x, dtype=torch.float64)
     if bool(correct.any()):
@@ -93,7 +96,7 @@ def check_arlcp(total_weight, brackets, weights, eps) -> None:
 @registry.reward_shaping(
     "arlcp", title=ARLCP_TITLE,
     summary="Correct responses lose w1 sigma(z_reflections) + w2 sigma(z_length) (z against the group's correct "
-            "responses, w1 + w2 = 0.2, w1 = 0.05/0.10/0.15 by reflection count); incorrect ones keep 0.",
+            "responses, w1 + w2 = 0.2, w1 = 0.05/0.10/0.15 by reflection count); incorrect ones keep their reward.",
     equation=r"r = \mathbb 1[\text{correct}]\Big(1 - w_1\,\sigma\big(\tfrac{c - \mu_c}{\sigma_c + \epsilon}\big) "
              r"- w_2\,\sigma\big(\tfrac{L - \mu_L}{\sigma_L + \epsilon}\big)\Big),\ w_2 = 0.2 - w_1",
     reads=("rewards", "scores", "group", "completions", "mask"), provides=("rewards",))
@@ -111,7 +114,12 @@ def arlcp_rewards(batch, ctx, *, total_weight=0.2, brackets=(40, 80), weights=(0
     Logs arlcp/reflections (mean c over the batch) and arlcp/penalty (mean penalty over the correct rows).
     """
     check_arlcp(total_weight, brackets, weights, eps)
-    answered = batch.scores.to(torch.float64) >= 1.0
+    if batch.scores is None:
+        raise ValueError("arlcp reads batch.scores (the environment's verdict, 1.0 = solved); the batch has none")
+    if len(batch.completions) != batch.size:
+        raise ValueError(f"arlcp reads batch.completions (the texts whose reflection words it counts): the batch has "
+                         f"{len(batch.completions)} for {batch.size} rows")
+    answered = base.solved(batch.scores, expected=batch.size)
     formatted = torch.tensor([think_format_ok(t) for t in batch.completions]) if require_think \
         else torch.ones_like(answered)
     correct = answered & formatted

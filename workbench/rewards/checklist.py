@@ -96,10 +96,28 @@ def check_turn(sat: torch.Tensor, deps: list[tuple[int, ...]], weights: torch.Te
         if any(not 0 <= d < len(deps) or d == c for d in ds):
             raise ValueError(f"{KEY}: item {c} depends on {ds}; dependencies are other items' indices in "
                              f"[0, {len(deps)})")
+    stuck = blocked_items(deps)
+    if stuck:
+        raise ValueError(f"{KEY}: the dependencies {deps} form a cycle: items {stuck} wait on each other (or on a "
+                         "cycle) and could never pay; a checklist's dependencies must be acyclic")
     if weights is not None:
         if weights.shape != (len(deps),) or bool((weights < 0).any()) or abs(float(weights.sum()) - 1) > 1e-6:
             raise ValueError(f"{KEY}: a turn's weights must be {len(deps)} non-negative numbers summing to 1, got "
                              f"{weights.tolist()}")
+
+
+def blocked_items(deps: list[tuple[int, ...]]) -> list[int]:
+    """Items no order of satisfaction can reach: on a dependency cycle or behind one ([] for an acyclic checklist).
+    Kahn's algorithm: peel off the items whose dependencies are all peeled."""
+    waiting = {c: set(ds) for c, ds in enumerate(deps)}
+    while True:
+        free = [c for c, ds in waiting.items() if not ds]
+        if not free:
+            return sorted(waiting)
+        for c in free:
+            del waiting[c]
+        for ds in waiting.values():
+            ds.difference_update(free)
 
 
 def states_before(sat: torch.Tensor) -> torch.Tensor:
@@ -209,17 +227,15 @@ class Row:
 
 
 def checklist_rows(completions, *, judge: Judge | None = None, noise=0.0, seed=0,
-                   checklist: Callable | None = None, **columns) -> list[Row | None]:
+                   checklist: Callable | None = None, verifier="auto", **columns) -> list[Row | None]:
     """Per row its `Row` (None when correctness is unknown), the labels from `judge` (default `rule_judge`) with
     each label flipped with probability `noise`, drawn from random.Random(f"{seed}-{step}-{row}") so a resumed run
     draws the same flips."""
     with_noise(rule_judge, noise, random.Random(0))  # checks noise before anything is computed
     prompts = base.column(columns, "prompts", required=KEY)
-    correct = base.correctness(completions, reward=KEY, **columns)
-    actions, inline = episode_actions(completions, columns)
-    step = columns.get("step")
-    if step is None and columns.get("trainer_state") is not None:
-        step = columns["trainer_state"].global_step
+    correct = base.correctness(completions, reward=KEY, verifier=verifier, **columns)
+    actions, inline = episode_actions(completions, columns, reward=KEY)
+    step, _ = base.training_step(columns)  # ours, or TRL's trainer_state.global_step; 0 when neither is given
     make = checklist or calculator_checklist
     rows = []
     for i, (prompt, ok) in enumerate(zip(prompts, correct, strict=True)):
@@ -240,15 +256,18 @@ def checklist_rows(completions, *, judge: Judge | None = None, noise=0.0, seed=0
             "Toy stand-in: a rule-based judge of calculator states with seeded label noise.",
     equation=r"R = \frac{1}{L}\sum_t\sum_s\sum_c w_{t,c}\,[\mathrm{Dep}_{t,c}(x_s)]\,[\mathrm{Sat}_{t,c}(x_s)=0]\,"
              r"[\mathrm{Sat}_{t,c}(x_{s+1})=1]")
-def checklist_reward(completions, *, judge=None, noise=0.0, seed=0, checklist=None, **columns) -> list[float | None]:
+def checklist_reward(completions, *, judge=None, noise=0.0, seed=0, checklist=None, verifier="auto",
+                     **columns) -> list[float | None]:
     """R per row (see the module docstring), None when correctness is unknown.
 
-    Reads `prompts` (the checklist: `calculator_checklist`, or `checklist(prompt) -> list[Item]`), `scores` or
-    `answer` (the answer item) and `turn_info` (each step's action; without it the completion is cut into steps at
-    each "]", the calculator's stop string). judge: `Judge` callable, default `rule_judge` (toy stand-in for the
-    paper's LLM judge); noise: its label-flip probability (0: exact), seeded by `seed`, the step and the row. A
-    one-turn episode is one step: R = w_answer [right] (= correctness for a prompt without intermediate items).
+    Reads `prompts` (the checklist: `calculator_checklist`, or `checklist(prompt) -> list[Item]`; plain or
+    conversational), `scores` or `answer` (the answer item) and `turn_info` (each step's action; without it the
+    completion is cut into steps at each "]", the calculator's stop string). judge: `Judge` callable, default
+    `rule_judge` (toy stand-in for the paper's LLM judge); noise: its label-flip probability (0: exact), seeded by
+    `seed`, the step and the row. verifier: how the answer item is judged without `scores` (TRL): "auto" the
+    dependency-free exact verifier (reads the toy's "A:26"), "math" math-verify (`base.correctness`). A one-turn
+    episode is one step: R = w_answer [right] (= correctness for a prompt without intermediate items).
     """
     return [None if row is None else row.reward
             for row in checklist_rows(completions, judge=judge, noise=noise, seed=seed, checklist=checklist,
-                                      **columns)]
+                                      verifier=verifier, **columns)]

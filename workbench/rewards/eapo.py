@@ -24,12 +24,9 @@ EAPO_TITLE = "IterResearch: Rethinking Long-Horizon Agents via Markovian State R
 ROUND, ROUNDS = "round", "rounds"  # keys the group transform adds to a round row's step info: t and T
 
 
-def round_rewards(outcome: torch.Tensor, rounds: torch.Tensor, gamma: float) -> torch.Tensor:
-    """[B, S] r_{i,t} = gamma^(T_i - 1 - t) R_i for t < T_i (0 beyond): outcome [B], rounds [B] (T_i >= 1)."""
-    S = int(rounds.max())
-    t = torch.arange(S, dtype=torch.float64)[None, :]
-    to_go = (rounds.to(torch.float64)[:, None] - 1 - t)
-    return torch.where(to_go >= 0, gamma ** to_go.clamp(min=0) * outcome.to(torch.float64)[:, None], 0.0)
+def discount(to_go: torch.Tensor, gamma: float) -> torch.Tensor:
+    """gamma^(T - 1 - t) for rounds `to_go` = T - 1 - t before the terminal round (float64, same shape)."""
+    return gamma ** to_go.to(torch.float64)
 
 
 def rounds_to_go(batch) -> torch.Tensor:
@@ -64,6 +61,6 @@ def eapo_rewards(batch, ctx, *, gamma=0.9):
     gamma = 1 broadcasts R to every round unchanged. Logs eapo/discount (mean gamma^(T - 1 - t) over rows).
     """
     check_gamma(gamma)
-    discount = gamma ** rounds_to_go(batch).to(torch.float64)  # [B]
-    ctx.metrics["eapo/discount"] = float(discount.mean())
-    return replace(batch, rewards=(batch.rewards.double() * discount).to(batch.rewards.dtype))
+    factor = discount(rounds_to_go(batch), gamma)  # [B]
+    ctx.metrics["eapo/discount"] = float(factor.mean())
+    return replace(batch, rewards=(batch.rewards.double() * factor).to(batch.rewards.dtype))

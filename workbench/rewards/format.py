@@ -20,35 +20,47 @@ def skip_space(text: str, pos: int) -> int:
     return len(text) - len(text[pos:].lstrip())
 
 
-def tag_layout_ok(text: str, tags=("think",), *, strip=False, trailing="any") -> bool:
+def tag_layout_ok(text: str, tags=("think",), *, strip=False, leading="none", trailing="any",
+                  nonempty=False) -> bool:
     """Does `text` consist of the blocks `<t>...</t>` for t in `tags`, in that order?
 
     Each opening tag occurs in the whole text exactly as often as in `tags` (a duplicated or nested block fails),
-    each block closes at the first closing tag after it opens, blocks are separated by whitespace only, the text
-    starts with the first block (after leading whitespace only when `strip`), and after the last block comes
-    anything (`trailing="any"`, TRL's `.*$`: the answer) or only whitespace (`trailing="none"`).
+    each block closes at the first closing tag after it opens (and holds at least one character when `nonempty`,
+    a regex's `.+?`), blocks are separated by whitespace only, the text starts with the first block
+    (`leading="none"`, TRL's `^<think>`; after leading whitespace only when `strip`) or at its first opening tag
+    with anything before (`leading="any"`, SRPO's `.*<think>`), and after the last block comes anything
+    (`trailing="any"`, TRL's `.*$`: the answer) or only whitespace (`trailing="none"`).
     """
     if strip:
         text = text.strip()
     if any(text.count(f"<{t}>") != tags.count(t) for t in set(tags)):
         return False
-    pos = 0
+    pos = max(text.find(f"<{tags[0]}>"), 0) if leading == "any" else 0
     for k, tag in enumerate(tags):
         opening, closing = f"<{tag}>", f"</{tag}>"
         pos = pos if k == 0 else skip_space(text, pos)
         if not text.startswith(opening, pos):
             return False
         end = text.find(closing, pos + len(opening))
-        if end < 0:
+        if end < 0 or (nonempty and end == pos + len(opening)):
             return False
         pos = end + len(closing)
     return trailing == "any" or skip_space(text, pos) == len(text)
 
 
+def tag_counts_match(text: str, tags=("think",)) -> list[bool]:
+    """For each distinct tag of the layout (in layout order), its opening then (after all openings) its closing
+    tag: does the text hold it exactly as often as the layout does (once each in open-r1's think/answer; twice
+    for SRPO's think and answer)?"""
+    distinct = dict.fromkeys(tags)
+    return [text.count(f"<{t}>") == tags.count(t) for t in distinct] + \
+        [text.count(f"</{t}>") == tags.count(t) for t in distinct]
+
+
 def tag_count_score(text: str, tags=("think",)) -> float:
-    """Partial credit (open-r1 `tag_count_reward`, whitespace-insensitive): the share of the 2k tags of `tags` whose
-    text holds exactly one occurrence."""
-    found = [text.count(f"<{t}>") == 1 for t in tags] + [text.count(f"</{t}>") == 1 for t in tags]
+    """Partial credit (open-r1 `tag_count_reward`, whitespace-insensitive): the share of the layout's distinct
+    opening and closing tags that occur as often as the layout holds them (`tag_counts_match`)."""
+    found = tag_counts_match(text, tags)
     return sum(found) / len(found)
 
 
@@ -76,7 +88,8 @@ def format_reward(completions, *, tags=("think",), strip=False, trailing="any", 
     Whitespace inside blocks and between blocks never matters.
     tags: e.g. ("think", "answer") with trailing="none" for open-r1's `<think>...</think><answer>...</answer>$`
     layout (without its exact newlines); ("think", "answer", "reflection", "think", "answer") for SRPO's.
-    partial: open-r1 `tag_count_reward` instead: the share of the layout's tags that occur exactly once.
+    partial: open-r1 `tag_count_reward` instead: the share of the layout's tags that occur as often as in the
+    layout (`tag_count_score`).
     The weight (GHPO 0.5, Countdown/TinyZero 0.1) is the recipe's `weight`.
     """
     tags = check_tags(tags, trailing)

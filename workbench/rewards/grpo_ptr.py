@@ -19,7 +19,8 @@ from dataclasses import replace
 import torch
 
 from workbench import registry
-from workbench.advantages.group import group_index
+from workbench.advantages.group import group_index, group_stats
+from workbench.rewards import base
 from workbench.rewards.accuracy import NUMBER, as_number, final_answer, last_number
 from workbench.rewards.format import tag_layout_ok
 from workbench.rewards.reflection import blocks
@@ -32,7 +33,8 @@ def toy_judge(prompts: list[str], completions: list[str]) -> list[float]:
     """Toy stand-in for the multi-criteria reasoning reward model, in [0, 1]: the mean of three rule-based criteria
     of the reasoning (the first `<think>` block, else the whole completion):
       structure    the completion is a closed `<think>` block followed by the answer (1 / 0);
-      consistency  the final answer's number occurs in the reasoning (1 / 0; 0 when the answer has none);
+      consistency  the final answer's number occurs in the reasoning (1 / 0; 0 when the answer has none, and 0
+                   without a `<think>` block: the answer trivially occurs in a reasoning that is the whole text);
       fluency      1 - the repeated share of the reasoning's word 3-grams.
     `prompts` are unused by these rules (a model judge reads them)."""
     out = []
@@ -40,7 +42,7 @@ def toy_judge(prompts: list[str], completions: list[str]) -> list[float]:
         thinks = blocks(text, "think")
         reasoning = thinks[0] if thinks else text
         structure = float(tag_layout_ok(text, ("think",), strip=True))
-        answer = last_number(final_answer(text)[0])
+        answer = last_number(final_answer(text)[0]) if thinks else None
         consistency = float(answer is not None and any(as_number(m.group()) == answer
                                                         for m in NUMBER.finditer(reasoning)))
         fluency = 1.0 - repeated_fraction(words(reasoning), 3)
@@ -48,36 +50,59 @@ def toy_judge(prompts: list[str], completions: list[str]) -> list[float]:
     return out
 
 
-def progressive_weight(step: int, total: int, *, lam_max=0.5, warmup_frac=0.3) -> float:
-    """lambda(t) = lam_max min(1, t / (warmup_frac T)): 0 at the first step, lam_max from 30% of training on."""
-    if warmup_frac == 0 or not total:
+def progressive_weight(step: int, total: int | None, *, lam_max=0.5, warmup_frac=0.3) -> float:
+    """lambda(t) = lam_max min(1, t / (warmup_frac T)): 0 at the first step, lam_max from 30% of training on.
+    The ramp needs the run's length T; without it (T None or 0) only warmup_frac = 0 (constant lam_max) works."""
+    if warmup_frac == 0:
         return float(lam_max)
+    if not total:
+        raise ValueError(f"grpo-ptr: lambda(t) = lam_max min(1, t / (warmup_frac T)) needs the run's length T "
+                         f"(total_steps), got {total!r}; pass total_steps, or warmup_frac=0 for a constant lam_max")
     return float(lam_max) * min(1.0, step / (warmup_frac * total))
 
 
-def trust_weights(reason: torch.Tensor, correct: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
-    """gamma_g per row [B] from reasoning scores [B] and correctness [B] bool within each group [B]: 1 when the
+def group_means_over(x: torch.Tensor, rows: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
+    """Per-group [K] mean of x [B] over the group's `rows` [B] bool (NaN for a group without any), groups in
+    `group_index` order."""
+    dense, counts = group_index(group)
+    out = torch.full((counts.shape[0],), float("nan"), dtype=x.dtype)
+    if bool(rows.any()):
+        out[dense[rows]] = group_stats(x[rows], group[rows])[0]  # one value per group, repeated per row
+    return out
+
+
+def group_trust(reason: torch.Tensor, correct: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
+    """gamma_g per group [K] from reasoning scores [B] and correctness [B] bool within each group [B]: 1 when the
     correct rows' mean score is at least the incorrect rows', else exp(mu_correct - mu_incorrect) in (0, 1).
     Our reading: a group that is all correct or all incorrect gives no evidence against the judge, gamma = 1."""
-    dense, counts = group_index(group)
-    c = correct.to(reason.dtype)
-    n_correct = torch.zeros(counts.shape[0], dtype=reason.dtype).index_add_(0, dense, c)
-    n_wrong = counts.to(reason.dtype) - n_correct
-    mu_correct = torch.zeros_like(n_correct).index_add_(0, dense, reason * c) / n_correct.clamp(min=1)
-    mu_wrong = torch.zeros_like(n_correct).index_add_(0, dense, reason * (1 - c)) / n_wrong.clamp(min=1)
-    misaligned = (n_correct > 0) & (n_wrong > 0) & (mu_correct < mu_wrong)
-    gamma = torch.where(misaligned, torch.exp(mu_correct - mu_wrong), torch.ones_like(mu_correct))
-    return gamma[dense]
+    gap = group_means_over(reason, correct, group) - group_means_over(reason, ~correct, group)  # NaN: one class
+    return torch.where(gap < 0, torch.exp(gap), torch.ones_like(gap))  # NaN < 0 is False: gamma = 1
+
+
+def trust_weights(reason: torch.Tensor, correct: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
+    """gamma_g per row [B] (`group_trust` of the row's group)."""
+    return group_trust(reason, correct, group)[group_index(group)[0]]
 
 
 def judge_scores(judge, prompts: list[str], completions: list[str], dtype) -> torch.Tensor:
-    """R_reason [B] from `judge(prompts, completions)`; a clear error for a wrong length or a non-finite score."""
+    """R_reason [B] from `judge(prompts, completions)`; a clear error for a wrong length or a score that is not a
+    finite number (python, numpy and one-element torch numbers are read with float())."""
+    if len(prompts) != len(completions):
+        raise ValueError(f"grpo-ptr: the batch has {len(prompts)} prompts for {len(completions)} completions; the "
+                         "judge reads one prompt per completion")
     values = list((judge or toy_judge)(list(prompts), list(completions)))
     if len(values) != len(completions):
         raise ValueError(f"grpo-ptr: judge returned {len(values)} scores for {len(completions)} completions")
-    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
-        raise ValueError(f"grpo-ptr: judge scores must be finite numbers, got {values[:10]}")
-    return torch.tensor(values, dtype=dtype)
+    numbers = []
+    for v in values:
+        try:
+            x = None if isinstance(v, (str, bytes)) else float(v)  # "0.5" is text, not a score
+        except (TypeError, ValueError, RuntimeError):  # None, a list, a tensor of several elements
+            x = None
+        if x is None or not math.isfinite(x):
+            raise ValueError(f"grpo-ptr: judge scores must be finite numbers, got {v!r} (scores {values[:10]})")
+        numbers.append(x)
+    return torch.tensor(numbers, dtype=dtype)
 
 
 @registry.reward_shaping(
@@ -103,9 +128,8 @@ def grpo_ptr_rewards(batch, ctx, *, lam_max=0.5, warmup_frac=0.3, judge=None):
         raise ValueError(f"grpo-ptr: judge must be None or a callable judge(prompts, completions), got {judge!r}")
     lam = progressive_weight(ctx.step, ctx.total_steps, lam_max=lam_max, warmup_frac=warmup_frac)
     reason = judge_scores(judge, batch.prompts, batch.completions, torch.float64)              # [B]
-    gamma = trust_weights(reason, batch.scores >= 1.0, batch.group)                             # [B]
-    dense, counts = group_index(batch.group)
-    per_group = torch.zeros(counts.shape[0], dtype=gamma.dtype).index_add_(0, dense, gamma) / counts
+    per_group = group_trust(reason, base.solved(batch.scores, expected=batch.size), batch.group)  # [K]
+    gamma = per_group[group_index(batch.group)[0]]                                              # [B]
     ctx.metrics.update({"grpo_ptr/lambda": lam, "grpo_ptr/gamma_mean": float(per_group.mean()),
                         "grpo_ptr/reason_mean": float(reason.mean())})
     return replace(batch, rewards=batch.rewards + (lam * gamma * reason).to(batch.rewards.dtype))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 
 from workbench import registry
+from workbench.rewards import base
 
 CALL_OPTIONS = ("build", "conversational")  # a Use's keywords that configure the adapter, not the function
 
@@ -65,7 +66,8 @@ class TRLReward:
 
     def __call__(self, completions, trainer_state=None, **columns):
         if trainer_state is not None and "step" not in columns:
-            columns.update(step=trainer_state.global_step, total_steps=trainer_state.max_steps)
+            step, total = base.training_step({"trainer_state": trainer_state})
+            columns.update(step=step, total_steps=total)
         return self.entry.fn(completions, **columns, **self.hp)
 
 

@@ -30,9 +30,9 @@ def length_budget(value, columns: dict, *, reward: str, param: str) -> int:
     return budget
 
 
-def token_lengths(completion_ids, rows: int | None = None) -> torch.Tensor:
+def token_lengths(completion_ids, rows: int) -> torch.Tensor:
     """|y| per row [B] float64: the number of completion tokens (`rows`: the number of completions to match)."""
-    if rows is not None and len(completion_ids) != rows:
+    if len(completion_ids) != rows:
         raise ValueError(f"completion_ids has {len(completion_ids)} rows for {rows} completions")
     return torch.tensor([len(ids) for ids in completion_ids], dtype=torch.float64)
 
@@ -43,13 +43,15 @@ def soft_overlong(rewards: torch.Tensor, lengths: torch.Tensor, *, max_len: int,
     """DAPO soft overlong punishment (TRL `get_soft_overlong_punishment`), scaled by `factor`.
 
     rewards, lengths: [B]. max_len = L (the response budget), buffer = C (the paper uses L=20480, C=4096).
-    A response cut at the budget has |y| = L and gets -factor, the largest penalty reachable here.
+    A response cut at the budget has |y| = L and gets -factor, the largest penalty reachable here. buffer = 0 is
+    TRL's `soft_punish_cache=0`: no ramp, 0 up to L and -1 beyond it.
     """
-    if not 0 < buffer <= max_len:
-        raise ValueError(f"soft-overlong needs 0 < buffer <= max_len, got buffer={buffer}, max_len={max_len}")
+    if not 0 <= buffer <= max_len:
+        raise ValueError(f"soft-overlong needs 0 <= buffer <= max_len, got buffer={buffer}, max_len={max_len}")
     lengths = lengths.to(torch.float64)
     excess = lengths - (max_len - buffer)
-    penalty = torch.where(lengths > max_len, -torch.ones_like(lengths), -(excess / buffer).clamp(min=0))
+    ramp = -(excess / buffer).clamp(min=0) if buffer > 0 else torch.zeros_like(lengths)  # [B]
+    penalty = torch.where(lengths > max_len, -torch.ones_like(lengths), ramp)
     return rewards + factor * penalty.to(rewards.dtype)
 
 
@@ -63,7 +65,7 @@ def soft_overlong_reward(completions, completion_ids, *, buffer=4, factor=1.0, m
     token count |y| = len(completion_ids[i]) (EOS included). The budget L is `max_completion_len`, or the run's
     `max_new_tokens` (every reward function of our pipeline receives it) when None."""
     budget = length_budget(max_completion_len, columns, reward="soft-overlong", param="max_completion_len")
-    lengths = token_lengths(completion_ids)
+    lengths = token_lengths(completion_ids, len(completions))
     return soft_overlong(torch.zeros_like(lengths), lengths, max_len=budget, buffer=buffer, factor=factor).tolist()
 
 

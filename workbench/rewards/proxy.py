@@ -9,6 +9,7 @@ The f6-hacking comparison pairs it with CGPO's constraint judges (`cgpo`), the p
 from __future__ import annotations
 
 from workbench import registry
+from workbench.rewards.length import length_budget, token_lengths
 
 
 @registry.reward(
@@ -16,10 +17,8 @@ from workbench import registry
     summary="|y| / L: the share of the token budget a response uses, as a reward model that likes long answers "
             "pays it; added to the verifier it can be gamed by padding.",
     equation=r"r = \min(|y| / L, 1)", family="rewards")
-def length_bias(completions, *, completion_ids, max_new_tokens=None, max_len=None, **columns) -> list[float]:
-    """|y| = len(completion_ids[i]) (EOS included), L = `max_len` or the run's `max_new_tokens`."""
-    budget = max_len or max_new_tokens
-    if not budget or budget < 1:
-        raise ValueError("length-bias needs the budget L: max_len=... (or the run's max_new_tokens column)")
-    return [min(len(ids) / budget, 1.0) for ids in completion_ids]
-
+def length_bias(completions, *, completion_ids, max_len=None, **columns) -> list[float]:
+    """|y| = len(completion_ids[i]) (EOS included; `length.token_lengths`), L = `max_len` or the run's
+    `max_new_tokens` column (`length.length_budget`: an int >= 1, TRL users name it)."""
+    budget = length_budget(max_len, columns, reward="length-bias", param="max_len")
+    return (token_lengths(completion_ids, len(completions)) / budget).clamp(max=1.0).tolist()

@@ -2,13 +2,20 @@
 number below is our reading.
 
     stage 1   r = r_format                                   well-formed (parseable) tool calls and answer
-    stage 2   r = 0.2 r_format + 0.8 r_answer                r_answer = length-aware BLEU of the answer vs the gold
+    stage 2   r = 0.2 r_format + 0.8 r_answer                r_answer = length-aware BLEU of a span answer vs the
+                                                             gold (short-form QA), else the verifier's verdict
     s(t)      1 -> 2 at progress t / T >= switch_at, or once format compliance exceeds 0.9 (controller `prs`)
 
 r_format is the share of a trajectory's steps that are well formed: a tool call that parses and runs (no
 `tool_error`; without turn_info, one that parses in our syntax), a final answer that is a non-empty span and not
 cut by the budget. r_answer is 0 unless the final answer is well formed, so any fully well-formatted trajectory
 scores at least any unparseable one in every stage. The stage never goes back from 2 to 1.
+
+r_answer (`answer_metric`): the paper scores short-form QA answers with a length-aware BLEU. BLEU measures an answer
+that should reproduce the gold's words (search's entity, a QA span); it says nothing about an answer that must reach
+a value (countdown's "5*3+2" for the target 17, grid-world moves for a budget, arithmetic): there the environment's
+verifier is the answer's quality. "auto" picks per row: BLEU for a span gold (it has a letter), the verifier for a
+numeric one.
 """
 from __future__ import annotations
 
@@ -20,10 +27,11 @@ from workbench import registry
 from workbench.envs.trl import OPEN, parse_tool_call
 from workbench.rewards import base
 from workbench.rewards.accuracy import answer_tokens, final_answer
-from workbench.rewards.tools import is_tool_call, steps_of
+from workbench.rewards.tools import action_calls, steps_of, written_calls
 
 PRS_TITLE = "Enhancing Agentic RL with Progressive Reward Shaping and Value-based Sampling Policy Optimization"
 MAX_CALL_CHARS = 10_000  # a longer TRL tool call counts as malformed (bounds the parse)
+ANSWER_METRICS = ("auto", "verifier", "bleu")
 
 
 # ----------------------------------------------------------------------------- format
@@ -47,9 +55,10 @@ def answer_span(action: str) -> str:
 
 
 def step_well_formed(action: str, info: dict, cut: bool) -> bool:
-    """A tool call: it parses and the env ran it (no tool_error). An answer: non-empty and not cut by the budget."""
-    if is_tool_call(action):
-        return not info.get("tool_error") and call_parses(action)
+    """A tool call (`written_calls`, or any step the env rejected: "12]" is a malformed calculator call): it parses
+    and the env ran it (`action_calls`: no tool_error). An answer: non-empty and not cut by the budget."""
+    if written_calls(action) or info.get("tool_error"):
+        return action_calls(action, info) > 0 and call_parses(action)
     return bool(answer_span(action)) and not cut
 
 
@@ -59,7 +68,7 @@ def format_scores(completions, turn_info=None, truncated=None) -> list[tuple[flo
     for i, steps in enumerate(steps_of(completions, turn_info)):
         cut = bool(truncated[i]) if truncated is not None else False
         ok = [step_well_formed(a, info, cut and s == len(steps) - 1) for s, (a, info) in enumerate(steps)]
-        answered = bool(steps) and not is_tool_call(steps[-1][0]) and ok[-1]
+        answered = bool(steps) and not written_calls(steps[-1][0]) and ok[-1]
         out.append((sum(ok) / max(len(ok), 1), answered))
     return out
 
@@ -96,6 +105,12 @@ def gold_text(answer) -> str:
     return str(answer).split("|", 1)[0].strip() if answer is not None else ""
 
 
+def span_gold(gold: str) -> bool:
+    """Is the gold a span of words the answer should reproduce (search's entity, a QA answer: it has a letter),
+    rather than a value the answer must reach (a number: countdown's target, the grid world's budget)?"""
+    return any(ch.isalpha() for ch in gold)
+
+
 # ----------------------------------------------------------------------------- the stage
 
 def stage_at(*, stage=None, switch_at=0.5, **columns) -> int:
@@ -112,22 +127,28 @@ def stage_at(*, stage=None, switch_at=0.5, **columns) -> int:
 @registry.reward(
     "prs", title=PRS_TITLE,
     summary="Staged reward: stage 1 rewards well-formed tool calls and answers (r_format); stage 2 adds answer "
-            "quality, 0.2 r_format + 0.8 BLEU (length-aware) of the answer; the stage switches once, at half the "
-            "run or when format compliance passes 0.9 (controller prs). Abstract-only: weights are our reading.",
-    equation=r"r = \begin{cases} r_{fmt} & s(t) = 1 \\ 0.2\,r_{fmt} + 0.8\,\mathrm{BLEU}_{len}(\hat a, a^*) "
-             r"& s(t) = 2 \end{cases}")
-def prs_reward(completions, *, stage=None, switch_at=0.5, format_weight=0.2, max_n=4, **columns) -> list[float]:
+            "quality, 0.2 r_format + 0.8 r_answer (length-aware BLEU of a span answer, else the verifier); the "
+            "stage switches once, at half the run or when format compliance passes 0.9 (controller prs). "
+            "Abstract-only: weights are our reading.",
+    equation=r"r = \begin{cases} r_{fmt} & s(t) = 1 \\ 0.2\,r_{fmt} + 0.8\,r_{ans},\ r_{ans} = "
+             r"\mathrm{BLEU}_{len}(\hat a, a^*)\ \text{or}\ \mathrm{verify}(\hat a) & s(t) = 2 \end{cases}")
+def prs_reward(completions, *, stage=None, switch_at=0.5, format_weight=0.2, answer_metric="auto", max_n=4,
+               **columns) -> list[float]:
     """r per row (the recipe sets task_reward = 0: r_answer stands for correctness).
 
     Our reading (abstract-only): stage = None lets the run's progress decide (stage 2 from switch_at = 0.5 of the
     run; None: never by time); the controller `prs` sets stage = 2 once compliance (the share of fully well-formed
     rows) exceeds 0.9. format_weight = 0.2 (the answer weighs 1 - 0.2 = 0.8); max_n = 4 (BLEU-4, fewer orders for
-    shorter golds). Reads `turn_info` and `truncated` when given (format), `answer` / `solution` in stage 2 (when
-    the gold is empty, as for a task without a text answer, r_answer is the verifier's `scores`, else 0).
+    shorter golds). answer_metric (r_answer, module docstring): "auto" (BLEU for a span gold, the verifier for a
+    numeric or empty one), "verifier" (`base.correctness`: the environment's `scores`, else the exact verifier
+    on the answer against the gold; 1 or 0, 0 when unknown) or "bleu" (the paper's, on any gold). Reads `turn_info` and
+    `truncated` when given (format), and in stage 2 `answer` / `solution` and `scores`.
     Logs stage, format (mean r_format), compliance and, in stage 2, answer (mean r_answer).
     """
     if not 0 <= format_weight <= 1:
         raise ValueError(f"prs: format_weight must be in [0, 1], got {format_weight}")
+    if answer_metric not in ANSWER_METRICS:
+        raise ValueError(f"prs: answer_metric must be one of {ANSWER_METRICS}, got {answer_metric!r}")
     if not (isinstance(max_n, int) and max_n >= 1):
         raise ValueError(f"prs: max_n must be an integer >= 1, got {max_n!r}")
     s = stage_at(stage=stage, switch_at=switch_at, **columns)
@@ -138,26 +159,28 @@ def prs_reward(completions, *, stage=None, switch_at=0.5, format_weight=0.2, max
     base.log(columns, "compliance", sum(f == 1.0 for f in fmt) / max(len(fmt), 1))
     if s == 1:
         return fmt
-    quality = answer_quality(completions, formats, max_n=max_n, **columns)
+    quality = answer_quality(completions, formats, answer_metric=answer_metric, max_n=max_n, **columns)
     base.log(columns, "answer", sum(quality) / max(len(quality), 1))
     return [format_weight * f + (1 - format_weight) * q for f, q in zip(fmt, quality)]
 
 
-def answer_quality(completions, formats, *, max_n=4, **columns) -> list[float]:
-    """r_answer per row: length-aware BLEU of the final answer vs the gold (0 when the answer is not well formed);
-    the verifier's score when the gold is empty."""
-    golds = base.column(columns, "answer", "solution") or [None] * len(formats)
-    scores = columns.get("scores")
-    scores = [0.0] * len(formats) if scores is None else scores
+def answer_quality(completions, formats, *, answer_metric="auto", max_n=4, **columns) -> list[float]:
+    """r_answer per row (0 when the final answer is not well formed): length-aware BLEU of the final answer vs the
+    gold where `answer_metric` says BLEU for that row, else the verifier's verdict (1 right, 0 wrong or unknown)."""
+    golds = base.column(columns, "answer", "solution", required="prs" if answer_metric == "bleu" else "")
+    golds = [gold_text(g) for g in (golds or [None] * len(formats))]
+    bleu = [answer_metric == "bleu" or (answer_metric == "auto" and span_gold(g)) for g in golds]
+    verdicts = ([None] * len(formats) if all(bleu) else
+                base.correctness(completions, reward="prs", verifier="auto", **columns))
     out = []
-    for steps, (_, answered), gold, score in zip(steps_of(completions, columns.get("turn_info")), formats, golds,
-                                                 scores):
+    for steps, (_, answered), gold, by_bleu, verdict in zip(steps_of(completions, columns.get("turn_info")), formats,
+                                                            golds, bleu, verdicts, strict=True):
         if not answered:
             out.append(0.0)
-        elif gold_text(gold):
-            out.append(length_aware_bleu(answer_span(steps[-1][0]), gold_text(gold), max_n=max_n))
+        elif by_bleu:
+            out.append(length_aware_bleu(answer_span(steps[-1][0]), gold, max_n=max_n))
         else:
-            out.append(min(max(float(score or 0.0), 0.0), 1.0))
+            out.append(float(bool(verdict)))
     return out
 
 

@@ -13,6 +13,7 @@ import math
 from workbench import registry
 from workbench.rewards import base
 from workbench.rewards.accuracy import verify_answer
+from workbench.rewards.format import tag_counts_match, tag_layout_ok
 
 SRPO_TITLE = "SRPO: Enhancing Multimodal LLM Reasoning via Reflection-Aware Reinforcement Learning"
 REFLEXICODER_TITLE = ("ReflexiCoder: Teaching Large Language Models to Self-Reflect on Generated Code and Self-Correct "
@@ -51,7 +52,6 @@ def check_scorer(key: str, scorer, verifier) -> None:
 # ----- SRPO ----------------------------------------------------------------------------------------------
 
 SRPO_LAYOUT = ("think", "answer", "reflection", "think", "answer")
-SRPO_TAG_COUNTS = {"think": 2, "answer": 2, "reflection": 1}
 # (first answer right, last answer right) -> accuracy with two or more answers (srpo_reward_func.py)
 SRPO_TRANSITIONS = {(False, True): 1.0, (True, True): 0.75, (True, False): 0.25, (False, False): 0.0}
 SRPO_SINGLE_RIGHT = 0.5
@@ -61,20 +61,8 @@ def srpo_format_ok(text: str) -> bool:
     """SRPO's format regex, in linear time: exactly two `<think>`, two `<answer>`, one `<reflection>` (and as many
     closing tags) in the layout think, answer, reflection, think, answer; every block non-empty; only whitespace
     between blocks and after the last; anything (free of these tags) before the first."""
-    if any(text.count(f"<{t}>") != k or text.count(f"</{t}>") != k for t, k in SRPO_TAG_COUNTS.items()):
-        return False
-    pos = text.find("<think>")
-    for k, tag in enumerate(SRPO_LAYOUT):
-        opening, closing = f"<{tag}>", f"</{tag}>"
-        if k:
-            pos = len(text) - len(text[pos:].lstrip())
-        if not text.startswith(opening, pos):
-            return False
-        end = text.find(closing, pos + len(opening))
-        if end <= pos + len(opening):  # no closing tag, or an empty block (`.+?` needs one character)
-            return False
-        pos = end + len(closing)
-    return not text[pos:].strip()
+    return all(tag_counts_match(text, SRPO_LAYOUT)) and tag_layout_ok(text, SRPO_LAYOUT, leading="any",
+                                                                      trailing="none", nonempty=True)
 
 
 def srpo_length_reward(length: float, think1: float, answer1: float) -> float:

@@ -20,9 +20,11 @@ import torch
 
 from workbench import registry
 from workbench.advantages.group import group_stats
+from workbench.envs.calculator import call_result
 from workbench.envs.search import chain, parse_answer
 from workbench.rewards import base
-from workbench.rewards.milestones import call_result, solution_steps
+from workbench.rewards.milestones import solution_steps
+from workbench.rewards.tools import action_calls, bracket_call
 
 RETRO_TITLE = "RetroAgent: From Solving to Evolving via Retrospective Dual Intrinsic Feedback"
 DECAYS = ("exp", "hard_cutoff")
@@ -85,14 +87,18 @@ def expert_subtasks(example) -> list[str] | None:
 
 
 def reached(steps: list[dict]) -> set[str]:
-    """What the episode's tool calls reached: each step's calculator result, or the name it searched."""
+    """What the episode's tool calls that ran (`tools.action_calls`) reached: each calculator call's result, or the
+    name a bracket call searched."""
     out = set()
     for info in steps:
         action = info.get("action", "")
-        if info.get("tool_error") or not action.endswith("]"):
+        if not action_calls(action, info):
             continue
         result = call_result(action)
-        out.add(str(result) if result is not None else action.strip()[1:-1])
+        if result is not None:
+            out.add(str(result))
+        elif bracket_call(action):
+            out.add(action[action.rfind("[") + 1:-1].strip())
     return out
 
 
@@ -160,11 +166,14 @@ def retroagent_rewards(batch, ctx, *, decay="exp", coefficient=None, baseline="g
                        clip_high=None, clip_low=None, reflector=None, reference_bug=False):
     """rewards [B] += coef(t) I (after optional group centering and clipping); then phi is raised per task.
 
-    Defaults are the reference's (zhangxy-2019/RetroAgent, rl_trained_self_reflection: rollout_loop.py and
+    Defaults are the reference's code (zhangxy-2019/RetroAgent, rl_trained_self_reflection: rollout_loop.py and
     env_manager.py `step_reflect`; its scripts set intrinsic_hard_cutoff=False, group_relative_intrinsic_rewards=
-    False, potential_based_on_binary_success=False):
+    False, potential_based_on_binary_success=False), except the coefficient:
       decay: "exp" (exp(-5 p)) or "hard_cutoff" (exp(-6.9 p / 0.1) up to p = 0.1, then 0), p = step / total_steps.
-      coefficient: a fixed coefficient instead of the schedule (`intrinsic_reward_coefficient` > -1).
+        The decaying schedule is the paper's and the catalog's (and the code's when no coefficient is set).
+      coefficient: a fixed coefficient instead of the schedule (`intrinsic_reward_coefficient` > -1). None (default)
+        runs the schedule, the paper's and the catalog's method; the reference's training scripts instead set
+        coefficient = 1.0 (no decay): pass coefficient=1.0 to train as they do.
       baseline: "group_success" (the reference: phi = the task's best group success rate so far) or
         "best_completion" (the catalog's reading c_best_prev: the best completion fraction seen so far).
       group_relative: I - mean_group I (the reference's optional centering, no std).
@@ -190,9 +199,11 @@ def retroagent_rewards(batch, ctx, *, decay="exp", coefficient=None, baseline="g
     steps = batch.turn_info or [[{"action": c}] for c in batch.completions]
     judge = reflector or subtask_completion
     c = torch.tensor([float(judge(text, e, s, float(sc))) for text, e, s, sc in
-                      zip(batch.completions, examples, steps, scores)], dtype=torch.float64).clamp(0.0, 1.0)
-    if not bool(torch.isfinite(c).all()):
-        raise ValueError("retroagent: the reflector returned a non-finite completion fraction")
+                      zip(batch.completions, examples, steps, scores)], dtype=torch.float64)
+    if not bool(torch.isfinite(c).all()):  # before the clamp, which would turn +-inf into 1 or 0
+        raise ValueError(f"retroagent: the reflector returned a non-finite completion fraction ({c.tolist()[:8]}); "
+                         "it must return a fraction in [0, 1]")
+    c = c.clamp(0.0, 1.0)
     prior = torch.tensor([ctx.state.best.get(k, 0.0) for k in keys], dtype=torch.float64)
     gain = improvement(c, prior)
     intrinsic = gain - group_stats(gain, batch.group)[0] if group_relative else gain

@@ -16,7 +16,7 @@ gridworld turn without a move); `action_available` (ALFWorld's admissible-comman
 from __future__ import annotations
 
 from workbench import registry
-from workbench.rewards import base
+from workbench.rewards import base, tools
 
 KEY = "rlvmr"
 TAGS = ("<planning>", "<explore>", "<reflection>")  # checked in this order, as the reference's elif chain
@@ -98,14 +98,13 @@ def meta_rewards(outputs: list[str], valid: list[bool], available: list[bool] | 
 
 
 def steps_of(completions, turn_info=None) -> list[tuple[list[str], list[bool], list[bool]]]:
-    """Per row (outputs, valid, available) of its steps: from `turn_info` (valid: no `tool_error`), or, without it,
-    the completion as one valid step."""
+    """Per row (outputs, valid, available) of its steps (`tools.steps_of`): from `turn_info` (valid: no
+    `tool_error`; available: `action_available`, default True), or, without it, the completion as one valid
+    step."""
     out = []
-    for i, actions in enumerate(base.actions(completions, turn_info)):
-        infos = turn_info[i] if turn_info is not None and i < len(turn_info) and turn_info[i] else None
-        valid = [info.get("tool_error") is None for info in infos] if infos else [True] * len(actions)
-        available = [bool(info.get("action_available", True)) for info in infos] if infos else [True] * len(actions)
-        out.append((actions, valid, available))
+    for steps in tools.steps_of(completions, turn_info):
+        out.append(([action for action, _ in steps], [info.get("tool_error") is None for _, info in steps],
+                    [bool(info.get("action_available", True)) for _, info in steps]))
     return out
 
 
@@ -118,12 +117,14 @@ def steps_of(completions, turn_info=None) -> list[tuple[list[str], list[bool], l
              r"[a_s \notin \{a_{s'}\}_{s'<s}] + [\texttt{reflect}]\,[\lnot\text{valid}_{s-1}]\,[a_s \ne a_{s-1}]\big)"
              r" - 0.1\,[\lnot\text{valid}_s]")
 def rlvmr_reward(completions, *, planning_reward=1.0, exploration_reward=1.0, reflection_reward=1.0,
-                 invalid_penalty=0.1, reference_bug=False, **columns) -> list[float | None]:
+                 invalid_penalty=0.1, reference_bug=False, verifier="auto", **columns) -> list[float | None]:
     """Per row, sum_s r_s - invalid_penalty * #invalid steps: the trajectory-level form of RLVMR's step rewards,
     for trainers without a step advantage (TRL's GRPOTrainer); None when success is unknown.
 
     Reads `turn_info` (each step's action and `tool_error`; without it the completion is one valid step) and
-    `scores` or `answer` (success, `base.correctness`). Defaults: the 1.0 rewards of the reference's
+    `scores` or `answer` (success, `base.correctness`; verifier: how it is judged without `scores`, as TRL calls
+    it: "auto" the dependency-free exact verifier, which reads the toy's "A:26", "math" math-verify; the
+    reference's success is an episode reward > 0, ALFWorld's 10 or 0). Defaults: the 1.0 rewards of the reference's
     ppo_trainer.yaml, invalid_penalty 0.1 (`invalid_action_penalty_coef` of the run scripts). In the paper the
     meta rewards reach the policy only through A_step (`advantage:rlvmr`, which recomputes them per step), so the
     `rlvmr` recipe gives this reward weight 0 and logs it. Logs the share of steps tagged planning / explore /
@@ -131,7 +132,7 @@ def rlvmr_reward(completions, *, planning_reward=1.0, exploration_reward=1.0, re
     """
     if invalid_penalty < 0:
         raise ValueError(f"{KEY}: invalid_penalty must be >= 0, got {invalid_penalty}")
-    success = base.correctness(completions, reward=KEY, **columns)
+    success = base.correctness(completions, reward=KEY, verifier=verifier, **columns)
     counts = dict.fromkeys(("steps", "invalid", "explore", "redundant", *TAGS), 0)
     out = []
     for ok, (outputs, valid, available) in zip(success, steps_of(completions, columns.get("turn_info")),

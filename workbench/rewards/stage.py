@@ -14,8 +14,9 @@ class RewardError(ValueError):
 
 
 def utf8_text(text) -> str:
-    """A completion as valid UTF-8 text: bytes are decoded and lone surrogates (undecodable bytes kept by
-    `surrogateescape`) become U+FFFD, so no reward function has to handle them."""
+    """A completion as valid UTF-8 text, so no reward function has to handle invalid text: bytes are decoded and
+    undecodable bytes (also as `surrogateescape` keeps them, U+DC80..U+DCFF) become U+FFFD; any other lone
+    surrogate becomes "?"."""
     if isinstance(text, bytes):
         return text.decode("utf-8", errors="replace")
     try:
@@ -93,7 +94,9 @@ def reward_metrics(names: list[str], table: torch.Tensor, unscorable: torch.Tens
 
 def mask_unscorable(batch, unscorable: torch.Tensor):
     """No reward applies to these rows (NaN rewards): they train on nothing (mask 0) and take their group's mean
-    reward, so the others' baseline is the mean of the scorable rows (TRL gives them advantage 0)."""
+    reward, so the others' baseline is the mean of the scorable rows. TRL gives them advantage 0 and also leaves them
+    out of the group's std; here they stay in it at the mean, which lowers the std (rewards [1, 0, None]: GRPO
+    advantages +-1.0 here, +-0.707 in TRL)."""
     rewards = batch.rewards.clone()
     for i in torch.nonzero(unscorable).flatten().tolist():
         peers = (batch.group == batch.group[i]) & ~unscorable

@@ -1,14 +1,22 @@
-"""Tool-call rewards: SPEAR's decaying intrinsic tool-call reward, and how our environments' tool calls are
-recognised in a step's action text (shared with `prs`).
+"""Tool-call rewards: SPEAR's decaying intrinsic tool-call reward; and the one reading of "which tool calls did an
+action make" that this family's rewards share (`prs`, `adasearch`, `apo-a2fm`, `retroagent`).
 
-Our environments' tool-call syntax (one call per action turn):
+Tool-call syntaxes recognised in an action's text:
 
-    [37*48]   [Bov]                                   calculator, search: an action ending in "]" is a call,
-                                                      any other action is the final answer
+    [37*48]   [Bov]                                   calculator, search: an action closing with "[...]" is a call
+                                                      (the envs' rule: an action ending in "]"), any other action
+                                                      is the final answer
     <tool_call>{"name": ..., "arguments": ...}</tool_call>                   TRL-style environments
     <tool_call>add(2, 3)</tool_call>
+    <search>query</search>                            Search-R1 / SkyRL transcripts (several in one completion)
 
-A step's `turn_info` entry says whether the environment rejected its call (`tool_error`, None when it ran).
+and, in TRL's conversational completions, an assistant message's structured `tool_calls`.
+
+Rejected calls: a step's `turn_info` entry says whether the environment rejected its call (`tool_error`: malformed,
+unknown tool, a failing tool; None when it ran). Our reading, the same for every reward here: a rejected call is
+not a call: it ran nothing (no search result, no milestone value, no tool round trip to pay for), and SPEAR counts
+the turns its tool parser turned into calls. `written_calls` is the syntax alone (PRS needs it to judge a call's
+format); `action_calls` and `calls` count the calls that ran.
 """
 from __future__ import annotations
 
@@ -23,17 +31,57 @@ SPEAR_TITLE = ("Learn the Ropes, Then Trust the Wins: Self-imitation with Progre
 MODES = ("decay", "constant")
 COUNTS = ("tool_turns", "episode_length")
 ON_CORRECT = ("count", "any")
+SEARCH_OPEN, SEARCH_CLOSE = "<search>", "</search>"  # Search-R1 / SkyRL search env tags
+TAGS = ((OPEN, CLOSE), (SEARCH_OPEN, SEARCH_CLOSE))
 
 
-def is_tool_call(action: str) -> bool:
-    """Does the action call a tool in one of our environments' syntaxes? A TRL `<tool_call>...</tool_call>` block,
-    or a bracket call `[...]` closing the action (the calculator's and search's rule: an action ending in "]" is
-    a call). String scans only (linear time on any input)."""
-    if OPEN in action and CLOSE in action:
-        return True
+# ----------------------------------------------------------------------------- tool calls
+
+def tagged_calls(text: str, open_tag: str, close_tag: str) -> int:
+    """Closed open_tag...close_tag blocks in `text`, in order (one left-to-right scan: linear time)."""
+    n, at = 0, 0
+    while (start := text.find(open_tag, at)) >= 0:
+        end = text.find(close_tag, start + len(open_tag))
+        if end < 0:
+            break
+        n, at = n + 1, end + len(close_tag)
+    return n
+
+
+def bracket_call(action: str) -> bool:
+    """Does the action close with a bracket call "[...]"? The calculator's and search's rule is "an action ending
+    in ']' is a call" (a malformed one gets a tool_error); we also ask for the opening bracket, so a text that
+    merely ends in "]" on a task without tools ("12]") is an answer."""
     if not action.endswith("]"):
         return False
     return action.rfind("[") > action.rfind("]", 0, len(action) - 1)  # an opening bracket for the final "]"
+
+
+def written_calls(action: str) -> int:
+    """Tool calls written in an action's text, by syntax alone: its closed <tool_call> and <search> blocks, plus 1
+    when it closes with a bracket call. String scans only (linear time on any input)."""
+    return sum(tagged_calls(action, o, c) for o, c in TAGS) + bracket_call(action)
+
+
+def action_calls(action: str, info: dict | None = None) -> int:
+    """The tool calls of one action that ran: `written_calls`, or 0 when the environment rejected the step's call
+    (`info["tool_error"]`, see the module docstring)."""
+    return 0 if info and info.get("tool_error") else written_calls(action)
+
+
+def message_calls(message: dict) -> int:
+    """Calls of one assistant message of a conversational completion: its structured `tool_calls` when it has the
+    field (TRL parsed them out of its text), else those written in its content."""
+    if message.get("tool_calls") is not None:
+        return len(message["tool_calls"])
+    return written_calls(str(message.get("content") or ""))
+
+
+def assistant_messages(completion) -> list[dict] | None:
+    """The assistant messages of a conversational completion (TRL), None for a plain string."""
+    if isinstance(completion, (list, tuple)):
+        return [m for m in completion if isinstance(m, dict) and m.get("role", "assistant") == "assistant"]
+    return None
 
 
 def steps_of(completions, turn_info=None) -> list[list[tuple[str, dict]]]:
@@ -44,39 +92,41 @@ def steps_of(completions, turn_info=None) -> list[list[tuple[str, dict]]]:
     return [list(zip(acts, info if info else [{}] * len(acts))) for acts, info in zip(actions, infos)]
 
 
-def assistant_messages(completion) -> list[dict] | None:
-    """The assistant messages of a conversational completion (TRL), None for a plain string."""
-    if isinstance(completion, (list, tuple)):
-        return [m for m in completion if isinstance(m, dict) and m.get("role") == "assistant"]
-    return None
-
-
-def tool_turns(completions, turn_info=None) -> list[int]:
-    """n per row: the steps that called a tool and whose call ran (no `tool_error`). A conversational completion
-    counts its assistant messages carrying `tool_calls` (SPEAR `reward.py`: `tool_calls is not None`).
-
-    Our reading: SPEAR counts the assistant turns its tool parser turned into calls; ours are text actions, so a call
-    the environment rejected (malformed, unknown tool: `tool_error`) does not count, and neither does the final
-    answer. The last step of an episode counts when it is a call by syntax (an episode cut at max_turns)."""
+def step_calls(completions, turn_info=None) -> list[list[int]]:
+    """Per row, per step, the tool calls that ran (`action_calls`): the steps of `turn_info` (ours); without it, a
+    conversational completion's assistant messages (`message_calls`), or the completion as one step."""
     out = []
     for completion, steps in zip(completions, steps_of(completions, turn_info)):
         messages = assistant_messages(completion)
         if messages is not None and turn_info is None:
-            out.append(sum(m.get("tool_calls") is not None for m in messages))
+            out.append([message_calls(m) for m in messages])
         else:
-            out.append(sum(is_tool_call(action) and not info.get("tool_error") for action, info in steps))
+            out.append([action_calls(action, info) for action, info in steps])
     return out
+
+
+def calls(completions, turn_info=None) -> list[int]:
+    """Tool calls that ran, per row (`step_calls` summed)."""
+    return [sum(row) for row in step_calls(completions, turn_info)]
+
+
+def tool_turns(completions, turn_info=None) -> list[int]:
+    """n per row: the steps (conversational: assistant messages) that made a tool call that ran (`step_calls`).
+
+    Our reading: SPEAR (`reward.py`) counts the assistant turns whose `tool_calls is not None`, the turns its tool
+    parser turned into calls; ours are text actions, so a call the environment rejected does not count, and neither
+    does the final answer (nor a message with an empty `tool_calls` list, which calls nothing). The last step of an
+    episode counts when it is a call (an episode cut at max_turns)."""
+    return [sum(k > 0 for k in row) for row in step_calls(completions, turn_info)]
 
 
 def episode_lengths(completions, turn_info=None) -> list[int]:
     """n per row: the number of steps of the episode (verl-agent's `episode_lengths`); a conversational completion
     counts its assistant messages."""
-    out = []
-    for completion, steps in zip(completions, steps_of(completions, turn_info)):
-        messages = assistant_messages(completion)
-        out.append(len(messages) if messages is not None and turn_info is None else len(steps))
-    return out
+    return [len(row) for row in step_calls(completions, turn_info)]
 
+
+# ----------------------------------------------------------------------------- SPEAR
 
 def toolcall_coefficient(t: float, *, max_toolcall_steps: float, mode: str = "decay") -> float:
     """c(t) = (cos(pi t / T_tool) + 1) / 2 for t <= T_tool, else 0 (SPEAR's "cosine"); 1 in "constant" mode."""
@@ -95,21 +145,17 @@ def tool_reward(n: int, c: float) -> float:
 
 
 def schedule_position(columns: dict, max_toolcall_steps: float, max_toolcall_frac: float | None):
-    """(t, T_tool): the training step (ours, or TRL's `trainer_state.global_step`; 0 when neither is given) and the
-    horizon, `max_toolcall_steps`, or `max_toolcall_frac` x the run's total steps when that is set."""
-    state = columns.get("trainer_state")
-    step = columns.get("step")
-    if step is None and state is not None:
-        step = state.global_step
+    """(t, T_tool): the training step (`base.training_step`: ours, or TRL's `trainer_state`; 0 when neither is
+    given) and the horizon, `max_toolcall_steps`, or `max_toolcall_frac` x the run's total steps when that is set."""
+    step, total = base.training_step(columns)
     if max_toolcall_frac is None:
-        return float(step or 0), max_toolcall_steps
+        return float(step), max_toolcall_steps
     if not max_toolcall_frac > 0:
         raise ValueError(f"spear-tool-reward: max_toolcall_frac must be > 0 (or None), got {max_toolcall_frac}")
-    total = columns.get("total_steps") or (state.max_steps if state is not None else None)
     if not total:
         raise ValueError("spear-tool-reward: max_toolcall_frac needs the run's length: a total_steps column (ours) "
                          "or trainer_state.max_steps (TRL); pass max_toolcall_steps instead")
-    return float(step or 0), max_toolcall_frac * total
+    return float(step), max_toolcall_frac * total
 
 
 @registry.reward(

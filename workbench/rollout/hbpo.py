@@ -7,9 +7,11 @@ from its prompt. Everything else is the `turns` rollout: the budget sentence is 
 environment, whose reset appends it to the opening user message; env seeds are the plain rollout's
 (`episode_seed(example, index in group)`), so an env with random dynamics replays as it would without budgets.
 
-Budgets default to fractions (1/4, 1/2, 3/4, 1) of the run's `max_new_tokens`, the paper's {512, 1024, 2048, 2560}
-scaled to toy runs that generate a handful of tokens. The generation cap stays `max_new_tokens` for every row:
-HBPO's budgets are announced, not enforced (the reward penalizes the overrun).
+Budgets default to fractions (0.125, 0.25, 0.5, 0.625) of the run's `max_new_tokens`: our reading, the paper's
+budgets {512, 1024, 2048, 2560} over its 4096-token context (L_max, which `hbpo-reward` takes from max_new_tokens),
+scaled to toy runs that generate a handful of tokens. Every budget stays below L_max, so every subgroup's right
+answers earn f2(b) > 0 (a budget b = L_max would pay cos(pi/2) = 0, right or wrong). The generation cap stays
+`max_new_tokens` for every row: HBPO's budgets are announced, not enforced (the reward penalizes the overrun).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from workbench.rewards.hbpo import BUDGET_SENTENCE, HBPO_TITLE, budget_of
 from workbench.rollout.group import subgroup_sizes
 from workbench.rollout.turns import TURNS_PROVIDES, turns
 
-FRACTIONS = (0.25, 0.5, 0.75, 1.0)  # of max_new_tokens: the paper's 512/1024/2048/2560 read as 1/5..1 of 2560
+FRACTIONS = (0.125, 0.25, 0.5, 0.625)  # of max_new_tokens: the paper's 512/1024/2048/2560 of a 4096 context
 TEMPLATE = "{prompt}\n" + BUDGET_SENTENCE + ".\n"
 
 
@@ -77,14 +79,20 @@ class BudgetTask:
 
 
 def budgets_for(max_new_tokens: int, budgets=None, fractions=FRACTIONS) -> tuple[int, ...]:
-    """`budgets` as given, or round(f * max_new_tokens) (half up, at least 1) for each fraction f."""
+    """`budgets` as given, or round(f * max_new_tokens) (half up, at least 1) for each fraction f; every budget in
+    [1, max_new_tokens] (the reward's L_max: a longer budget could never be met)."""
     if budgets is not None:
         if not budgets or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in budgets):
             raise ValueError(f"hbpo-reward: budgets must be a non-empty list of ints >= 1, got {budgets!r}")
-        return tuple(budgets)
-    if not fractions or any(not f > 0 for f in fractions):
-        raise ValueError(f"hbpo-reward: fractions must be a non-empty list of numbers > 0, got {fractions!r}")
-    return tuple(max(1, int(f * max_new_tokens + 0.5)) for f in fractions)
+        chosen = tuple(budgets)
+    else:
+        if not fractions or any(not f > 0 for f in fractions):
+            raise ValueError(f"hbpo-reward: fractions must be a non-empty list of numbers > 0, got {fractions!r}")
+        chosen = tuple(max(1, int(f * max_new_tokens + 0.5)) for f in fractions)
+    if max(chosen) > max_new_tokens:
+        raise ValueError(f"hbpo-reward: budgets {chosen} exceed max_new_tokens = {max_new_tokens} (L_max of the "
+                         "reward); pass budgets <= max_new_tokens (fractions <= 1), or raise max_new_tokens")
+    return chosen
 
 
 def check_template(template: str) -> None:
@@ -100,7 +108,7 @@ def check_template(template: str) -> None:
 
 @registry.rollout(
     "hbpo-reward", title=HBPO_TITLE,
-    summary="Each group of G samples split into budget subgroups (1/4, 1/2, 3/4, 1 of max_new_tokens), each "
+    summary="Each group of G samples split into budget subgroups (1/8, 1/4, 1/2, 5/8 of max_new_tokens), each "
             "prompt appended 'I will answer the question within b tokens'; rows keep their example's group.",
     equation=r"\{y_{i,j}\}_{j \le G/k} \sim \pi(\cdot \mid x \oplus \text{``within } b_i \text{ tokens''}),"
              r"\ b_i \in \{b_1, \dots, b_k\}",

@@ -26,7 +26,7 @@ GLOSSARY: dict[str, str] = {
                                   "parametrically' (the positive class), over rows with a known oracle.",
     "rewards/act/parsed": "ACT: share of critic rows whose completion names one of the two candidates.",
     "rewards/act/first_label": "ACT: share of parsed choices naming the first-listed candidate (A).",
-    "rewards/apo-a2fm/cost": "A^2FM: mean cost / cost_max of the correct rows (mode overhead + tokens + tool calls).",
+    "rewards/apo-a2fm/cost": "A^2FM: mean min(cost / cost_max, 1) of the correct rows (mode + tokens + tool calls).",
     "rewards/apo-a2fm/frac_instant": "A^2FM: share of rows in instant mode.",
     "rewards/apo-a2fm/frac_reasoning": "A^2FM: share of rows in reasoning mode.",
     "rewards/apo-a2fm/frac_agentic": "A^2FM: share of rows in agentic mode.",
@@ -38,7 +38,7 @@ GLOSSARY: dict[str, str] = {
     "rewards/prs/stage": "PRS: the reward's stage this step (1: format only; 2: 0.2 format + 0.8 answer BLEU).",
     "rewards/prs/format": "PRS: mean r_format, the share of well-formed steps (parsed calls, uncut answer).",
     "rewards/prs/compliance": "PRS: share of rows whose every step is well formed (stage 2 once it passes 0.9).",
-    "rewards/prs/answer": "PRS (stage 2): mean r_answer, the length-aware BLEU of the final answer against the gold.",
+    "rewards/prs/answer": "PRS (stage 2): mean r_answer: length-aware BLEU of a span answer, else the verifier's 0/1.",
     "rewards/fapo/flawed_frac": "FAPO: share of flawed positives (correct answers whose steps the detector flags) "
                                 "among the correct rows.",
     "rewards/rlvmr/planning_frac": "RLVMR: share of steps tagged <planning>.",

@@ -253,10 +253,12 @@ class Pipeline:
         """`scores` = the environment's reward; `rewards` = the recipe's rewards combined: the environment's
         (weight `task_reward`) and each reward function's (weight `weight`), summed (`reward_aggregation`
         "sum_then_normalize") or each normalized within its groups first ("normalize_then_sum"). None means
-        "not applicable" and is left out (TRL's nansum); a row no reward applies to is masked out of the update.
+        "not applicable" and is left out (TRL's nansum); a row no reward applies to is masked out of the update
+        (`stage.mask_unscorable`).
         Logs `rewards/<name>/mean|std` per reward."""
         batch.scores = batch.rewards.clone()
         if not self.parts["rewards"]:
+            batch.rewards = batch.rewards * self.recipe.task_reward
             return batch
         columns = reward_columns(batch, examples, ctx)
         names, values, weights = [], [], []

@@ -28,6 +28,7 @@ from plotly.subplots import make_subplots
 from workbench import registry
 from workbench.advantages.group import grpo
 from workbench.batch import RolloutBatch
+from workbench.recipes import get_recipe
 from workbench.rewards import aggregate
 from workbench.train.glossary import PER_REWARD
 from workbench.viz.figures import NEGATIVE, NEUTRAL, POSITIVE, RUN_COLORS
@@ -413,10 +414,16 @@ HACK_GROUPS = {  # (correct, length, truncated) of 8 answers, for a prompt the p
 HACK_RECIPES = ("grpo", "length-bias", "length-bias-cgpo")
 
 
-def hacking_rewards(answers, max_len: int = HACK_BUDGET, judges=("format", "length")) -> dict:
-    """One group under the three recipes of f6-hacking, from the library: "grpo" (the verifier's 0/1),
+def cgpo_settings(recipe: str = "length-bias-cgpo") -> dict:
+    """The keyword arguments of the recipe's `cgpo` reward shaping (its judges and length threshold)."""
+    return dict(next(u for u in get_recipe(recipe).reward_shaping if u.key == "cgpo").kw)
+
+
+def hacking_rewards(answers, max_len: int = HACK_BUDGET, cgpo_kw: Mapping | None = None) -> dict:
+    """One group under three recipes of f6-hacking, from the library: "grpo" (the verifier's 0/1),
     "length-bias" (verifier + the registered `length-bias` |y|/L, summed as the reward stage does) and
-    "length-bias-cgpo" (that sum through the registered `cgpo` reward shaping with `judges`). Returns
+    "length-bias-cgpo" (that sum through the registered `cgpo` reward shaping with `cgpo_kw`, by default the
+    recipe's: format and length judges, the length threshold at 9 of 10 tokens). Returns
     {"correct", "lengths", "truncated", "flagged" (CGPO's violations: the rows it set to -1), "metrics" (what cgpo
     logged), recipe: {"rewards", "advantages"}}."""
     correct = np.array([a[0] for a in answers], dtype=float)
@@ -426,7 +433,8 @@ def hacking_rewards(answers, max_len: int = HACK_BUDGET, judges=("format", "leng
     batch = replace(RolloutBatch.from_rewards(sums, lengths=lengths), truncated=truncated,
                     prompts=[""] * len(lengths), completions=[""] * len(lengths))
     ctx = SimpleNamespace(max_new_tokens=max_len, metrics={})
-    shaped = registry.get("reward_shaping", "cgpo").fn(batch, ctx, judges=judges).rewards
+    shaped = registry.get("reward_shaping", "cgpo").fn(batch, ctx, **(cgpo_settings() if cgpo_kw is None
+                                                                       else cgpo_kw)).rewards
     flagged = shaped == -1.0  # feasible rows get sigma(R - mean) in (0, 1)
     out = {"correct": correct.astype(bool), "lengths": lengths, "truncated": truncated.numpy(),
            "flagged": flagged.numpy(), "metrics": ctx.metrics}
@@ -727,7 +735,7 @@ def fapo_figure(examples=FAPO_EXAMPLES) -> go.Figure:
 # 6. The recipes of this family
 
 
-EXTRA_RECIPES = ("length-bias", "length-bias-cgpo", "soft-overlong")
+EXTRA_RECIPES = ("length-bias", "length-bias-cgpo", "length-bias-cgpo-tight", "soft-overlong")
 
 
 def family_recipes(family: str = "rewards", extra: Sequence[str] = EXTRA_RECIPES) -> list[str]:

@@ -206,7 +206,7 @@ print(length_table(max_len, buffer))
 # writes (its `truncated_frac` is near 0): expect the `soft-overlong` runs to look like GRPO's. `cosine-length`
 # separates a 4-token from an 8-token right answer by 0.28 (against a right-wrong gap of 1.1 to 1.65 at those
 # lengths): it can shorten right answers, and it pays the same 0.28 for lengthening a wrong one. HBPO's budgets of
-# 3, 5, 8 and 10 tokens are announced in a sentence the tiny model never saw in its warm start; with it in the
+# 1, 3, 5 and 6 tokens are announced in a sentence the tiny model never saw in its warm start; with it in the
 # prompt the model samples no right answer at all, so `hbpo-reward` is not in the comparison (its claim below says
 # so).
 #
@@ -230,7 +230,7 @@ if f6_length is not None:
     print(stored_summary_text(length_groups, length_summaries))
 
 # %% [markdown]
-# **What the stored runs show** (commit 741d514, 3 seeds): GRPO shortens its answers a little by itself (6.70 → 6.17
+# **What the stored runs show** (3 seeds): GRPO shortens its answers a little by itself (6.70 → 6.17
 # tokens) while held-out accuracy goes 0.36 → 0.40 ± 0.06. `soft-overlong` with $C = 2$ fires on a handful of 9- and
 # 10-token answers (`rewards/soft-overlong/mean` is never below −0.02) and ends where GRPO does (6.17 tokens,
 # 0.397 ± 0.060): nothing to cut, nothing lost. `cosine-length` does the opposite of its claim here: answers **grow**

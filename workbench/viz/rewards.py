@@ -462,7 +462,7 @@ def hacking_figure(groups: Mapping = HACK_GROUPS, max_len: int = HACK_BUDGET) ->
     fig.update_yaxes(title_text="GRPO advantage", row=1, col=1)
     fig.update_layout(title=dict(text=f"why padding pays under a length-biased reward (budget {max_len}), and what "
                                       "CGPO's judges do to it", font=dict(size=13)), barmode="group",
-                      template="plotly_white", height=460, legend=dict(orientation="h", y=-0.3))
+                      template="plotly_white", height=480, legend=dict(x=1.01, y=1))  # clear of the slanted labels
     return fig
 
 

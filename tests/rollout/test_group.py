@@ -1,9 +1,11 @@
 """Group sampling on the tiny model: layout, rewards and the behaviour log-probs."""
 import random
 
+import pytest
 import torch
 
 from workbench.rollout import policy_forward, sample_groups
+from workbench.rollout.group import subgroup_sizes
 from workbench.tasks import get_task
 
 
@@ -23,3 +25,12 @@ def test_group_sampling_layout_rewards_and_behaviour_logprobs(engine):
     logp, _, _ = policy_forward(engine.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids,
                                 batch.mask, temperature=0.8)
     assert torch.allclose(logp * batch.mask, batch.mu_logp, atol=1e-5)
+
+
+def test_groups_split_into_subgroups_as_evenly_as_possible():
+    """HBPO's budget subgroups and A2FM's mode subgroups: the first G mod k take one more row."""
+    assert subgroup_sizes(16, 4, who="hbpo-reward", what="budgets") == [4, 4, 4, 4]
+    assert subgroup_sizes(6, 4, who="hbpo-reward", what="budgets") == [2, 2, 1, 1]
+    with pytest.raises(ValueError, match=r"apo-a2fm splits each group into 3 subgroups \(modes\): group_size must "
+                                         r"be >= 3, got 2"):
+        subgroup_sizes(2, 3, who="apo-a2fm", what="modes")

@@ -8,7 +8,6 @@ from workbench import registry
 from workbench.envs.base import Env, episode_seed, user
 from workbench.rewards.hbpo import budget_of, row_budgets
 from workbench.rollout import Sampling
-from workbench.rollout.group import subgroup_sizes
 from workbench.rollout.hbpo import Budgeted, BudgetEnv, budgets_for, hbpo_rollout, with_budget
 from workbench.tasks import Example, Task, get_task
 
@@ -28,13 +27,6 @@ def test_budgets_default_to_fractions_of_max_new_tokens_rounded_half_up_and_at_l
     for bad in (dict(budgets=[4, 9]), dict(fractions=(0.5, 1.2))):    # a budget above the cap: never met
         with pytest.raises(ValueError, match="exceed max_new_tokens = 8"):
             budgets_for(8, **bad)
-
-
-def test_groups_split_as_evenly_as_possible():
-    assert subgroup_sizes(16, 4, who="hbpo-reward", what="budgets") == [4, 4, 4, 4]
-    assert subgroup_sizes(6, 4, who="hbpo-reward", what="budgets") == [2, 2, 1, 1]
-    with pytest.raises(ValueError, match="group_size"):
-        subgroup_sizes(3, 4, who="hbpo-reward", what="budgets")
 
 
 def test_rows_keep_their_examples_group_and_announce_their_subgroups_budget(engine):

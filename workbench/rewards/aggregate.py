@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from workbench.advantages.group import keyed_normalize
+
 AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 STD_EPS = 1e-4  # TRL grpo_trainer: (grouped - mean_k) / (std_k + 1e-4)
 
@@ -26,15 +28,13 @@ def nanstd(x: torch.Tensor, dim: int = 0, keepdim: bool = False) -> torch.Tensor
 
 
 def group_normalized(values: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
-    """(r - mean_g r) / (std_g r + 1e-4) per column of values [B, K], within the rows of each group [B]; a
-    group with one value per column gets 0 there (TRL: zeros when num_generations = 1)."""
+    """(r - mean_g r) / (std_g r + 1e-4) per column of values [B, K] over the rows of each group [B] where that
+    reward applies (NaN stays NaN); a group with one such value gets 0 there (TRL: zeros when num_generations = 1)."""
     out = torch.full_like(values, float("nan"))
-    for g in group.unique():
-        rows = group == g
-        block = values[rows]                                        # [n_g, K]
-        mean = torch.nanmean(block, dim=0, keepdim=True)
-        std = nanstd(block, dim=0, keepdim=True).nan_to_num(0.0)    # one value: std 0, (x - mean) = 0
-        out[rows] = (block - mean) / (std + STD_EPS)
+    for k in range(values.shape[1]):
+        applies = ~torch.isnan(values[:, k])
+        out[applies, k] = keyed_normalize(values[applies, k], group[applies].tolist(), eps=STD_EPS,
+                                          singletons="zero")
     return out
 
 

@@ -220,11 +220,7 @@ def entropy_explorer(shape: str = "one peak", sharpness: float = 3.0, temperatur
     ipywidgets.VBox with `.figure`, `.controls` and `.update` (as the explorers of `workbench.viz.widgets`)."""
     import ipywidgets as W
 
-    from workbench.viz.widgets import refresh
-
-    def slider(value, lo, hi, step, description):
-        return W.FloatSlider(value=value, min=lo, max=hi, step=step, description=description, continuous_update=False,
-                             style={"description_width": "initial"})
+    from workbench.viz.widgets import explorer, slider
 
     controls = {
         "shape": W.Dropdown(options=list(SHAPES), value=shape, description="shape"),
@@ -237,22 +233,8 @@ def entropy_explorer(shape: str = "one peak", sharpness: float = 3.0, temperatur
         "advantage": slider(advantage, -2.0, 2.0, 0.1, "advantage A"),
         "pg_lr": slider(pg_lr, 0.0, 3.0, 0.05, "PG step η"),
     }
-
-    def current() -> go.Figure:
-        return entropy_step_figure(**{name: c.value for name, c in controls.items()})
-
-    figure = go.FigureWidget(current())
-
-    def update(change=None):
-        refresh(figure, current())
-
-    for control in controls.values():
-        control.observe(update, names="value")
-    c = controls
-    box = W.VBox([W.HBox([W.VBox([c["shape"], c["sharpness"], c["temperature"]]), W.VBox([c["bonus_lr"]]),
-                          W.VBox([c["token"], c["advantage"], c["pg_lr"]])]), figure])
-    box.figure, box.controls, box.update = figure, controls, update
-    return box
+    return explorer(controls, entropy_step_figure, columns=[["shape", "sharpness", "temperature"], ["bonus_lr"],
+                                                            ["token", "advantage", "pg_lr"]])
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from workbench.recipes import get_recipe
 from workbench.rewards import aggregate
 from workbench.train.glossary import PER_REWARD
 from workbench.viz.figures import NEGATIVE, NEUTRAL, POSITIVE, RUN_COLORS
+from workbench.viz.widgets import explorer, slider
 
 MODES = aggregate.AGGREGATIONS  # ("sum_then_normalize", "normalize_then_sum")
 MODE_COLORS = {"sum_then_normalize": "#ff7f0e", "normalize_then_sum": "#2ca02c"}
@@ -156,35 +157,6 @@ def aggregation_figure(scale: float = 10.0, weight: float = 0.5, **kw) -> go.Fig
     return fig
 
 
-def _slider(value, lo, hi, step, description):
-    import ipywidgets as W
-
-    return W.FloatSlider(value=value, min=lo, max=hi, step=step, description=description, continuous_update=False,
-                         style={"description_width": "initial"})
-
-
-def _explorer(controls: dict, make) -> object:
-    """A VBox of the controls over a FigureWidget of make(**values), redrawn in place on every change; with
-    `.figure`, `.controls` and `.update` (as the explorers of `workbench.viz.widgets`)."""
-    import ipywidgets as W
-
-    from workbench.viz.widgets import refresh
-
-    def current() -> go.Figure:
-        return make(**{name: c.value for name, c in controls.items()})
-
-    figure = go.FigureWidget(current())
-
-    def update(change=None):
-        refresh(figure, current())
-
-    for control in controls.values():
-        control.observe(update, names="value")
-    box = W.VBox([W.HBox(list(controls.values())), figure])
-    box.figure, box.controls, box.update = figure, controls, update
-    return box
-
-
 def aggregation_explorer(scale: float = 10.0, weight: float = 0.5):
     """Sliders for the length reward's scale (log) and weight, redrawing `aggregation_figure`. Returns an
     ipywidgets.VBox with `.figure`, `.controls` and `.update`."""
@@ -194,9 +166,9 @@ def aggregation_explorer(scale: float = 10.0, weight: float = 0.5):
         "scale": W.FloatLogSlider(value=scale, base=10, min=-1, max=2, step=0.05, description="scale of |y|/L",
                                   readout_format=".2f", continuous_update=False,
                                   style={"description_width": "initial"}),
-        "weight": _slider(weight, 0.0, 2.0, 0.05, "weight w₂"),
+        "weight": slider(weight, 0.0, 2.0, 0.05, "weight w₂"),
     }
-    return _explorer(controls, aggregation_figure)
+    return explorer(controls, aggregation_figure)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -331,7 +303,7 @@ def length_explorer(max_len: int = 10, buffer: int = 2, alpha: float = 1e-3):
     controls = {
         "max_len": W.IntSlider(value=max_len, min=4, max=64, description="budget L", continuous_update=False),
         "buffer": W.IntSlider(value=buffer, min=1, max=max_len, description="buffer C", continuous_update=False),
-        "alpha": _slider(alpha, 0.0, 0.05, 0.001, "hbpo α"),
+        "alpha": slider(alpha, 0.0, 0.05, 0.001, "hbpo α"),
     }
     controls["alpha"].readout_format = ".3f"
 
@@ -339,7 +311,7 @@ def length_explorer(max_len: int = 10, buffer: int = 2, alpha: float = 1e-3):
         controls["buffer"].max = change["new"]  # redraw, so a lower budget clamps the buffer before it is drawn
 
     controls["max_len"].observe(bound_buffer, names="value")
-    return _explorer(controls, length_figure)
+    return explorer(controls, length_figure)
 
 
 def length_table(max_len: int = 10, buffer: int = 2, lengths=range(4, 11)) -> str:

@@ -22,6 +22,37 @@ def refresh(widget: go.FigureWidget, fig: go.Figure) -> None:
         widget.layout.title = fig.layout.title
 
 
+def slider(value: float, lo: float, hi: float, step: float, description: str):
+    """A FloatSlider that redraws when released, its description at full width."""
+    import ipywidgets as W
+
+    return W.FloatSlider(value=value, min=lo, max=hi, step=step, description=description, continuous_update=False,
+                         style={"description_width": "initial"})
+
+
+def explorer(controls: dict, make, columns=None):
+    """The controls over a FigureWidget of make(**{name: control.value}), redrawn in place on every change; the
+    controls in one row, or in `columns` (lists of control names, side by side). With `.figure`, `.controls` and
+    `.update` attached."""
+    import ipywidgets as W
+
+    def current() -> go.Figure:
+        return make(**{name: c.value for name, c in controls.items()})
+
+    figure = go.FigureWidget(current())
+
+    def update(change=None):
+        refresh(figure, current())
+
+    for control in controls.values():
+        control.observe(update, names="value")
+    layout = (W.HBox([W.VBox([controls[name] for name in names]) for names in columns]) if columns
+              else W.HBox(list(controls.values())))
+    box = W.VBox([layout, figure])
+    box.figure, box.controls, box.update = figure, controls, update
+    return box
+
+
 class LiveCurves:
     """Training curves that grow while a run trains: pass `add` as the trainer's callback, display `figure`; `add`
     the rows a resumed run already logged first (a finished run then still shows its curves).

@@ -6,10 +6,12 @@ CRITIC = use("value-loss", coef=0.1)
 GAE = use("gae", gamma=1.0, lam=0.95)
 CLIP_HIGHER = use("ppo-clip", eps_low=0.2, eps_high=0.28)
 
+GRPO_KL = use("kl-penalty", beta=0.04, estimator="k3")
+GRPO = dict(advantage=["grpo"], agg="seq-mean-token-mean", regularizers=[GRPO_KL])  # for recipes built on grpo's
+
 define(Recipe(
     key="grpo", title="DeepSeekMath: Pushing the Limits of Mathematical Reasoning in Open Language Models",
-    summary="Group z-score advantage, PPO clip, per-sequence token mean, k3 KL in the loss.",
-    advantage=["grpo"], agg="seq-mean-token-mean", regularizers=[use("kl-penalty", beta=0.04, estimator="k3")]))
+    summary="Group z-score advantage, PPO clip, per-sequence token mean, k3 KL in the loss.", **GRPO))
 
 define(Recipe(
     key="dr_grpo", title="Understanding R1-Zero-Like Training: A Critical Perspective",

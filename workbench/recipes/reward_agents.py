@@ -4,12 +4,12 @@ still train: no tool calls (r_tool = 0), one round per episode (EAPO is GSPO), n
 completion is the verifier's verdict), and PRS's format term sees answers cut by the budget.
 """
 from workbench.recipes.base import Recipe, define, use
+from workbench.recipes.canonical import GRPO
 from workbench.rewards.eapo import EAPO_TITLE
 from workbench.rewards.prs import PRS_TITLE
 from workbench.rewards.retroagent import RETRO_TITLE
 from workbench.rewards.tools import SPEAR_TITLE
 
-GRPO = dict(advantage=["grpo"], agg="seq-mean-token-mean", regularizers=[use("kl-penalty", beta=0.04, estimator="k3")])
 
 define(Recipe(
     key="spear-tool-reward", title=SPEAR_TITLE,

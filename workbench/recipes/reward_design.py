@@ -1,8 +1,8 @@
 """F6 recipes for the reward-design comparisons (notebook 12): DAPO's overlong punishment alone on GRPO, and
 the reward-hacking pairs (a reward that can be gamed, and the paper's fix)."""
 from workbench.recipes.base import Recipe, define, use
+from workbench.recipes.canonical import GRPO
 
-GRPO = dict(advantage=["grpo"], agg="seq-mean-token-mean", regularizers=[use("kl-penalty", beta=0.04, estimator="k3")])
 
 define(Recipe(
     key="soft-overlong", title="DAPO: An Open-Source LLM Reinforcement Learning System at Scale",

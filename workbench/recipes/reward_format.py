@@ -5,32 +5,32 @@ repetition penalty, SRPO's and ReflexiCoder's reflection rewards, and EmotionThi
 correctness term (accuracy-reward, srpo-reflection), so that correctness is not counted twice.
 """
 from workbench.recipes.base import Recipe, define, use
+from workbench.recipes.canonical import GRPO
 from workbench.rewards.accuracy import R1_TITLE
 from workbench.rewards.grpo_ptr import PTR_TITLE
 from workbench.rewards.length import DEMYSTIFY_TITLE
 from workbench.rewards.reflection import REFLEXICODER_TITLE, SRPO_TITLE
 
-GRPO_KL = use("kl-penalty", beta=0.04, estimator="k3")
 
 define(Recipe(
     key="accuracy-reward", title=R1_TITLE,
     summary="GRPO on the accuracy reward alone: 1 for a verified final answer, else 0 (the environment's verdict in "
             "our pipeline, math-verify under TRL).",
-    advantage=["grpo"], agg="seq-mean-token-mean", regularizers=[GRPO_KL],
+    **GRPO,
     rewards=[use("accuracy-reward", weight=1.0)], task_reward=0.0))
 
 define(Recipe(
     key="format-reward", title=R1_TITLE,
     summary="GRPO on the verifier's reward plus 0.1 x the <think> format reward (TRL think_format_reward; the "
             "Countdown/TinyZero weight).",
-    advantage=["grpo"], agg="seq-mean-token-mean", regularizers=[GRPO_KL],
+    **GRPO,
     rewards=[use("format-reward", weight=0.1)]))
 
 define(Recipe(
     key="repetition-penalty", title=DEMYSTIFY_TITLE,
     summary="GRPO on the verifier's reward plus the token 3-gram repetition penalty in [-1, 0] (TRL 1.16; the "
             "paper penalizes repeated tokens).",
-    advantage=["grpo"], agg="seq-mean-token-mean", regularizers=[GRPO_KL],
+    **GRPO,
     rewards=[use("repetition-penalty", weight=1.0, unit="tokens")]))
 
 define(Recipe(
@@ -52,6 +52,6 @@ define(Recipe(
     key="grpo-ptr", title=PTR_TITLE,
     summary="GRPO on outcome + <think>/<answer> format + lambda(t) gamma_g R_reason (toy stand-in: rule-based "
             "reasoning judge), lambda ramped 0 -> 0.5 over the first 30% of training.",
-    advantage=["grpo"], agg="seq-mean-token-mean", regularizers=[GRPO_KL],
+    **GRPO,
     rewards=[use("format-reward", weight=1.0, tags=("think", "answer"), strip=True)],
     reward_shaping=[use("grpo-ptr")]))

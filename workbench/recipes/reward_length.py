@@ -1,17 +1,17 @@
 """F6 recipes for length-aware rewards: the cosine length-scaled reward, ARLCP's reflection and length penalty, and
 HBPO's budget-conditioned reward with its budget rollout."""
 from workbench.recipes.base import Recipe, define, use
+from workbench.recipes.canonical import GRPO
 from workbench.rewards.arlcp import ARLCP_TITLE
 from workbench.rewards.hbpo import HBPO_TITLE
 from workbench.rewards.length import DEMYSTIFY_TITLE
 
-GRPO_KL = use("kl-penalty", beta=0.04, estimator="k3")
 
 define(Recipe(
     key="cosine-length", title=DEMYSTIFY_TITLE,
     summary="GRPO on the cosine length-scaled reward alone (it holds the accuracy term: correct 1.0 -> 0.5, wrong "
             "-1.0 -> -0.5 as |y| grows to L_max = max_new_tokens, demystify-long-cot's choice of L_max).",
-    advantage=["grpo"], agg="seq-mean-token-mean", regularizers=[GRPO_KL],
+    **GRPO,
     rewards=[use("cosine-length", weight=1.0, max_len=None)], task_reward=0.0))
 
 define(Recipe(
@@ -30,5 +30,5 @@ define(Recipe(
     summary="GRPO over groups split into budget subgroups (prompts open with b = 1/8, 1/4, 1/2, 5/8 of "
             "max_new_tokens = L_max), rewarded by HBPO's budget-aware piecewise cosine alone (0 when wrong); "
             "hbpo-advantage not used.",
-    rollout=use("hbpo-reward", template=BUDGET_FIRST), advantage=["grpo"], agg="seq-mean-token-mean", regularizers=[GRPO_KL],
+    rollout=use("hbpo-reward", template=BUDGET_FIRST), **GRPO,
     rewards=[use("hbpo-reward", weight=1.0)], task_reward=0.0))

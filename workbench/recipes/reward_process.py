@@ -7,8 +7,8 @@ verifier is left out (task_reward = 0). The multi-turn ones (cm2-checklist, rlvm
 task: a one-turn episode is one step without tool calls.
 """
 from workbench.recipes.base import Recipe, define, use
+from workbench.recipes.canonical import GRPO
 
-GRPO_KL = use("kl-penalty", beta=0.04, estimator="k3")
 
 define(Recipe(
     key="fapo", title="FAPO: Flawed-Aware Policy Optimization for Efficient and Reliable Reasoning",
@@ -24,7 +24,7 @@ define(Recipe(
     title="CM2: Reinforcement Learning with Checklist Rewards for Multi-Turn and Multi-Step Agentic Tool Use",
     summary="GRPO on the checklist reward in [0, 1] (items paid once at their first satisfying step, dependencies "
             "respected; the paper's final recipe uses the trajectory level), judged by the rule-based toy judge.",
-    advantage=["grpo"], agg="seq-mean-token-mean", regularizers=[GRPO_KL],
+    **GRPO,
     rewards=[use("cm2-checklist", weight=1.0)], task_reward=0.0))
 
 define(Recipe(
@@ -41,18 +41,18 @@ define(Recipe(
     key="rl4mle-milestones", title="Reinforcement Learning for Machine Learning Engineering Agents",
     summary="GRPO on the final score of solved runs and milestone partial credit (sum 0.6 at most) of the others; "
             "calculator milestones are the expert's intermediate results.",
-    advantage=["grpo"], agg="seq-mean-token-mean", regularizers=[GRPO_KL],
+    **GRPO,
     rewards=[use("rl4mle-milestones", weight=1.0)], task_reward=0.0))
 
 define(Recipe(
     key="ssl", title="SSL: Sweet Spot Learning for Differentiated Guidance in Agentic Optimization",
     summary="GRPO on the tiered sweet-spot reward (K = 4 Gaussian distance zones) in place of the binary verdict.",
-    advantage=["grpo"], agg="seq-mean-token-mean", regularizers=[GRPO_KL],
+    **GRPO,
     rewards=[use("ssl", weight=1.0, signal="distance", K=4)], task_reward=0.0))
 
 define(Recipe(
     key="cgpo", title="The Perfect Blend: Redefining RLHF with Mixture of Judges",
     summary="CRPG: GRPO on the calibrated reward sigma(r - group mean), -1 for samples a judge flags (format, "
             "length, prompt copying); CRRAFT / CODPO select data for sft / dpo and are not trainers here.",
-    advantage=["grpo"], agg="seq-mean-token-mean", regularizers=[GRPO_KL],
+    **GRPO,
     reward_shaping=[use("cgpo", judges=("format", "length", "copy"))]))

@@ -6,8 +6,8 @@ only by their tag and length, ACT's reward applies to critic rows only (`--task 
 rest.
 """
 from workbench.recipes.base import Recipe, define, use
+from workbench.recipes.canonical import GRPO
 
-GRPO = dict(advantage=["grpo"], agg="seq-mean-token-mean", regularizers=[use("kl-penalty", beta=0.04, estimator="k3")])
 
 define(Recipe(
     key="adasearch",

@@ -207,12 +207,12 @@ print(length_table(max_len, buffer))
 # separates a 4-token from an 8-token right answer by 0.28 (against a right-wrong gap of 1.1 to 1.65 at those
 # lengths): it can shorten right answers, and it pays the same 0.28 for lengthening a wrong one. HBPO's budgets of
 # 1, 3, 5 and 6 tokens are announced in a sentence the tiny model never saw in its warm start; with it in the
-# prompt the model samples no right answer at all, so `hbpo-reward` is not in the comparison (its claim below says
-# so).
+# prompt the model almost never answers right (none in 10 steps with it first), so `hbpo-reward` is not in the
+# comparison (its claim below says so).
 #
-# **The stored comparison `f6-length`.** GRPO, `soft-overlong` and `cosine-length` from the same countdown warm
-# start, 3 seeds each, lr $3\cdot10^{-4}$, 80 steps (`workbench/reference.py`). Lines are the mean over seeds, bands
-# the min–max; the table is greedy held-out accuracy before and after.
+# **The stored comparison `f6-length`.** GRPO, `soft-overlong`, `cosine-length` and `arlcp` from the same countdown
+# warm start, 3 seeds each, lr $3\cdot10^{-4}$, 80 steps (`workbench/reference.py`). Lines are the mean over seeds,
+# bands the min–max; the table is greedy held-out accuracy before and after.
 #
 # What a healthy curve looks like: **response length falling (or holding) while accuracy holds or rises, and
 # `truncated_frac` near 0.** A length reward has failed when accuracy pays for the shorter answers, or when length
@@ -275,10 +275,11 @@ hacking_figure().show()
 #
 # **The stored comparison `f6-hacking`** trains GRPO, `length-bias`, `length-bias-cgpo` and `length-bias-cgpo-tight`
 # (the length judge at 3/4 of the budget, 7.5 tokens, which also flags the 8-token right answers: about 30% of
-# countdown's targets) in the same setting as `f6-length`. What a hacked run looks like: **the proxy (`rewards/length-bias/mean`) rising while accuracy falls,
-# response length and `truncated_frac` rising**: the policy found it cheaper to pad than to solve. A healthy one:
-# the proxy and accuracy move together, or the proxy stays flat while accuracy rises as GRPO's does. Under CGPO the
-# proxy is still logged (it is the raw reward function before the judges) but the padding no longer pays.
+# countdown's targets) in the same setting as `f6-length`. What a hacked run looks like: **the proxy
+# (`rewards/length-bias/mean`) rising while accuracy falls, response length and `truncated_frac` rising**: the policy
+# found it cheaper to pad than to solve. A healthy one: the proxy and accuracy move together, or the proxy stays flat
+# while accuracy rises as GRPO's does. Under CGPO the proxy is still logged (it is the raw reward function before the
+# judges), but padding past a judge's threshold no longer pays.
 
 # %%
 f6_hacking = stored("f6-hacking")

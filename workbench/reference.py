@@ -92,7 +92,7 @@ REFERENCES = {
                  "above GRPO's?"),
     # F6: the same countdown setting; how each length reward moves response length (countdown answers are 4-8
     # tokens of a 10-token budget), and at what cost in accuracy. hbpo-reward is not here: the warm start never saw
-    # a budget sentence, and with one (before or after the question) it samples no right answer (its claim says so).
+    # a budget sentence, and with one (before or after the question) it almost never answers right (its claim says so).
     "f6-length": Reference(
         recipes=("grpo", "soft-overlong", "cosine-length", "arlcp"), task="countdown", seeds=3,
         sets=("lr=3e-4", "steps=80", "eval_size=100", "checkpoint_every=40"),

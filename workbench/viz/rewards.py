@@ -482,12 +482,14 @@ def per_reward_figure(rows: Sequence[Mapping], title: str | None = None) -> go.F
         where = dict(row=i // cols + 1, col=i % cols + 1)
         std = np.nan_to_num(s["std"])
         fig.add_trace(go.Scatter(x=np.concatenate([s["step"], s["step"][::-1]]),
-                                 y=np.concatenate([s["mean"] + std, (s["mean"] - std)[::-1]]), fill="toself",
+                                 y=np.concatenate([s["mean"] + std, (s["mean"] - std)[::-1]]), mode="lines",
+                                 fill="toself",
                                  fillcolor=color, opacity=0.2, line=dict(width=0), hoverinfo="skip",
                                  showlegend=False), **where)
         fig.add_trace(go.Scatter(x=s["step"], y=s["mean"], name=name, line=dict(color=color), showlegend=False,
                                  hovertemplate=f"{name}<br>step %{{x}}<br>mean %{{y:+.3f}}<extra></extra>"), **where)
         fig.update_xaxes(title_text="step", **where)
+    fig.update_annotations(font_size=11)  # three long panel titles side by side must not overlap
     fig.update_layout(title=title or "per-reward curves", template="plotly_white", height=max(320, 280 * nrows))
     return fig
 

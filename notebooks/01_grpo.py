@@ -157,8 +157,9 @@ live = LiveCurves(["reward/mean", "entropy", "kl"])  # one point per step as the
 for row in read_rows(out / "metrics.jsonl"):  # a resumed (or finished) run: the steps it already logged
     live.add(row)
 trainer.callback = live.add
-display(live.figure)  # noqa: F821 (IPython)
+live.show()  # when the run ends, `finish` leaves the finished curves in place of the live widget
 summary = train(config, out, trainer=trainer)
+live.finish()
 print({k: summary[k] for k in ("accuracy_before", "accuracy_after", "report")})
 
 # %%

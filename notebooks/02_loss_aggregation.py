@@ -215,15 +215,17 @@ W.VBox([k_slider, k_figure])
 # %% [markdown]
 # ## Exercises (checked automatically)
 #
-# 1. A batch holds a 10-token and a 1000-token answer ($B = 2$). Under seq-mean-token-mean, what is the
-#    per-token gradient weight $\partial L/\partial \ell_{i,t}$ of one token of the 10-token answer?
-# 2. Under seq-mean-token-mean, two wrong answers ($A = -1$) of 20 and 200 tokens share a batch. Whose tokens
-#    are pushed down harder per token: `"short"`, `"long"` or `"same"`?
-# 3. The same question under token-mean.
-# 4. The batch of exercise 1 is split into $k = 2$ micro-batches, one answer each. Each micro-batch takes its
-#    **own** token-mean and the accumulation loop divides by $k$ (local denominators). What is the per-token
-#    weight of a token of the 10-token answer? The full batch under token-mean gives $1/1010$; compare with
-#    your answer to 1.
+# 1. A batch holds three answers of 16, 70 and 400 tokens ($B = 3$). Under seq-mean-token-mean, what is the
+#    per-token gradient weight $\partial L/\partial \ell_{i,t}$ of one token of the 70-token answer?
+# 2. Two wrong answers from two different prompts share a batch under seq-mean-token-mean: a 30-token one with
+#    $A = -0.5$ (its group of four has 1 right answer) and a 120-token one with $A = -1.5$ (its group has 3 right
+#    answers). With $\ell_{i,t} = -A_i \log\pi(y_{i,t})$, whose tokens are pushed down harder per token:
+#    `"short"`, `"long"` or `"same"`?
+# 3. The same two answers under token-mean.
+# 4. A step of four answers of 30, 90, 20 and 40 tokens is split into $k = 2$ micro-batches: the 30- and 90-token
+#    answers in the first, the 20- and 40-token answers in the second. Each micro-batch takes its **own**
+#    token-mean and the accumulation loop divides by $k$ (local denominators). What is the per-token weight of a
+#    token of the 20-token answer? Compare it with the weight the whole step's token-mean would give it.
 #
 # Write your answers in the cell below (they start as `None`) and run the check cell after it. The worked
 # solutions are in the folded cell in between: they fill in the answers only when the notebook runs with
@@ -239,16 +241,18 @@ my_local_weight = None      # 4: a float
 # The solutions, worked by hand: filled in only when the notebook runs with solutions=True (the headless checks).
 # Try the exercises first; in the book this cell is folded.
 if solutions:
-    B = 2
-    my_weight = 1 / (B * 10)   # seq-mean-token-mean: w_i = 1 / (B |y_i|)
-    # the push on a token is |A| w with A = -1 for both answers: compare (short, long) per-token weights
-    weights = {"seq-mean-token-mean": (1 / (B * 20), 1 / (B * 200)),   # 1/40 vs 1/400
-               "token-mean": (1 / 220, 1 / 220)}                       # 1 / (20 + 200) for every token
-    harder_seq_mean, harder_token_mean = ("same" if w_short == w_long else "short" if w_short > w_long else "long"
-                                          for w_short, w_long in weights.values())
+    B = 3
+    my_weight = 1 / (B * 70)   # seq-mean-token-mean: w_i = 1 / (B |y_i|) = 1/210, about 0.00476
+    # the push on a token is |A| w: compare |A| w of the short (A = -0.5) and the long (A = -1.5) answer, B = 2
+    B, A_short, A_long = 2, 0.5, 1.5
+    pushes = {"seq-mean-token-mean": (A_short / (B * 30), A_long / (B * 120)),   # 1/120 vs 1/160: short
+              "token-mean": (A_short / 150, A_long / 150)}                       # w = 1 / (30 + 120) for both: long
+    harder_seq_mean, harder_token_mean = ("same" if short == long else "short" if short > long else "long"
+                                          for short, long in pushes.values())
     k = 2
-    my_local_weight = 1 / 10 / k   # its micro-batch only counts its own 10 tokens, then the loop divides by k
-    # = 1/20, exercise 1's seq-mean-token-mean weight: one answer per micro-batch turns token-mean into seq-mean
+    my_local_weight = 1 / (20 + 40) / k   # its micro-batch only counts its own 60 tokens, then the loop divides by k
+    # = 1/120, against 1/180 = 1 / (30 + 90 + 20 + 40) for the whole step: the micro-batch with fewer tokens weighs
+    # each of them 1.5 times more, so the accumulated gradient is not the full-batch one
 
 # %%
 from workbench.exercises import check_answers, check_length_bias, check_local_microbatch_weight, check_token_weight

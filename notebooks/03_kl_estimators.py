@@ -217,8 +217,9 @@ print(f"fastest possible: 0.2 * (1 +/- 0.2 * {n_per_update}/{horizon})^{steps - 
 # 1. A token has $\pi(y) = 0.1$ and $\pi_{ref}(y) = 0.4$. Is its $k_1$ estimate `"positive"`, `"negative"` or
 #    `"zero"`?
 # 2. Which of `k1`, `k2`, `k3`, `abs` are never negative, whatever the sampled token? (a list)
-# 3. Which of `k1`, `k2`, `k3`, used as a loss on tokens sampled from $\pi$, has the gradient of
-#    $\mathrm{KL}(\pi\|\pi_{ref})$ in expectation? (a list)
+# 3. Estimators can be added: a trainer could use $k_1 + k_2$ as its per-token KL loss. Which of `"k1 + k2"`,
+#    `"k3 - k1"`, `"k2 + k3"` and `"k2 - k1"`, used as a loss on tokens sampled from $\pi$, has the gradient of
+#    $\mathrm{KL}(\pi\|\pi_{ref})$ in expectation? (a list of these strings)
 #
 # Write your answers in the cell below (they start as `None`) and run the check cell after it. The worked
 # solutions are in the folded cell in between: they fill in the answers only when the notebook runs with
@@ -227,7 +228,7 @@ print(f"fastest possible: 0.2 * (1 +/- 0.2 * {n_per_update}/{horizon})^{steps - 
 # %%
 my_sign = None             # 1: "positive", "negative" or "zero"
 my_nonnegative = None      # 2: a list of estimator keys
-my_right_gradient = None   # 3: a list of estimator keys
+my_right_gradient = None   # 3: a list of the expressions, e.g. ["k1 + k2"]
 
 # %% tags=["hide-input"]
 # The solutions, worked by hand: filled in only when the notebook runs with solutions=True (the headless checks).
@@ -244,9 +245,16 @@ if solutions:
     my_nonnegative = [k for k, f in estimators.items() if all(f(x) >= 0 for x in (-3, -0.5, 0.5, 3))]
     # grad of k_x w.r.t. log pi(y), averaged over y ~ pi (sum_y pi(y) grad log pi(y) = grad sum_y pi(y) = 0):
     #   k1: E[grad log pi] = 0                                      (no gradient in expectation)
-    #   k2: E[log r grad log pi] = grad KL(pi || pi_ref)            (the right one)
-    #   k3: E[(1 - pi_ref / pi) grad log pi] = -sum_y pi_ref grad log pi = grad KL(pi_ref || pi)   (the forward KL)
-    my_right_gradient = ["k2"]
+    #   k2: E[log r grad log pi] = grad KL(pi || pi_ref)            (the reverse KL's)
+    #   k3: E[(1 - pi_ref / pi) grad log pi] = -sum_y pi_ref grad log pi = grad KL(pi_ref || pi)   (the forward KL's)
+    # The expectation is linear, so a sum's expected gradient is the sum of these. Each estimator as its
+    # (reverse, forward) gradient coefficients: k1 adds nothing, k3 brings the forward KL and nothing cancels it.
+    expected_grad = {"k1": (0, 0), "k2": (1, 0), "k3": (0, 1)}
+    combinations = {"k1 + k2": {"k1": 1, "k2": 1}, "k3 - k1": {"k3": 1, "k1": -1}, "k2 + k3": {"k2": 1, "k3": 1},
+                    "k2 - k1": {"k2": 1, "k1": -1}}
+    my_right_gradient = [name for name, terms in combinations.items()
+                         if tuple(sum(c * expected_grad[k][i] for k, c in terms.items()) for i in (0, 1)) == (1, 0)]
+    # ["k1 + k2", "k2 - k1"]; "k3 - k1" = pi_ref / pi - 1 is zero in expectation, yet its gradient is the forward KL's
 
 # %%
 from workbench.exercises import check_answers, check_k1_sign, check_nonnegative_estimators, check_reverse_kl_gradient

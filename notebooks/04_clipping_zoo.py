@@ -261,7 +261,9 @@ staleness_figure(stale_rows).show()
 #
 # ## Exercises (checked automatically)
 #
-# 1. A run uses `minibatches=1` and `ppo_epochs=1`. What fraction of tokens does PPO-clip (ε = 0.2) clip?
+# 1. A run uses `minibatches=3` and `ppo_epochs=1`. On one rollout batch, PPO-clip (ε = 0.2) clips 3% of the
+#    tokens of its second optimizer step and 9% of those of its third. What `clip/region` does the trainer log
+#    for that batch (the mean over the batch's optimizer steps)? A fraction, e.g. 0.5 for 50%.
 # 2. At ratio $r = 1.5$ and advantage $A = +1$, which of `ppo-clip`, `dual-clip`, `cispo`, `sapo`, `gspo`
 #    (all at their defaults) still give the token a non-zero gradient? (a set of keys)
 # 3. A bad token ($A = -1$) became 5 times more likely since the batch was sampled ($r = 5$). What gradient
@@ -272,7 +274,7 @@ staleness_figure(stale_rows).show()
 # `-p solutions=True`.
 
 # %%
-on_policy_clip_fraction = None    # 1: a float
+logged_clip_fraction = None       # 1: a float
 nonzero_weight = None             # 2: a set of objective keys
 bad_token_weights = None          # 3: a pair of floats (ppo-clip, dual-clip)
 
@@ -281,8 +283,10 @@ bad_token_weights = None          # 3: a pair of floats (ppo-clip, dual-clip)
 # Try the exercises first; in the book this cell is folded.
 if solutions:
     eps = 0.2
-    r = 1.0   # one optimizer step per batch: old_logp comes from the very policy being trained, so r = 1 everywhere
-    on_policy_clip_fraction = float(not 1 - eps <= r <= 1 + eps)   # no token outside [1 - eps, 1 + eps]: 0.0
+    r = 1.0   # the first optimizer step: old_logp comes from the very policy being trained, so r = 1 everywhere
+    first_step = float(not 1 - eps <= r <= 1 + eps)   # no token outside [1 - eps, 1 + eps]: 0.0
+    steps = [first_step, 0.03, 0.09]                  # mu = minibatches x ppo_epochs = 3 optimizer steps
+    logged_clip_fraction = sum(steps) / len(steps)    # (0 + 0.03 + 0.09) / 3 = 0.04, not the later steps' 0.06
     r, A = 1.5, +1
     zeroed = {"ppo-clip": r > 1 + eps,      # A > 0 beyond 1 + eps_high: the clipped, constant branch
               "dual-clip": r > 1 + eps,     # the same for A > 0; its cap c only acts on A < 0
@@ -296,9 +300,9 @@ if solutions:
     bad_token_weights = (w_ppo, w_dual)     # (-5.0, 0.0)
 
 # %%
-from workbench.exercises import (check_answers, check_negative_advantage_weights, check_nonzero_weight_objectives,
-                                 check_on_policy_clip_fraction)
+from workbench.exercises import (check_answers, check_logged_clip_fraction, check_negative_advantage_weights,
+                                 check_nonzero_weight_objectives)
 
-check_answers([(1, on_policy_clip_fraction, check_on_policy_clip_fraction),
+check_answers([(1, logged_clip_fraction, check_logged_clip_fraction),
               (2, nonzero_weight, check_nonzero_weight_objectives),
               (3, bad_token_weights, check_negative_advantage_weights)])

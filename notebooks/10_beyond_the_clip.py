@@ -92,7 +92,7 @@ from transformers.utils import logging as hf_logging
 from workbench import registry
 from workbench.train import Trainer, make_config, train
 from workbench.train.metrics import read_rows
-from workbench.viz.beyond import (F2, bapo_bounds_figure, beyond_explorer, claims_html, contribution_figure,
+from workbench.viz.beyond import (F2, bapo_bounds_figure, beyond_explorer, contribution_figure,
                                   contribution_summary, drawable_keys, dual_ascent_figure, equations_markdown,
                                   not_drawable, silenced_scatter, surface_grid, token_weights, weight_surface)
 
@@ -357,6 +357,7 @@ dual_ascent_figure(r2vpo_runs).show()
 
 # %%
 from workbench.claims import VERDICT_RULE, claims_table
+from workbench.viz.claims import claims_html
 from workbench.reference import REFERENCES, load
 from workbench.viz.entropy import before_after_table
 from workbench.viz.figures import seed_band_curves

@@ -47,9 +47,6 @@
 # covariance positive and collapse entropy; Clip-Cov and KL-Cov act on the tokens with the largest centred product
 #
 # $$\mathrm{cov}_t = (A_t - \overline{A})(\log\pi_t - \overline{\log\pi}).$$
-#
-# Every F3 component as registered (the table is generated from `workbench.registry`, so a new registration appears
-# here), plus the plain entropy bonus of F1:
 
 # %% tags=["parameters"]
 preset = "smoke"     # "smoke": tiny model on CPU; "full": the preset's GPU model
@@ -77,7 +74,7 @@ import torch
 from IPython.display import HTML, Markdown, display
 from transformers.utils import logging as hf_logging
 
-from workbench.viz.entropy import (EVAL_CURVES, before_after_table, claims_html, covariance_figure,
+from workbench.viz.entropy import (EVAL_CURVES, before_after_table, covariance_figure,
                                    covariance_summary, covariance_tokens, entropy_explorer, entropy_step_figure,
                                    entropy_steps, epo_band_figure, equations_markdown, hapo_temperature_figure,
                                    llds_figure, safe_penalty_figure, sac_temperature_figure, shape_logits,
@@ -87,6 +84,12 @@ from workbench.viz.figures import seed_band_curves
 torch.set_num_threads(1)
 torch.manual_seed(seed)
 hf_logging.disable_progress_bar()
+
+# %% [markdown]
+# ## 1. Every F3 component, one equation each
+#
+# Every F3 component as registered (the table is generated from `workbench.registry`, so a new registration appears
+# here), plus the plain entropy bonus of F1:
 
 # %% mystnb={"markdown_format": "myst"}
 display(Markdown(equations_markdown("entropy", extra=[("regularizer", "entropy-bonus")])))
@@ -393,6 +396,7 @@ epo_band_figure(hbar=0.5, bands=((0.8, 1.2), (0.0, 2.0))).show()
 
 # %%
 from workbench.claims import VERDICT_RULE, claims_table
+from workbench.viz.claims import claims_html
 
 F3_RECIPES = ["clip-higher", "entropy-bonus", "clip_cov", "kl_cov", "epo", "dcpo", "aepo-arbitrary", "safe",
               "safe-kl-control", "llds", "sac-temperature", "hapo-temperature"]
@@ -408,8 +412,9 @@ display(HTML(claims_html(claims_table(None if reference_dir is None else Path(re
 # 3. Six tokens (one batch) have $A = (2, 1, 1, -2, -2, 0)$, $\log\pi = (0, -0.5, 0, -3, -2.5, 0)$ (so
 #    $\overline{A} = 0$, $\overline{\log\pi} = -1$) and ratios $r = (1, 1, 1, 0.7, 1.1, 1)$. With Clip-Cov's $lb = 1$,
 #    $ub = 5$ and PPO's $\epsilon = 0.2$, which tokens may Clip-Cov detach (its candidates)? A set of indices.
-# 4. SAC's temperature: the batch's token entropy is 0.8 nats and the target $\bar H$ is 0.5. After the controller's
-#    step, does $\alpha$ `"rise"` or `"fall"`?
+# 4. SAC's temperature: a batch has five tokens, with entropies $(0.9, 0.8, 0.7, 0.1, 0.2)$ nats, and the target
+#    $\bar H$ is 0.6. The controller's $J(\alpha)$ takes the token-mean of $H_t - \bar H$ (its default `agg`). After
+#    its step, does $\alpha$ `"rise"` or `"fall"`?
 #
 # Write your answers in the cell below (they start as `None`) and run the check cell after it. The worked
 # solutions are in the folded cell in between: they fill in the answers only when the notebook runs with
@@ -439,8 +444,9 @@ if solutions:
     cov = [a * (lp + 1) for a, lp in zip(A, logps)]              # the means are 0 and -1: (2, 0.5, 1, 4, 3, 0)
     clipped = [(a > 0 and x > 1.2) or (a < 0 and x < 0.8) for a, x in zip(A, r)]  # token 3: A < 0, r < 1 - eps
     clip_cov_candidates = {t for t in range(6) if 1.0 < cov[t] < 5.0 and not clipped[t]}  # strict bounds: {0, 4}
-    # dJ/dlog(alpha) = alpha (H - target) > 0 when H > target: descending it lowers log(alpha)
-    alpha_moves = "fall" if 0.8 > 0.5 else "rise"
+    H = sum((0.9, 0.8, 0.7, 0.1, 0.2)) / 5   # token-mean 0.54: three tokens of five lie above 0.6, the mean does not
+    # dJ/dlog(alpha) = alpha (H - target) = alpha (0.54 - 0.6) < 0: descending it raises log(alpha)
+    alpha_moves = "fall" if H > 0.6 else "rise"
 
 # %%
 from workbench.exercises import (check_alpha_direction, check_answers, check_clip_cov_candidates,

@@ -38,21 +38,19 @@
 # $r_{ik}$ of the recipe, and combines them into the one reward $R_i$ the advantage reads, in one of two ways
 # (`workbench.rewards.aggregate.combine`, the recipe's `reward_aggregation`):
 #
-# $$\texttt{sum\_then\_normalize:}\quad R_i = w_0\, s_i + \sum_k w_k\, r_{ik} \qquad \text{(TRL's default; then GRPO
-#   normalizes } R \text{ in its group)}$$
+# $$\mathtt{sum\_then\_normalize}\text{:}\quad R_i = w_0\, s_i + \sum_k w_k\, r_{ik}$$
 #
-# $$\texttt{normalize\_then\_sum:}\quad R_i = w_0\, \hat s_i + \sum_k w_k\, \hat r_{ik}, \qquad
-#   \hat r_{ik} = \frac{r_{ik} - \mathrm{mean}_{g}\, r_{k}}{\mathrm{std}_{g}\, r_{k} + 10^{-4}}
-#   \quad \text{(each reward z-scored within its group } g \text{ first)}$$
+# (TRL's default; GRPO then normalizes $R$ in its group), or
 #
+# $$\mathtt{normalize\_then\_sum}\text{:}\quad R_i = w_0\, \hat s_i + \sum_k w_k\, \hat r_{ik}, \qquad
+#   \hat r_{ik} = \frac{r_{ik} - \mathrm{mean}_{g}\, r_{k}}{\mathrm{std}_{g}\, r_{k} + 10^{-4}}$$
+#
+# (each reward z-scored within its group $g$ first),
 # with $w_0$ the recipe's `task_reward` (0 where the paper's reward already holds the verdict) and $w_k$ each reward's
 # `weight`. A `None` is left out of every sum, mean and std; a row no reward applies to is masked out of the update.
 # A run with reward functions logs `rewards/<name>/mean` and `rewards/<name>/std` for each of them (and for the
 # verifier's score, as `task`) over the rows it applies to, next to `reward/mean`, the combined reward after any
 # reward shaping.
-#
-# Every F6 component as registered (generated from `workbench.registry`, so a new registration appears here; the
-# `length-bias` row is this notebook's teaching example, not a paper):
 
 # %% tags=["parameters"]
 preset = "smoke"     # "smoke": tiny model on CPU; "full": the preset's GPU model
@@ -82,7 +80,7 @@ from IPython.display import HTML, Markdown, display
 from transformers.utils import logging as hf_logging
 
 from workbench.reference import REFERENCES, load
-from workbench.viz.entropy import before_after_table, claims_html, equations_markdown
+from workbench.viz.entropy import before_after_table, equations_markdown
 from workbench.viz.figures import seed_band_curves
 from workbench.viz.rewards import (aggregation_advantages, aggregation_explorer, checklist_grid_figure, fapo_figure,
                                    fapo_rows, family_recipes, hacking_figure, length_explorer, length_table,
@@ -109,6 +107,12 @@ def stored(name):
               f"seeds, {' '.join(meta['sets'])})")
     return data
 
+
+# %% [markdown]
+# ## 1. Every F6 component, and how several rewards combine
+#
+# Every F6 component as registered (generated from `workbench.registry`, so a new registration appears here; the
+# `length-bias` row is this notebook's teaching example, not a paper):
 
 # %% mystnb={"markdown_format": "myst"}
 display(Markdown(equations_markdown("rewards")))
@@ -451,6 +455,7 @@ fapo_figure().show()
 
 # %%
 from workbench.claims import VERDICT_RULE, claims_table
+from workbench.viz.claims import claims_html
 
 print(VERDICT_RULE)
 display(HTML(claims_html(claims_table(None if reference_dir is None else Path(reference_dir),
@@ -459,14 +464,15 @@ display(HTML(claims_html(claims_table(None if reference_dir is None else Path(re
 # %% [markdown]
 # ## Exercises (checked automatically)
 #
-# 1. `cosine-length` with its defaults and $L = 10$: what does a **right** answer of $|y| = 4$ tokens earn?
+# 1. `cosine-length` with its defaults and a budget of $L = 12$ tokens: what does a **right** answer of $|y| = 4$
+#    tokens earn?
 # 2. One group of four answers: the verifier says $(1, 0, 0, 1)$ and a reward model scores them $(2, 8, 6, 3)$ on a
 #    0 to 10 scale, with weight 0.5 (the verifier's is 1). Under which `reward_aggregation`
 #    (`"sum_then_normalize"`, `"normalize_then_sum"`, both or neither) does every right answer get a larger GRPO
 #    advantage than every wrong one? (a mode, or a set of modes)
 # 3. `soft-overlong` with budget $L = 10$ and buffer $C = 3$: what is the shortest response (in tokens) it penalizes?
-# 4. `ssl` with its defaults (distance tiers, $\sigma = 0.1$, $K = 4$): what does the answer 22 earn when the gold is
-#    20?
+# 4. `ssl` with its defaults (distance tiers, $\sigma = 0.1$, $K = 4$): what does the answer 48 earn when the gold is
+#    40?
 #
 # Write your answers in the cell below (they start as `None`) and run the check cell after it. The worked
 # solutions are in the folded cell in between: they fill in the answers only when the notebook runs with
@@ -485,9 +491,9 @@ if solutions:
     import math
     import statistics
 
-    u = 4 / 10                                                   # |y| / L
+    u = 4 / 12                                                   # |y| / L = 1/3
     lo, hi = 0.5, 1.0                                            # a right answer: 1.0 when short, 0.5 at L
-    cosine_reward = lo + (hi - lo) * (1 + math.cos(math.pi * u)) / 2   # 0.5 + 0.25 (1 + 0.309) = 0.827
+    cosine_reward = lo + (hi - lo) * (1 + math.cos(math.pi * u)) / 2   # cos(pi/3) = 0.5: 0.5 + 0.25 x 1.5 = 0.875
 
     correct, scores, w = (1, 0, 0, 1), (2, 8, 6, 3), 0.5
 
@@ -507,8 +513,8 @@ if solutions:
     L, C = 10, 3
     first_penalized = next(n for n in range(1, L + 1) if n > L - C)  # penalty ((L - C) - n) / C < 0 from n = 8
 
-    d = abs(22 - 20) / max(abs(20), 1)                          # 0.1 = 1 sigma
-    ssl_reward = next((v for e, v in ((0, 1.0), (0.5, 0.6), (1, 0.3), (2, 0.1)) if d <= e * 0.1), 0.0)  # 0.3
+    d = abs(48 - 40) / max(abs(40), 1)                          # 0.2 = 2 sigma: on the outer edge, which is inclusive
+    ssl_reward = next((v for e, v in ((0, 1.0), (0.5, 0.6), (1, 0.3), (2, 0.1)) if d <= e * 0.1), 0.0)  # 0.1
 
 # %%
 from workbench.exercises import (check_answers, check_cosine_length_value, check_dominant_aggregation,

@@ -8,7 +8,7 @@ import pytest
 
 from workbench import registry
 from workbench.paths import ROOT
-from workbench.book import catalog_markdown, collect_covers, notebook_sources, toc_yaml
+from workbench.book import catalog_markdown, collect_covers, notebook_sources, files_and_tests, toc_yaml
 
 
 def test_collect_covers(tmp_path):
@@ -70,10 +70,22 @@ def test_catalog_markdown_lists_every_entry_with_its_equation(tmp_path):
         assert f"### `{entry.key}`" in text, entry.key
         if entry.equation:
             assert f"$$\n{entry.equation.strip()}\n$$" in text, entry.key
-    assert f"`{tmp_path.name}/test_cov.py::test_g`" in text
+    assert f":::{{dropdown}} Checked by 1 test in 1 file\n- `{tmp_path.name}/test_cov.py`: `test_g`\n:::" in text
+    assert '<a href="notebooks/01_grpo.html#' in text  # cards link the notebook sections that teach them
     missing = registry.missing_keys()
     assert missing and all(f"| `{key}` |" in text for key in missing)
     assert text.count("````{card}") == text.count("\n````\n") == len(registry.entries())
+
+
+def test_tests_are_listed_once_per_file():
+    assert files_and_tests(["tests/a.py::test_x", "tests/b.py::T::test_y", "tests/a.py::test_z[grpo]"]) == [
+        "- `tests/a.py`: `test_x`, `test_z[grpo]`", "- `tests/b.py`: `T::test_y`"]
+
+
+def test_the_intro_suggests_an_order_through_every_notebook():
+    intro = (ROOT / "book" / "intro.md").read_text(encoding="utf-8")
+    for source in notebook_sources():
+        assert f"](notebooks/{source.stem}.ipynb)" in intro, f"book/intro.md does not list {source.stem}"
 
 
 def test_toc_lists_notebooks_in_order():

@@ -21,8 +21,8 @@ x = registry.get("kl", "k3")
 def test_sections_are_found_by_backticked_names_and_quoted_strings_with_sphinx_anchors(tmp_path):
     (tmp_path / "02_x.py").write_text(NOTEBOOK)
     found = notebook_sections(tmp_path, {"dr_grpo", "k3", "grpo"})
-    assert found == {"dr_grpo": [("02_x", "dr-grpo-s-fix", "2. Dr.GRPO's fix")],
-                     "k3": [("02_x", "dr-grpo-s-fix", "2. Dr.GRPO's fix")]}
+    place = ("02_x", "dr-grpo-s-fix", "02 Title › 2. Dr.GRPO's fix")  # the label names its notebook
+    assert found == {"dr_grpo": [place], "k3": [place]}
     assert section_id("4. Gradients: which estimator?") == "gradients-which-estimator"
 
 
@@ -43,3 +43,11 @@ def test_every_registered_component_has_a_row_linking_its_card_and_source(tmp_pa
     assert dr["card"] == "catalog.html#catalog-recipe-dr-grpo"  # docutils ids: "_" becomes "-"
     page = finder_markdown(entries, {}, tmp_path)
     assert page.count("<tr data-kind=") == len(entries) and 'data-filter="notebook"' in page
+    assert 'id="finder-table-none" hidden>' in page and "No method matches" in page  # said when nothing matches
+
+
+def test_a_heading_with_math_makes_a_plain_label():
+    from workbench.book_finder import plain_math
+
+    assert plain_math(r"pushes towards $\pi_{ref}$?") == "pushes towards π_ref?"
+    assert plain_math(r"$\mathrm{KL}_{k3}$ and $\beta \log x$") == "KL_k3 and β log x"

@@ -9,15 +9,28 @@ from workbench.paths import ROOT
 
 
 def test_aggregation_exercises():
-    assert exercises.check_token_weight(1 / 20) == "correct"
-    assert exercises.check_token_weight(0.05) == "correct"
-    assert exercises.check_token_weight(1 / 1010, mode="token-mean") == "correct"
-    with pytest.raises(AssertionError):
-        exercises.check_token_weight(1 / 1010)
+    assert exercises.check_token_weight(1 / 210) == "correct"  # the 70-token answer of (16, 70, 400)
+    assert exercises.check_token_weight(0.00476) == "correct"
+    assert exercises.check_token_weight(1 / 486, mode="token-mean") == "correct"
+    for wrong in (1 / 486, 1 / 140, "1/210"):  # token-mean's weight, B = 2, not a number
+        with pytest.raises(AssertionError, match="not quite"):
+            exercises.check_token_weight(wrong)
+    # |A| w: 0.5 / (2 x 30) against 1.5 / (2 x 120) under seq-mean-token-mean, 0.5 against 1.5 under token-mean
     assert exercises.check_length_bias("short") == "correct"
-    assert exercises.check_length_bias("same", mode="token-mean") == "correct"
-    with pytest.raises(AssertionError):
-        exercises.check_length_bias("long")
+    assert exercises.check_length_bias("long", mode="token-mean") == "correct"
+    for wrong, mode in (("long", "seq-mean-token-mean"), ("same", "token-mean")):  # "same": equal advantages
+        with pytest.raises(AssertionError, match="not quite"):
+            exercises.check_length_bias(wrong, mode=mode)
+
+
+def test_aggregation_exercise_answers_follow_the_library():
+    assert exercises.token_weight() == pytest.approx(1 / 210)
+    assert exercises.token_weight((10, 1000), row=0) == pytest.approx(1 / 20)
+    # with equal advantages (section 3 of the notebook) the length alone decides
+    assert exercises.length_bias_answer("seq-mean-token-mean", (20, 200), (-1.0, -1.0)) == "short"
+    assert exercises.length_bias_answer("token-mean", (20, 200), (-1.0, -1.0)) == "same"
+    assert exercises.length_bias_answer("seq-mean-token-mean", (30, 120), (-0.5, -2.0)) == "same"  # 4x A, 4x length
+    assert exercises.length_bias_answer() == "short" and exercises.length_bias_answer("token-mean") == "long"
 
 
 def test_kl_exercises():
@@ -29,19 +42,27 @@ def test_kl_exercises():
     for wrong in (["k3"], ["k1", "k2", "k3", "abs"]):
         with pytest.raises(AssertionError):
             exercises.check_nonnegative_estimators(wrong)
-    assert exercises.check_reverse_kl_gradient("k2") == "correct"
-    assert exercises.check_reverse_kl_gradient(["k2"]) == "correct"
-    for wrong in ("k3", ["k1", "k2"]):
-        with pytest.raises(AssertionError):
+    assert exercises.check_reverse_kl_gradient(["k1 + k2", "k2 - k1"]) == "correct"
+    assert exercises.check_reverse_kl_gradient(("k2-k1", "k2 + k1")) == "correct"  # spelled another way
+    for wrong in ("k1 + k2", ["k1 + k2"], ["k1 + k2", "k2 - k1", "k3 - k1"], "k2", ["k4"], 3):
+        with pytest.raises(AssertionError, match="not quite"):
             exercises.check_reverse_kl_gradient(wrong)
+    # the single estimators: only k2's expected gradient is the reverse KL's (k1: none, k3: the forward KL's)
+    assert exercises.reverse_kl_gradient_estimators(("k1", "k2", "k3", "abs")) == {"k2"}
+    assert exercises.reverse_kl_gradient_estimators(("2 * k2", "k2 + abs - abs", "-k1 + k2")) == {"k2 + abs - abs",
+                                                                                                   "-k1 + k2"}
+    assert exercises.kl_combination("k2 - k1") == {"k2": 1.0, "k1": -1.0}
+    for bad in ("k3+", "k1 k2", "", "k2 * 2"):
+        with pytest.raises(ValueError):
+            exercises.kl_combination(bad)
 
 
 EXERCISES = [
     (exercises.check_grpo_sum_of_squares, (7.0, 7.0), (8.0, 8.0)),
-    (exercises.check_local_microbatch_weight, 1 / 20, 1 / 1010),
+    (exercises.check_local_microbatch_weight, 1 / 120, 1 / 180),
     (exercises.check_negative_advantage_weights, (-5.0, 0.0), (0.0, 0.0)),
     (exercises.check_opo_by_hand, [0.875, -0.125, -0.125, -0.125], [0.75, -0.25, -0.25, -0.25]),
-    (exercises.check_on_policy_clip_fraction, 0.0, 0.05),
+    (exercises.check_logged_clip_fraction, 0.04, 0.06),
     (exercises.check_nonzero_weight_objectives, {"cispo", "sapo"}, {"cispo", "sapo", "ppo-clip"}),
     (exercises.check_rloo_by_hand, [1.0, -1 / 3, -1 / 3, -1 / 3], [0.75, -0.25, -0.25, -0.25]),
     (exercises.check_largest_advantage_rate, 1 / 8, 0.5),
@@ -88,8 +109,13 @@ def test_exercise_checks_accept_right_and_reject_wrong_answers():
     (exercises.check_grpo_sum_of_squares, (0.875, 2.0), "without the std division"),
     (exercises.check_grpo_sum_of_squares, 7.0, "one number per group"),
     # 02: local denominators only know the micro-batch's own tokens, and the loop divides by k
-    (exercises.check_local_microbatch_weight, 1 / 1010, "full-batch"),
-    (exercises.check_local_microbatch_weight, 1 / 10, "divides each micro-batch's loss by k"),
+    (exercises.check_local_microbatch_weight, 1 / 180, "full-batch"),
+    (exercises.check_local_microbatch_weight, 1 / 60, "divides each micro-batch's loss by k"),
+    (exercises.check_local_microbatch_weight, 1 / 40, "20 + 40"),
+    # 04: the first optimizer step of a batch clips nothing, and the trainer logs the mean over all mu steps
+    (exercises.check_logged_clip_fraction, 0.06, "first optimizer step"),
+    (exercises.check_logged_clip_fraction, 0.12, "not their sum"),
+    (exercises.check_logged_clip_fraction, 0.0, "later ones"),
     # 04: PPO-clip does not bound r on the A < 0 side; dual-clip's cap does
     (exercises.check_negative_advantage_weights, (0.0, 0.0), "unclipped branch"),
     (exercises.check_negative_advantage_weights, (5.0, 0.0), "sign"),
@@ -107,8 +133,12 @@ def test_new_checks_explain_plausible_wrong_answers(check, wrong, explanation):
 def test_new_exercise_answers_follow_the_library():
     assert exercises.grpo_sum_of_squares() == pytest.approx((7.0, 7.0))  # G - 1 for any group with signal
     assert exercises.grpo_sum_of_squares([(1, 0, 0), (5, 2, 2)]) == pytest.approx((2.0, 2.0))
-    # one answer per micro-batch: local token-mean is seq-mean-token-mean
-    assert exercises.local_microbatch_weight() == pytest.approx(exercises.token_weight((10, 1000)))
+    # the exercise: 1 / (20 + 40) / k; one answer per micro-batch instead: local token-mean is seq-mean-token-mean
+    assert exercises.local_microbatch_weight() == pytest.approx(1 / 120)
+    assert exercises.local_microbatch_weight((10, 1000), k=2, row=0) == pytest.approx(
+        exercises.token_weight((10, 1000), row=0))
+    assert exercises.logged_clip_fraction() == pytest.approx(0.04)
+    assert exercises.logged_clip_fraction(()) == 0.0  # mu = 1: r = 1 on the only step, nothing clips
     assert exercises.negative_advantage_weights() == pytest.approx((-5.0, 0.0))
     assert exercises.negative_advantage_weights(ratio=2.0) == pytest.approx((-2.0, -2.0))  # below c = 3: no cap
     assert exercises.opo_advantages() == pytest.approx([0.875, -0.125, -0.125, -0.125])
@@ -155,7 +185,7 @@ def test_notebook_exercises_start_unsolved_and_their_solutions_pass(stem, capsys
     (exercises.check_entropy_at_temperature, 0.5146623, 1.0487051),
     (exercises.check_covariance_term, 1.12, -0.14),
     (exercises.check_clip_cov_candidates, {0, 4}, {0, 2, 4}),
-    (exercises.check_alpha_direction, "fall", "rise"),
+    (exercises.check_alpha_direction, "rise", "fall"),
 ], ids=lambda x: getattr(x, "__name__", None))
 def test_entropy_checks_accept_right_and_reject_wrong(check, right, wrong):
     assert check(right) == "correct"
@@ -173,7 +203,8 @@ def test_entropy_checks_accept_right_and_reject_wrong(check, right, wrong):
     (exercises.check_clip_cov_candidates, {0, 2, 4}, "strict"),
     (exercises.check_clip_cov_candidates, {0, 3, 4}, "already"),
     (exercises.check_clip_cov_candidates, [0], "missing"),
-    (exercises.check_alpha_direction, "rises", "weaken the bonus"),
+    (exercises.check_alpha_direction, "falls", "token-mean of the batch's entropies, 0.54"),
+    (exercises.check_alpha_direction, "down", "strengthen the bonus"),
 ])
 def test_entropy_checks_explain_plausible_wrong_answers(check, wrong, explanation):
     with pytest.raises(AssertionError, match="not quite") as caught:
@@ -200,6 +231,11 @@ def test_entropy_exercise_answers_follow_the_library():
     assert exercises.clip_cov_candidates(lb=0.4) == {0, 1, 2, 4}
     assert exercises.alpha_direction(0.8, 0.5) == "fall" and exercises.alpha_direction(0.3, 0.5) == "rise"
     assert exercises.alpha_direction(0.5, 0.5) == "stay"
+    # the exercise: three of five tokens above the target 0.6, their token-mean 0.54 below it
+    assert exercises.alpha_direction() == "rise"
+    assert exercises.alpha_direction((0.9, 0.8, 0.7, 0.1, 0.5), 0.6) == "fall"  # mean 0.6 + 0.02
+    with pytest.raises(AssertionError, match="weaken the bonus"):
+        exercises.check_alpha_direction("rises", 0.8, 0.5)
 
 
 # notebook 10: beyond the clip
@@ -256,11 +292,11 @@ def test_beyond_the_clip_answers_follow_the_library():
 
 # notebook 12: reward design
 @pytest.mark.parametrize("check, right, wrong", [
-    (exercises.check_cosine_length_value, 0.8272542, 0.75),
+    (exercises.check_cosine_length_value, 0.875, 0.75),
     (exercises.check_dominant_aggregation, "normalize_then_sum", "sum_then_normalize"),
     (exercises.check_dominant_aggregation, {"normalize_then_sum"}, {"normalize_then_sum", "sum_then_normalize"}),
     (exercises.check_soft_overlong_first_length, 8, 7),
-    (exercises.check_ssl_tier, 0.3, 0.6),
+    (exercises.check_ssl_tier, 0.1, 0.3),
 ], ids=lambda x: getattr(x, "__name__", None))
 def test_reward_design_checks_accept_right_and_reject_wrong(check, right, wrong):
     assert check(right) == "correct"
@@ -270,15 +306,18 @@ def test_reward_design_checks_accept_right_and_reject_wrong(check, right, wrong)
 
 
 @pytest.mark.parametrize("check, wrong, explanation", [
-    (exercises.check_cosine_length_value, -0.8272542, "wrong answer's reward"),
-    (exercises.check_cosine_length_value, 0.5 + 0.5 * 0.30901699, "(1 + cos(pi u)) / 2"),
-    (exercises.check_cosine_length_value, 1.0 - 0.25 * 1.30901699, "other way round"),
+    (exercises.check_cosine_length_value, -0.875, "wrong answer's reward"),
+    (exercises.check_cosine_length_value, 0.5 + 0.5 * 0.5, "(1 + cos(pi u)) / 2"),
+    (exercises.check_cosine_length_value, 1.0 - 0.25 * 1.5, "other way round"),
+    (exercises.check_cosine_length_value, 0.5 + 0.25 * (1 + 0.94495695), "radians"),
+    (exercises.check_cosine_length_value, 0.8272542, "u = |y| / L = 0.333333"),  # the L = 10 value of the table
     (exercises.check_dominant_aggregation, "sum_then_normalize", "drowns"),
     (exercises.check_dominant_aggregation, "both", "name of a mode"),
     (exercises.check_soft_overlong_first_length, 7, "just after"),
     (exercises.check_soft_overlong_first_length, 3, "END of the budget"),
+    (exercises.check_ssl_tier, 0.3, "outside the 1 sigma ring"),
     (exercises.check_ssl_tier, 0.6, "outside the 0.5 sigma ring"),
-    (exercises.check_ssl_tier, 0.1, "inclusive"),
+    (exercises.check_ssl_tier, 0.0, "inclusive"),
     (exercises.check_ssl_tier, 1.0, "exact tier"),
 ])
 def test_reward_design_checks_explain_plausible_wrong_answers(check, wrong, explanation):
@@ -295,9 +334,10 @@ def test_reward_design_answers_follow_the_library():
     from workbench.rewards.length import cosine_scaled, soft_overlong
     from workbench.rewards.ssl import answer_distance, distance_tier
 
-    assert exercises.cosine_length_value() == pytest.approx(0.5 + 0.25 * (1 + math.cos(0.4 * math.pi)))
+    assert exercises.cosine_length_value() == pytest.approx(0.5 + 0.25 * (1 + math.cos(math.pi / 3))) == 0.875
     assert exercises.cosine_length_value() == pytest.approx(float(cosine_scaled(
-        torch.tensor([4.0]), torch.tensor([True]), max_len=10)[0]))
+        torch.tensor([4.0]), torch.tensor([True]), max_len=12)[0]))
+    assert exercises.cosine_length_value(4, 10) == pytest.approx(0.5 + 0.25 * (1 + math.cos(0.4 * math.pi)))
     assert exercises.cosine_length_value(correct=False) == pytest.approx(-exercises.cosine_length_value())
     assert exercises.dominant_aggregations() == {"normalize_then_sum"}
     assert exercises.dominant_aggregations(scores=(0.2, 0.8, 0.6, 0.3)) == {"sum_then_normalize",
@@ -306,5 +346,9 @@ def test_reward_design_answers_follow_the_library():
     penalties = soft_overlong(torch.zeros(10), torch.arange(1.0, 11.0), max_len=10, buffer=3)
     assert exercises.soft_overlong_first_length() == int(torch.nonzero(penalties < 0)[0]) + 1 == 8
     assert exercises.soft_overlong_first_length(buffer=1) == 10
-    assert exercises.ssl_tier_value() == distance_tier(answer_distance("22", "20")) == 0.3
-    assert exercises.ssl_tier_value("21") == 0.6 and exercises.ssl_tier_value("24") == 0.1
+    assert exercises.ssl_tier_value() == distance_tier(answer_distance("48", "40")) == 0.1  # d = 0.2: the edge
+    assert exercises.ssl_tier_value("42") == 0.6 and exercises.ssl_tier_value("44") == 0.3
+    assert exercises.ssl_tier_value("49") == 0.0 and exercises.ssl_tier_value("22", "20") == 0.3
+    assert exercises.check_ssl_tier(0.3, pred="22", gold="20") == "correct"
+    with pytest.raises(AssertionError, match="inclusive"):
+        exercises.check_ssl_tier(0.1, pred="22", gold="20")

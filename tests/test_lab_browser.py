@@ -1,20 +1,17 @@
 """Notebook 01 live in JupyterLab, driven in headless chromium over the DevTools protocol: every cell runs, the
 live training curves draw, and moving the advantage explorer's first slider redraws its figure."""
-import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
+from workbench.book_check import chromium, chromium_path, wait_for
 from workbench.paths import ROOT
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM = chromium_path()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     CHROMIUM is None, reason="no chromium: `apt-get install chromium` (make install does it where apt is available)")]
 TOKEN = "workbench-test"
@@ -24,41 +21,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-class Page:
-    """One browser tab over the DevTools protocol (websocket-client ships with jupyter_server)."""
-
-    def __init__(self, ws_url: str):
-        import websocket
-
-        self.ws, self.next_id = websocket.create_connection(ws_url, timeout=120, suppress_origin=True), 0
-
-    def call(self, method: str, **params):
-        self.next_id += 1
-        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
-        while True:
-            reply = json.loads(self.ws.recv())
-            if reply.get("id") == self.next_id:
-                if "error" in reply:
-                    raise AssertionError(f"{method}: {reply['error']}")
-                return reply["result"]
-
-    def js(self, expression: str):
-        result = self.call("Runtime.evaluate", expression=expression, awaitPromise=True, returnByValue=True)
-        if "exceptionDetails" in result:
-            raise AssertionError(f"{expression[:80]}...: {result['exceptionDetails']}")
-        return result["result"].get("value")
 
 
 @pytest.fixture
@@ -93,20 +55,9 @@ def lab(tmp_path):
         server.wait(timeout=30)
 
 
-def open_page(url: str, profile: Path):
-    browser = subprocess.Popen([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                                "--remote-debugging-port=0", f"--user-data-dir={profile}", "--window-size=1400,1000",
-                                url], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    port_file = profile / "DevToolsActivePort"
-    port = wait_for(lambda: port_file.exists() and port_file.read_text().split("\n")[0], 60, "chromium").strip()
-    targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
-    return browser, Page(next(t for t in targets if t["type"] == "page")["webSocketDebuggerUrl"])
-
-
 def test_notebook_01_runs_in_jupyterlab_and_a_slider_redraws_its_figure(lab, tmp_path):
     url, root = lab
-    browser, page = open_page(url, tmp_path / "profile")
-    try:
+    with chromium(url, profile=tmp_path / "profile") as page:
         wait_for(lambda: page.js("!!(window.jupyterapp && jupyterapp.shell.currentWidget && "
                                  "jupyterapp.shell.currentWidget.sessionContext)"), 120, "the notebook to open")
         page.js("(async () => { const nb = jupyterapp.shell.currentWidget; await nb.sessionContext.ready; "
@@ -137,6 +88,3 @@ def test_notebook_01_runs_in_jupyterlab_and_a_slider_redraws_its_figure(lab, tmp
                       windowsVirtualKeyCode=39)
         wait_for(lambda: page.js(first_bars) != before, 60, "the figure to redraw after the slider moved")
         assert float(page.js(value)) == pytest.approx(float(start) + 4 * 0.05)  # R0 moved by 4 steps of 0.05
-    finally:
-        browser.terminate()
-        browser.wait(timeout=30)

@@ -25,26 +25,54 @@ def section_id(heading: str) -> str:
     return make_id(heading)
 
 
+GREEK = {"alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "theta": "θ", "lambda": "λ",
+         "mu": "μ", "pi": "π", "rho": "ρ", "sigma": "σ", "tau": "τ",
+         "mathrm": "", "text": "", "mathtt": "", "mathbf": "", "operatorname": ""}  # fonts: their argument stays
+
+
+def plain_math(text: str) -> str:
+    """A heading's inline TeX as plain text for a link label, which MathJax does not typeset ("$\\pi_{ref}$" ->
+    "π_ref")."""
+    def plain(match):
+        tex = re.sub(r"\\([A-Za-z]+)", lambda m: GREEK.get(m.group(1), m.group(1)), match.group(1))
+        return tex.replace("{", "").replace("}", "")
+
+    return re.sub(r"\$([^$]+)\$", plain, text)
+
+
 def notebook_sections(notebooks_dir: Path, keys: set[str]) -> dict[str, list[tuple[str, str, str]]]:
-    """key -> [(notebook stem, section anchor, heading)] of the sections that name the key: in backticks in their
-    text, or as a string in their code (`registry.get("kl", "k3")`, `recipe="dr_grpo"`)."""
+    """key -> [(notebook stem, section anchor, "notebook title › section")] of the sections that name the key: in
+    backticks in their text, or as a string in their code (`registry.get("kl", "k3")`, `recipe="dr_grpo"`)."""
     import jupytext
 
     found: dict[str, list[tuple[str, str, str]]] = {}
     for source in sorted(Path(notebooks_dir).glob("*.py")):
-        heading = None
+        heading, title = None, source.stem
         for cell in jupytext.read(source).cells:
             names = BACKTICKED if cell.cell_type == "markdown" else QUOTED
             for line in cell.source.splitlines():
+                if cell.cell_type == "markdown" and line.startswith("# ") and title == source.stem:
+                    title = f"{source.stem.split('_')[0]} {line[2:].strip()}"  # "01 GRPO end to end"
+                    continue
                 if cell.cell_type == "markdown" and (match := HEADING.match(line)):
                     heading = match.group(2).strip()
                     continue
                 for key in set(names.findall(line)) & keys:
-                    label = (heading or source.stem).replace("$", "")
+                    label = plain_math(f"{title} › {heading}" if heading else title)
                     place = (source.stem, section_id(heading) if heading else "", label)
                     if place not in found.setdefault(key, []):
                         found[key].append(place)
     return found
+
+
+def section_links(places: list[tuple[str, str, str]]) -> list[tuple[str, str]]:
+    """[(href from the book's root, label)] of `notebook_sections` places."""
+    return [(f"notebooks/{stem}.html" + (f"#{anchor}" if anchor else ""), label) for stem, anchor, label in places]
+
+
+def card_href(kind: str, key: str) -> str:
+    """The catalog card of a registered component, from the book's root."""
+    return f"catalog.html#{section_id(f'catalog-{kind}-{key}')}"
 
 
 def reference_names(tests: list[str]) -> list[str]:
@@ -66,9 +94,8 @@ def source_of(entry) -> str:
 
 def finder_rows(entries, covers: dict[str, list[str]], sections: dict) -> list[dict]:
     return [{"key": e.key, "kind": e.kind, "family": e.family or "", "confidence": e.confidence or "unknown",
-             "title": " ".join(e.title.split()), "card": f"catalog.html#{section_id(f'catalog-{e.kind}-{e.key}')}",
-             "sections": [{"href": f"notebooks/{stem}.html" + (f"#{anchor}" if anchor else ""), "label": label}
-                          for stem, anchor, label in sections.get(e.key, [])],
+             "title": " ".join(e.title.split()), "card": card_href(e.kind, e.key),
+             "sections": [{"href": href, "label": label} for href, label in section_links(sections.get(e.key, []))],
              "references": reference_names(covers.get(e.key, [])), "source": source_of(e)} for e in entries]
 
 
@@ -89,30 +116,41 @@ def row_html(r: dict) -> str:
             f'<td>{", ".join(r["references"]) or "&ndash;"}</td></tr>')
 
 
-FILTER_JS = """
+def filter_script(table_id: str) -> str:
+    """Inline JavaScript that shows only the rows of `table_id` whose data-<name> holds every chosen value of the
+    page's `[data-filter=name]` controls (a select, or a checkbox's value when checked; a row attribute may list
+    several values separated by spaces), writes the count into #<table_id>-count and says so when nothing matches."""
+    return f"""
 <script>
-(function () {
-  const table = document.getElementById("finder-table");
+(function () {{
+  const table = document.getElementById("{table_id}");
   const controls = document.querySelectorAll("[data-filter]");
-  function apply() {
+  const none = document.getElementById("{table_id}-none");
+  function apply() {{
     let shown = 0;
-    for (const row of table.tBodies[0].rows) {
+    for (const row of table.tBodies[0].rows) {{
       let ok = true;
-      for (const c of controls) {
+      for (const c of controls) {{
         const want = c.type === "checkbox" ? (c.checked ? c.value : "") : c.value;
-        const have = row.dataset[c.dataset.filter] || "";
-        if (want && !(c.dataset.filter === "reference" ? have.split(" ").includes(want) : have === want)) ok = false;
-      }
+        if (want && !(row.dataset[c.dataset.filter] || "").split(" ").includes(want)) ok = false;
+      }}
       row.hidden = !ok;
       shown += ok;
-    }
-    document.getElementById("finder-count").textContent = shown;
-  }
+    }}
+    document.getElementById("{table_id}-count").textContent = shown;
+    none.hidden = shown > 0;
+  }}
   controls.forEach(c => c.addEventListener("change", apply));
   apply();
-})();
+}})();
 </script>
 """
+
+
+def no_match(table_id: str, what: str) -> str:
+    """The sentence shown instead of an empty table."""
+    return (f'<p id="{table_id}-none" hidden><em>No {what} matches these filters: set one of them back to '
+            f'"all".</em></p>')
 
 
 def finder_markdown(entries, covers: dict[str, list[str]], notebooks_dir: Path) -> str:
@@ -124,7 +162,9 @@ def finder_markdown(entries, covers: dict[str, list[str]], notebooks_dir: Path) 
                          select("reference", references),
                          '<label><input type="checkbox" data-filter="notebook" value="yes"> has a notebook section'
                          '</label>'])
-    table = ('<table id="finder-table" class="table"><thead><tr><th>method (paper, source)</th><th>kind</th>'
+    widths = (30, 12, 11, 11, 22, 14)  # % of the column: method, kind, family, confidence, sections, references
+    table = ('<table id="finder-table" class="table"><colgroup>' + "".join(f'<col style="width: {w}%">' for w in widths)
+             + '</colgroup><thead><tr><th>method (paper, source)</th><th>kind</th>'
              '<th>family</th><th>confidence</th><th>notebook sections</th><th>cross-checked against</th></tr></thead>'
              '<tbody>' + "".join(row_html(r) for r in rows) + "</tbody></table>")
     return "\n".join([
@@ -133,5 +173,5 @@ def finder_markdown(entries, covers: dict[str, list[str]], notebooks_dir: Path) 
         "values are tested against, or whether a notebook discusses it. Keys link to their catalog card. Generated "
         "by `python -m workbench.book build` from the registry, the notebooks and the tests.", "",
         "```{raw} html",
-        f'<div class="workbench-finder">{controls} &middot; <span id="finder-count">{len(rows)}</span> shown</div>',
-        table, FILTER_JS, "```", ""])
+        f'<div class="workbench-finder">{controls} &middot; <span id="finder-table-count">{len(rows)}</span> shown'
+        '</div>', table, no_match("finder-table", "method"), filter_script("finder-table"), "```", ""])

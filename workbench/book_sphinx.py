@@ -1,4 +1,5 @@
-"""A Sphinx extension for the book: no page asks an outside host for anything.
+"""A Sphinx extension for the book: every page gets the book's stylesheet (book/workbench.css, copied next to MathJax
+by workbench/book.py), and no page asks an outside host for anything.
 
 sphinx-thebe (which Jupyter Book 1 always loads) adds its configuration script, with the thebe bundle's unpkg.com
 URL, once per read of the environment, so pages carried it twice and browsers logged "THEBE_JS_URL has already been
@@ -19,6 +20,10 @@ def drop_thebe(app, pagename, templatename, context, doctree) -> None:
             context[key] = [asset for asset in context[key] if not mentions_thebe(asset)]
 
 
+STYLESHEET = "workbench.css"  # in html_static_path (book/_vendor)
+
+
 def setup(app):
+    app.add_css_file(STYLESHEET)
     app.connect("html-page-context", drop_thebe, priority=900)  # after the theme has added its assets
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -57,6 +57,18 @@ NO_MILESTONES = ("on calculator the tiny model after its warm start reaches no m
                  "checks): the reward is 0 everywhere")
 NO_AGENT = ("a multi-turn tool-use claim; our tool environments after the default warm start give almost no reward "
             "signal (see 09_agents), so it is not run in a comparison")
+F1_NO_KL = "run as its paper's script: no KL term, where grpo has k3 KL 0.04 in the loss"
+GAMES = ("a judge with cycles would test it: workbench/preference/games.py runs the method's exact dynamics on "
+         "rock-paper-scissors and random intransitive games, but no LLM task here has such a judge")
+TRANSITIVE = ("our preferences come from the verifier (right over wrong), which is transitive: the Nash policy is "
+              "then just the right answer, and win rates against the policy order answers as the 0/1 reward does; "
+              + GAMES)
+CEILING = ("f7-addition's held-out pairs are ranked right by the warm start 92-99% of the time and no preference loss "
+           "tried there raises that (dpo 0.960 -> 0.950), while each lowers greedy accuracy (see dpo)")
+NO_STEPS = ("addition and countdown answers are one number or one expression with no written steps: the recipe's "
+            "'steps' are 2-character pieces of that answer, so its step values are digit-level; the claim is about "
+            "multi-step solutions (GSM8K, MATH) whose steps can be judged apart. It needs a task whose answers "
+            "carry their working")
 
 CLAIMS = (
     Claim("grpo", "A group-mean baseline (no critic) improves reasoning accuracy over the SFT start.",
@@ -87,10 +99,123 @@ CLAIMS = (
     Claim("online-dpo", "Pairs sampled from the current policy beat fixed offline pairs.", "f7-addition",
           baseline="dpo", reading="its rejected answers are the policy's own likely mistakes; pushing them down "
                                   "moves probability to other wrong answers (round numbers) at this scale"),
+    # F7 recipes with no stored run: why each claim cannot be tested on our verifier-labelled pairs
+    Claim("cdpo-robust", "Label smoothing keeps DPO aligned when a share of the preference labels are flipped.",
+          why_not="the claim is about flipped labels, and our pairs are labelled by the verifier and never flipped; "
+                  "f7-addition with a share of its training pairs flipped (say 20%), cdpo-robust against dpo on "
+                  "held-out preference accuracy, would test it"),
+    Claim("hinge", "(SLiC-HF) Calibrating sequence likelihood on preference pairs with a hinge loss matches RLHF-PPO "
+          "on human-judged summaries at a fraction of the cost.",
+          why_not="the claim is against PPO on a reward model learned from human preferences (TL;DR, judged by "
+                  "raters); our pairs come from the verifier RL trains on directly, so there is no learned reward "
+                  "model for the PPO side, and against dpo it would be one more margin loss where " + CEILING),
+    Claim("apo-accelerated", "Nesterov extrapolation of the reference makes iterative DPO converge in fewer "
+          "iterations than plain iterative DPO.",
+          why_not="a faster rate needs a preference accuracy still to gain: " + CEILING + "; and no plain "
+                  "iterative-DPO run (the same recipe at alpha = 0) is stored to compare rates with"),
+    Claim("brain", "Distilling the reward-conditioned posterior with self-normalised weights and a baseline beats DPO "
+          "and earlier distribution matching on summarisation and dialogue.",
+          why_not="its posterior tilts pi_ref by a learned Bradley-Terry reward over many samples; with the "
+                  "verifier's 0/1 reward the tilt takes two values and the update re-weights a group's right answers "
+                  "over its wrong ones, on-policy RL on the verifier rather than the distribution matching the claim "
+                  "credits, and no stored comparison runs it (f7-addition's lr 1e-5 was searched for offline pairs)"),
+    Claim("lipo", "Ranking a whole list of graded responses (LambdaLoss weights) beats pairwise DPO.",
+          why_not="its gain comes from graded labels over a list (reward-model scores of 8 responses); our lists are "
+                  "the target and 3 corruptions of it, graded 0/1 by the verifier, so they hold one right/wrong split "
+                  "(the pairs DPO sees) and rank the wrong ones by length, then alphabetically, an order no held-out "
+                  "pair asks about; and " + CEILING + ". Graded labels (SSL's tiers of distance) would test it"),
+    Claim("spo-prefdeg", "An auxiliary loss that ranks copies of the chosen answer with more of its key content "
+          "removed teaches the degree of preference and improves DPO.",
+          why_not="the key content of an addition answer is its digits, and a copy with digits removed is a "
+                  "different, wrong number, not a less-preferred answer of the same kind; the degrees it learns are "
+                  "counts of missing digits, which no held-out pair asks about, and " + CEILING),
+    Claim("sppo", "Self-play regression onto win rates against the policy converges to the Nash policy of a general "
+          "preference and beats iterative DPO and IPO.", why_not=TRANSITIVE),
+    Claim("inpo", "No-regret online mirror descent on the preference game reaches the Nash policy of general "
+          "preferences without a reward model, beating iterative DPO.", why_not=TRANSITIVE),
+    Claim("nash-mp", "Mirror-prox steps reach the regularised Nash equilibrium at a linear rate, faster than "
+          "Nash-MD's single mirror-descent step.", why_not=TRANSITIVE),
+    Claim("p3o", "A pairwise policy gradient on reward differences, with PPO-style clipping, is invariant to per-prompt "
+          "reward shifts and beats PPO and DPO on the reward-KL frontier.",
+          why_not="the invariance is to prompt-dependent offsets of a learned reward model; the verifier's reward has "
+                  "none, and on verified pairs the reward difference is always 1, so it is a clipped pairwise "
+                  "gradient with a constant weight; we train no reward model to draw its reward-KL frontier"),
+    Claim("refuel", "Regressing the relative future of two dialogue branches (from a random turn) trains multi-turn "
+          "RLHF better than single-turn methods.",
+          why_not="it needs multi-turn dialogues with a (simulated) user; on a one-turn task it is REBEL, and on "
+                  "verified pairs the reward difference is always 1, so every margin is regressed onto the constant "
+                  "eta = 1, an IPO-like target"),
+    Claim("mcts-dpo", "Step-level preferences collected by MCTS improve reasoning over instance-level preference "
+          "learning.", why_not=NO_STEPS),
+    Claim("direct-advantage-po", "A critic trained first on partial solutions gives step-level advantages that, "
+          "regressed offline into the policy, improve multi-step reasoning over response-level methods.",
+          why_not=NO_STEPS),
     Claim("ppo", "A learned critic (GAE) gives lower-variance advantages than Monte Carlo returns.",
           why_not="the claim is about variance on long multi-step returns; our one-turn tasks end in one "
                   "terminal reward after about 10 tokens, where a critic has little to predict beyond the prompt's "
                   "success rate"),
+    # F1, more policy-gradient recipes (f1-more: f2-countdown's setting, lr 3e-4, 80 steps, pass@8 on 100 prompts)
+    Claim("gmpo", "The geometric mean of token ratios is less swayed by outlier tokens than GRPO's arithmetic mean, so "
+          "updates stay stable and accuracy beats GRPO's.", "f1-more"),
+    Claim("sapo", "A smooth temperature-controlled gate instead of the hard clip keeps the signal of near-on-policy "
+          "tokens and trains more stably, to higher accuracy than GRPO.", "f1-more"),
+    Claim("gpg", "The plain policy gradient (no ratio, no clip, no KL) with a group baseline rescaled for degenerate "
+          "groups is a stronger baseline than GRPO.", "f1-more"),
+    Claim("opo", "Exactly on-policy training with the variance-optimal (length-weighted) baseline beats GRPO's "
+          "accuracy ...", "f1-more"),
+    Claim("opo", "(same paper) ... and keeps entropy higher (more diverse answers).", "f1-more",
+          metric="final:entropy"),
+    Claim("reinforce_plus_plus", "Normalising advantages over the whole batch (no critic, no per-prompt groups) "
+          "trains as well as GRPO, and more robustly.", "f1-more", direction=0),
+    Claim("lite-ppo", "Two tricks, group-mean advantages scaled by the batch's std and a token-level loss, let "
+          "critic-free vanilla PPO beat GRPO.", "f1-more"),
+    Claim("dapo_lite", "(DAPO's ablation) Without dynamic sampling, clip-higher, the token-level loss and masking "
+          "truncated answers still beat GRPO.", "f1-more"),
+    Claim("mdpo", "A KL proximity term to the previous policy instead of the clip does as well as or better than "
+          "PPO.", "f1-more", direction=0),
+    Claim("remax", "A greedy rollout's reward as the baseline (no critic) matches PPO, with less memory and time.",
+          "f1-more", baseline="ppo", direction=0),
+    Claim("salsa", "A KL reference made by averaging two SFT models (a model soup) lets PPO move further and reach a "
+          "higher reward than PPO anchored at one SFT model.",
+          why_not="the soup needs two SFT runs from one pretrained model, which stay in one basin; our tiny model is "
+                  "trained from scratch from each seed's random init, so the average of the SFT runs of seeds s and "
+                  "s + 1 is a broken model: at seed 0 it answers no held-out countdown prompt (greedy 0.00, pass@8 "
+                  "0.00, entropy 1.65 where one SFT run has 0.51) and 80 PPO steps earn no reward. It needs the two "
+                  "SFT runs to share one init (differing in data order)"),
+    Claim("minirl", "For on-policy training the plain policy gradient with an importance weight for the "
+          "training-inference mismatch is the most stable; off-policy updates need clipping and Routing Replay.",
+          why_not="its weight corrects the rollout engine's log-probs (vLLM, MoE routing) against the trainer's; our "
+                  "HF engine samples with the trained model itself, so the weight is pi/pi_old and the recipe is "
+                  "group-mean REINFORCE with PPO's mask: the mismatch and the MoE routing the claim is about do not "
+                  "exist here"),
+    Claim("t-ppo", "Truncated rollouts with extended GAE make PPO train 2.5 times faster without losing accuracy.",
+          why_not="its speed comes from windowed generation, which is not modelled (HF generate runs every response "
+                  "to its end); EGAE acts only on responses cut at the budget, about 1 in 1000 countdown samples "
+                  "(f6-length), so here it is PPO"),
+    Claim("ppo-max", "PPO-max's stabilizers (reward normalisation and clipping, KL in the reward, value clipping, "
+          "whitened advantages) keep RLHF PPO stable over long runs where vanilla PPO collapses.",
+          why_not="the collapse it prevents (reward hacking, rising perplexity, pattern collapse) comes in long runs "
+                  "against a learned reward model; our 80-step runs on a 0/1 verifier have no collapse to prevent"),
+    Claim("spo-minimax", "Self-play with each sample's share of wins against the policy's own samples as its reward "
+          "(no reward model) learns faster than reward-model RL and is robust to intransitive, noisy preferences.",
+          why_not="with the verifier as judge a right answer's win rate exceeds a wrong one's by G/(2(G - 1)) in "
+                  "every group (4/7 at G = 8), so the advantage is dr_grpo's times a constant; the claim is about "
+                  "intransitive or stochastic preferences, which a verifier never gives; " + GAMES),
+    Claim("gigpo", "Step-level advantages over anchor states that a group's episodes share give agents finer credit "
+          "than GRPO's episode advantage, and higher success (ALFWorld, WebShop).",
+          why_not="anchor states need episodes that revisit states; on countdown every episode is one step from the "
+                  "prompt, so the step term repeats the episode term. The gridworld task has recurring states and "
+                  "09_agents runs gigpo against grpo there at smoke scale (1 seed), but no stored 3-seed comparison "
+                  "covers it yet; the tool environments give almost no reward after warm start"),
+    Claim("loop", "A critic-free, reference-free PPO with leave-one-out baselines (one model copy) trains "
+          "long-horizon API agents (AppWorld) past much larger models.",
+          why_not="the claim is about multi-step agents in a stateful app environment; on a one-turn task loop is "
+                  "rloo's baseline with PPO's clip made symmetric in log space and near-zero advantages dropped, "
+                  "whose claim f1-countdown tests (rloo); " + NO_AGENT),
+    Claim("m-grpo", "End-to-end multi-turn GRPO on binary task success trains web agents (WebArena-Lite: a 3B model "
+          "from 6.1% to 33.9%).",
+          why_not="on a one-turn task each response is one action, so it is grpo without the KL term; its per-action "
+                  "averaging needs multi-turn episodes, and " + NO_AGENT),
     # F2, beyond the clip (f2-countdown: lr 3e-4, 80 steps, pass@8 on 100 held-out prompts)
     Claim("bapo", "Adaptive clipping bounds that keep positive tokens' share of the loss balanced beat fixed-clip "
           "training on accuracy.", "f2-countdown"),
@@ -271,8 +396,29 @@ def verdict(claim: Claim, stored) -> tuple[str, str]:
     return seen, "reproduced" if d > s else "contradicted" if d < -s else "no difference beyond seed noise"
 
 
+VERDICT_KINDS = {  # the words a verdict starts with -> a short slug (filters and colours on the claims page)
+    "reproduced": "reproduced", "contradicted": "contradicted", "no difference beyond seed noise": "no-difference",
+    "not testable here": "not-testable", "not run yet": "not-run", "no data": "not-run",
+}
+COMPARISON_FAMILY = {"f1": "canonical", "f2": "surrogate", "f3": "entropy", "f6": "rewards", "f7": "preference"}
+
+
+def verdict_kind(said: str) -> str:
+    """The slug of a verdict ("reproduced (no worse)" -> "reproduced"); "not-run" for anything unrecognised."""
+    return next((slug for start, slug in VERDICT_KINDS.items() if said.startswith(start)), "not-run")
+
+
+def family_of(key: str, comparison: str = "") -> str:
+    """The catalog family of a recipe (data/catalog.tsv); a recipe the catalog does not list (a toy or a preset such
+    as dapo_lite) takes the family of the comparison that tests it, else "canonical"."""
+    from workbench import registry
+
+    family = registry.catalog().get(key, {}).get("family")
+    return family or COMPARISON_FAMILY.get(comparison[:2], "canonical")
+
+
 def claims_table(data_dir=None, recipes=None) -> list[dict]:
-    """Rows of the table: recipe, claim, comparison, what we see, verdict; then every recipe without a claim.
+    """Rows of the table: recipe, family, claim, comparison, what we see, verdict and what explains it (`reading`).
     `recipes` keeps only the rows of those recipes (a notebook's family)."""
     if recipes is not None:
         keep = set(recipes)
@@ -284,8 +430,8 @@ def claims_table(data_dir=None, recipes=None) -> list[dict]:
         if c.comparison and c.comparison not in cache:
             cache[c.comparison] = load(c.comparison, **kw)
         seen, said = verdict(c, cache.get(c.comparison))
-        said = f"{said} ({c.reading})" if c.reading else said
-        rows.append({"recipe": c.key, "claim": c.claim, "comparison": c.comparison, "seen": seen, "verdict": said})
+        rows.append({"recipe": c.key, "family": family_of(c.key, c.comparison), "claim": c.claim,
+                     "comparison": c.comparison, "seen": seen, "verdict": said, "reading": c.reading})
     return rows + unclaimed_rows()
 
 
@@ -294,24 +440,6 @@ def unclaimed_rows() -> list[dict]:
     from workbench import registry
 
     claimed = {c.key for c in CLAIMS}
-    return [{"recipe": e.key, "claim": f"(not written yet; paper: {' '.join(e.title.split())})", "comparison": "",
-             "seen": "", "verdict": "not tested yet: no reference comparison covers it"}
+    return [{"recipe": e.key, "family": family_of(e.key), "claim": f"(not written yet; paper: {' '.join(e.title.split())})",
+             "comparison": "", "seen": "", "verdict": "not tested yet: no reference comparison covers it", "reading": ""}
             for e in registry.entries("recipe") if e.key not in claimed]
-
-
-def claims_markdown(data_dir=None) -> str:
-    """The book's page."""
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|") or "&ndash;"
-
-    lines = ["# Claim vs what we see", "",
-             "Each method's central claim as we read its paper, what our reference runs show on a 0.5M-parameter "
-             "model at toy scale over seeds (`make reference-runs`; plotted in notebooks 07, 08, 10 and 11), and a "
-             "verdict. A verdict here is about this setting only: a claim made at 7B parameters and thousands of steps "
-             "is not refuted by a tiny model on countdown, and not confirmed by it either.", "",
-             VERDICT_RULE, "",
-             "| recipe | claim | reference run | what we see | verdict |", "| --- | --- | --- | --- | --- |"]
-    for r in claims_table(data_dir):
-        lines.append(f"| `{r['recipe']}` | {cell(r['claim'])} | {cell(r['comparison'])} | {cell(r['seen'])} | "
-                     f"{cell(r['verdict'])} |")
-    return "\n".join(lines) + "\n"

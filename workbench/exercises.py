@@ -23,6 +23,16 @@ def _numbers(answer) -> list[float] | None:
         return None
 
 
+def _float(answer) -> float | None:
+    """A one-number answer as a float; None if it is not one."""
+    if isinstance(answer, (str, bool)) or answer is None:
+        return None
+    try:
+        return float(answer)
+    except (TypeError, ValueError):
+        return None
+
+
 def _all_near(answer, values, tol: float = 1e-3) -> bool:
     """An answer of several numbers, as many as `values`, each within `tol` of its value."""
     given = _numbers(answer)
@@ -102,7 +112,14 @@ def check_grpo_sum_of_squares(answer, groups=STD_EXERCISE_GROUPS) -> str:
 # Notebook 02: loss aggregation
 
 
-def token_weight(lengths=(10, 1000), mode: str = "seq-mean-token-mean", row: int = 0,
+AGG_EXERCISE = {"lengths": (16, 70, 400), "row": 1}  # exercise 1: one token of the 70-token answer, B = 3
+# exercises 2-3: two wrong answers of one batch from two groups of four, A = -0.5 (1 of 4 right) and -1.5 (3 of 4)
+LENGTH_BIAS_EXERCISE = {"lengths": (30, 120), "advantages": (-0.5, -1.5)}
+# exercise 4: four answers, k = 2 micro-batches (30 + 90 tokens, 20 + 40 tokens); one token of the 20-token answer
+MICROBATCH_EXERCISE = {"lengths": (30, 90, 20, 40), "k": 2, "row": 2}
+
+
+def token_weight(lengths=AGG_EXERCISE["lengths"], mode: str = "seq-mean-token-mean", row: int = AGG_EXERCISE["row"],
                  l_max: int | None = None) -> float:
     """dL/dℓ of one token of answer `row` when the answers of `lengths` form one batch (autograd through
     `ops.aggregate`); seq-mean-token-sum-norm uses C = B * L_max (L_max default: the longest answer)."""
@@ -118,58 +135,71 @@ def token_weight(lengths=(10, 1000), mode: str = "seq-mean-token-mean", row: int
     return float(grad[row, 0])
 
 
-def check_token_weight(answer, lengths=(10, 1000), mode: str = "seq-mean-token-mean", row: int = 0) -> str:
-    """Exercise: the per-token gradient weight of a token of answer `row` (default: the 10-token answer)."""
-    expected = token_weight(lengths, mode, row)
-    if not abs(float(answer) - expected) <= 1e-6 + 1e-3 * abs(expected):
+def check_token_weight(answer, lengths=AGG_EXERCISE["lengths"], mode: str = "seq-mean-token-mean",
+                       row: int = AGG_EXERCISE["row"]) -> str:
+    """Exercise: the per-token gradient weight of a token of answer `row` (default: the 70-token answer of a batch
+    of 16, 70 and 400 tokens)."""
+    expected, given = token_weight(lengths, mode, row), _float(answer)
+    if given is None or not abs(given - expected) <= 1e-6 + 1e-3 * abs(expected):
         raise AssertionError(f"not quite: under {mode} with B = {len(lengths)} answers of lengths {list(lengths)}, "
                              f"write L as a sum over tokens and read off the factor in front of ℓ of one token of "
-                             f"answer {row} (you gave {answer})")
+                             f"the {list(lengths)[row]}-token answer (you gave {answer})")
     return "correct"
 
 
-def length_bias_answer(mode: str = "seq-mean-token-mean", lengths=(20, 200)) -> str:
-    """Which of two wrong answers (A = -1) of `lengths` (short, long) has its tokens pushed down harder per
-    token: "short", "long" or "same"."""
-    short, long = (token_weight(lengths, mode, row) for row in (0, 1))
+def length_bias_answer(mode: str = "seq-mean-token-mean", lengths=LENGTH_BIAS_EXERCISE["lengths"],
+                       advantages=LENGTH_BIAS_EXERCISE["advantages"]) -> str:
+    """Which of two answers of one batch, (short, long) of `lengths` with `advantages`, has its tokens pushed
+    harder per token (|A| times the token's weight under `mode`): "short", "long" or "same"."""
+    short, long = (abs(float(a)) * token_weight(lengths, mode, row) for row, a in enumerate(advantages))
     if abs(short - long) <= 1e-12 * max(abs(short), abs(long)):
         return "same"
     return "short" if short > long else "long"
 
 
-def check_length_bias(answer: str, mode: str = "seq-mean-token-mean", lengths=(20, 200)) -> str:
+def check_length_bias(answer: str, mode: str = "seq-mean-token-mean", lengths=LENGTH_BIAS_EXERCISE["lengths"],
+                      advantages=LENGTH_BIAS_EXERCISE["advantages"]) -> str:
     """Exercise: whose tokens are pushed down harder, the short or the long wrong answer?"""
-    expected = length_bias_answer(mode, lengths)
+    expected = length_bias_answer(mode, lengths, advantages)
     if answer != expected:
-        raise AssertionError(f"not quite: compare the per-token weights of a {lengths[0]}-token and a "
-                             f"{lengths[1]}-token answer under {mode} (answer 'short', 'long' or 'same')")
+        short, long = lengths
+        raise AssertionError(f"not quite: a token's push is |A| w; compare |A| w of a token of the {short}-token "
+                             f"answer (A = {advantages[0]:+g}) and of the {long}-token one (A = {advantages[1]:+g}), "
+                             f"with w the per-token weight under {mode} (answer 'short', 'long' or 'same')")
     return "correct"
 
 
-def local_microbatch_weight(lengths=(10, 1000), k: int = 2, mode: str = "token-mean", row: int = 0) -> float:
-    """Per-token weight of answer `row` when the step is split into k micro-batches that each divide by their
-    OWN counts and the accumulation loop divides by k (autograd through the library's accumulation loop)."""
+def local_microbatch_weight(lengths=MICROBATCH_EXERCISE["lengths"], k: int = MICROBATCH_EXERCISE["k"],
+                            mode: str = "token-mean", row: int = MICROBATCH_EXERCISE["row"]) -> float:
+    """Per-token weight of answer `row` when the step is split into k contiguous micro-batches that each divide by
+    their OWN counts and the accumulation loop divides by k (autograd through the library's accumulation loop)."""
     from workbench.viz.math_figures import microbatch_token_weights
 
     return float(microbatch_token_weights(lengths, k, mode, "local")[row])
 
 
-def check_local_microbatch_weight(answer, lengths=(10, 1000), k: int = 2, mode: str = "token-mean",
-                                  row: int = 0) -> str:
-    """Exercise: the weight of a token of the short answer when each micro-batch holds one answer and takes its
-    own token-mean."""
-    expected = local_microbatch_weight(lengths, k, mode, row)
-    if _near(answer, expected, 1e-6 + 1e-3 * abs(expected)):
+def check_local_microbatch_weight(answer, lengths=MICROBATCH_EXERCISE["lengths"], k: int = MICROBATCH_EXERCISE["k"],
+                                  mode: str = "token-mean", row: int = MICROBATCH_EXERCISE["row"]) -> str:
+    """Exercise: the weight of a token of one answer when each micro-batch takes its own token-mean (default: the
+    20-token answer, in the second of k = 2 micro-batches of 30 + 90 and 20 + 40 tokens)."""
+    from workbench.viz.math_figures import microbatch_splits
+
+    expected, given = local_microbatch_weight(lengths, k, mode, row), _float(answer)
+    if given is not None and _near(given, expected, 1e-6 + 1e-3 * abs(expected)):
         return "correct"
     full = token_weight(lengths, mode, row)
-    if _near(answer, full, 1e-6 + 1e-3 * full):
+    rows = next(r for r in microbatch_splits(len(lengths), k) if row in r.tolist())
+    micro = [list(lengths)[i] for i in rows.tolist()]
+    if given is None:
+        hint = "answer one number, the weight of one token"
+    elif _near(given, full, 1e-6 + 1e-3 * full):
         hint = ("that is the full-batch (global) weight; a micro-batch that uses its own counts only knows its "
                 "own tokens")
-    elif _near(answer, expected * k, 1e-6 + 1e-3 * expected * k):
+    elif _near(given, expected * k, 1e-6 + 1e-3 * expected * k):
         hint = f"the accumulation loop also divides each micro-batch's loss by k = {k}"
     else:
-        hint = (f"the {lengths[row]}-token answer's micro-batch divides by its own token count only, then the loop "
-                f"divides by k = {k}")
+        hint = (f"the {lengths[row]}-token answer's micro-batch holds {' + '.join(map(str, micro))} tokens and "
+                f"divides by its own token count only, then the loop divides by k = {k}")
     raise AssertionError(f"not quite ({answer}): {hint}")
 
 
@@ -211,9 +241,33 @@ def check_nonnegative_estimators(answer) -> str:
     return "correct"
 
 
-def reverse_kl_gradient_estimators(kinds=("k1", "k2", "k3"), vocab: int = 8, seed: int = 0) -> set[str]:
-    """The estimators whose expected on-policy gradient, used as a loss, equals ∇KL(π‖π_ref) on a random
-    categorical (exact sums over the vocabulary)."""
+# exercise 3: sums and differences of the estimators, used as a loss (two of them have the reverse-KL gradient)
+KL_COMBINATION_EXERCISE = ("k1 + k2", "k3 - k1", "k2 + k3", "k2 - k1")
+
+
+def kl_combination(expression: str) -> dict[str, float]:
+    """The coefficients of a sum or difference of the registered estimators k1, k2, k3, abs: "k2 - k1" ->
+    {"k2": 1, "k1": -1} ("2 * k2", a plain key, spaces optional; no straight-through `+` kinds, whose `+` would read
+    as a sum). ValueError for anything else."""
+    import re
+
+    from workbench import kl
+
+    text = expression.replace(" ", "")
+    terms = re.findall(r"([+-]?)(?:(\d+(?:\.\d+)?)\*)?([a-z0-9]+)", text)
+    if not text or "".join(sign + (f"{c}*" if c else "") + key for sign, c, key in terms) != text:
+        raise ValueError(f"not a sum or difference of KL estimators: {expression!r}")
+    out: dict[str, float] = {}
+    for sign, coef, key in terms:
+        if key not in kl.ESTIMATORS:
+            raise ValueError(f"unknown KL estimator {key!r} in {expression!r}")
+        out[key] = out.get(key, 0.0) + (-1.0 if sign == "-" else 1.0) * float(coef or 1)
+    return out
+
+
+def reverse_kl_gradient_estimators(kinds=KL_COMBINATION_EXERCISE, vocab: int = 8, seed: int = 0) -> set[str]:
+    """The estimators (keys, or sums and differences of them: `kl_combination`) whose expected on-policy gradient,
+    used as a loss, equals ∇KL(π‖π_ref) on a random categorical (exact sums over the vocabulary)."""
     from workbench import kl
 
     gen = torch.Generator().manual_seed(seed)
@@ -226,19 +280,35 @@ def reverse_kl_gradient_estimators(kinds=("k1", "k2", "k3"), vocab: int = 8, see
         (g,) = torch.autograd.grad(fn(torch.log_softmax(theta, -1)), theta)
         return g
 
+    def loss(lp, expression):
+        terms = kl_combination(expression).items()
+        return sum(c * (weights * kl.estimate(lp, ref_logp, key)).sum() for key, c in terms)
+
     target = grad_of(lambda lp: (lp.exp() * (lp - ref_logp)).sum())
-    return {kind for kind in kinds
-            if torch.allclose(grad_of(lambda lp, kind=kind: (weights * kl.estimate(lp, ref_logp, kind)).sum()),
-                              target, atol=1e-10)}
+    return {kind for kind in kinds if torch.allclose(grad_of(lambda lp, kind=kind: loss(lp, kind)), target, atol=1e-10)}
 
 
-def check_reverse_kl_gradient(answer) -> str:
-    """Exercise: which of k1, k2, k3, used as a loss on samples of π, has the gradient of KL(π‖π_ref)?"""
-    given = {answer} if isinstance(answer, str) else set(answer)
-    if given != reverse_kl_gradient_estimators():
-        raise AssertionError("not quite: differentiate each estimator w.r.t. log π(y) and average over y ~ π "
-                             f"(you gave {sorted(given)})")
-    return "correct"
+def check_reverse_kl_gradient(answer, kinds=KL_COMBINATION_EXERCISE) -> str:
+    """Exercise: which of k1 + k2, k3 - k1, k2 + k3, k2 - k1, used as a loss on samples of π, has the gradient of
+    KL(π‖π_ref)?"""
+    expected = reverse_kl_gradient_estimators(kinds)
+    try:
+        given = {answer} if isinstance(answer, str) else set(answer)
+        coefficients = {frozenset(kl_combination(k).items()): k for k in kinds}
+        given = {coefficients.get(frozenset(kl_combination(str(g)).items()), str(g)) for g in given}
+    except (TypeError, ValueError):
+        given = None
+    if given == expected:
+        return "correct"
+    if given is None or not given <= set(kinds):
+        hint = f"answer a list of the expressions, chosen among {list(kinds)}"
+    elif any("k3" in kl_combination(g) for g in given if g in kinds):
+        hint = ("the expected gradient is linear in the loss: E[grad k3] is the forward KL's, and adding or "
+                "subtracting k1 or k2 does not cancel it")
+    else:
+        hint = ("the expected gradient is linear in the loss: average grad k_x over y ~ π for each estimator "
+                "(E[grad k1] = sum_y grad π(y) = ?), then add them up")
+    raise AssertionError(f"not quite ({sorted(given) if given else answer}): {hint}")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -255,14 +325,39 @@ def on_policy_clip_fraction(eps: float = 0.2, seed: int = 0) -> float:
     return metrics["clip/region"]
 
 
-def check_on_policy_clip_fraction(answer, eps: float = 0.2) -> str:
-    """Exercise: the fraction of tokens PPO-clip clips with one minibatch and one epoch."""
-    expected = on_policy_clip_fraction(eps)
-    if not abs(float(answer) - expected) <= 1e-9:
-        raise AssertionError("not quite: with one optimizer step per rollout batch, old_logp is computed by the "
-                             "very policy being trained, so what is r on every token? (you gave "
-                             f"{answer})")
-    return "correct"
+# exercise 1: minibatches=3, ppo_epochs=1 (mu = 3): the clip fractions of the second and third optimizer steps
+CLIP_LOG_EXERCISE = (0.03, 0.09)
+
+
+def logged_clip_fraction(later=CLIP_LOG_EXERCISE, eps: float = 0.2) -> float:
+    """The clip/region the trainer logs for one rollout batch (the mean over its optimizer steps, `train_on`) when
+    its optimizer steps after the first clip the fractions `later`: the first step's own fraction is PPO-clip's on
+    a batch scored by the policy that sampled it (`on_policy_clip_fraction`)."""
+    steps = [on_policy_clip_fraction(eps), *later]
+    return sum(steps) / len(steps)
+
+
+def check_logged_clip_fraction(answer, later=CLIP_LOG_EXERCISE, eps: float = 0.2) -> str:
+    """Exercise: the mean clip fraction logged for a batch of mu = 3 optimizer steps whose last two clip 3% and
+    9% of their tokens."""
+    expected, given = logged_clip_fraction(later, eps), _float(answer)
+    if given is not None and abs(given - expected) <= 1e-6:
+        return "correct"
+    n = len(later) + 1
+    if given is None:
+        hint = "answer one number, a fraction of tokens"
+    elif abs(given - sum(later) / len(later)) <= 1e-6:
+        hint = (f"that is the mean of the later steps only; the trainer averages over all {n} optimizer steps, and "
+                "the first optimizer step counts too: what is r there, and what does it clip?")
+    elif abs(given - sum(later)) <= 1e-6:
+        hint = f"the trainer logs the mean over the batch's {n} optimizer steps, not their sum"
+    elif abs(given) <= 1e-6:
+        hint = ("only the first optimizer step sees r = 1 everywhere; the later ones see a moved policy, and the "
+                f"trainer logs the mean over all {n}")
+    else:
+        hint = (f"mu = {n} optimizer steps on the batch; on the first one old_logp comes from the very policy being "
+                "trained. The trainer logs the mean of the steps' clip fractions")
+    raise AssertionError(f"not quite ({answer}): {hint}")
 
 
 ZOO_EXERCISE_KEYS = ("ppo-clip", "dual-clip", "cispo", "sapo", "gspo")
@@ -633,16 +728,6 @@ def check_two_step_anchor(answer, row: int = 0, step: int = 2) -> str:
 # Notebook 11: entropy
 
 
-def _float(answer) -> float | None:
-    """A one-number answer as a float; None if it is not one."""
-    if isinstance(answer, (str, bool)) or answer is None:
-        return None
-    try:
-        return float(answer)
-    except (TypeError, ValueError):
-        return None
-
-
 ENTROPY_EXERCISE_LOGITS = (2.0, 1.0, 0.0, 0.0)
 
 
@@ -756,12 +841,19 @@ def check_clip_cov_candidates(answer, lb: float = 1.0, ub: float = 5.0, eps: flo
     raise AssertionError(f"not quite ({answer}): {hint}")
 
 
-def alpha_direction(entropy: float = 0.8, target_entropy: float = 0.5) -> str:
-    """"rise" or "fall": where one step of the `sac-temperature` controller (SGD on log alpha) moves alpha."""
+# exercise 4: the token entropies of a batch (nats) and the target: three of five tokens above it, their mean below
+ALPHA_EXERCISE = {"entropies": (0.9, 0.8, 0.7, 0.1, 0.2), "target_entropy": 0.6}
+
+
+def alpha_direction(entropy=ALPHA_EXERCISE["entropies"],
+                    target_entropy: float = ALPHA_EXERCISE["target_entropy"]) -> str:
+    """"rise" or "fall": where one step of the `sac-temperature` controller (SGD on log alpha, its default
+    token-mean) moves alpha, given the batch's token entropies (one number: a batch of one token)."""
     from workbench.controllers.sac_temperature import Temperature, descend, log_alpha_grad
 
     state = Temperature(log_alpha=0.0, target_entropy=target_entropy, lr=0.1, optimizer="sgd")
-    g = log_alpha_grad(state, torch.tensor([[entropy]], dtype=torch.float64), torch.ones(1, 1, dtype=torch.float64))
+    entropies = torch.as_tensor(entropy, dtype=torch.float64).reshape(1, -1)  # [1, T]: one response
+    g = log_alpha_grad(state, entropies, torch.ones_like(entropies))
     before = state.log_alpha
     after = descend(state, g).log_alpha
     return "fall" if after < before else "rise" if after > before else "stay"
@@ -771,18 +863,24 @@ ALPHA_WORDS = {"rise": "rise", "rises": "rise", "up": "rise", "increase": "rise"
                "fall": "fall", "falls": "fall", "down": "fall", "decrease": "fall", "decreases": "fall"}
 
 
-def check_alpha_direction(answer, entropy: float = 0.8, target_entropy: float = 0.5) -> str:
-    """Exercise: does SAC's temperature alpha rise or fall when the entropy is above its target?"""
+def check_alpha_direction(answer, entropy=ALPHA_EXERCISE["entropies"],
+                          target_entropy: float = ALPHA_EXERCISE["target_entropy"]) -> str:
+    """Exercise: does SAC's temperature alpha rise or fall after a batch with these token entropies?"""
     expected = alpha_direction(entropy, target_entropy)
     given = ALPHA_WORDS.get(str(answer).strip().lower()) if isinstance(answer, str) else None
     if given == expected:
         return "correct"
+    values = torch.as_tensor(entropy, dtype=torch.float64).flatten().tolist()
+    mean = sum(values) / len(values)
     if given is None:
         hint = 'answer "rise" or "fall"'
     else:
-        hint = (f"J(alpha) = alpha (H - target) and dJ/dlog(alpha) = alpha (H - target) = alpha ({entropy:g} - "
-                f"{target_entropy:g}); the controller steps against that gradient. Too much entropy should weaken the "
-                "bonus, not strengthen it")
+        gap = mean - target_entropy
+        hint = (f"J(alpha) = alpha (H - target) with H the token-mean of the batch's entropies, {mean:.3g}, so "
+                f"dJ/dlog(alpha) = alpha ({mean:.3g} - {target_entropy:g}) = alpha ({gap:+.3g}); the controller steps "
+                "against that gradient. "
+                + ("Too much entropy should weaken the bonus, not strengthen it" if gap > 0 else
+                   "Too little entropy should strengthen the bonus, not weaken it"))
     raise AssertionError(f"not quite ({answer}): {hint}")
 
 
@@ -945,10 +1043,11 @@ def check_shaping_weights(answer, probs=SHAPING_EXERCISE_PROBS) -> str:
 # Notebook 12: reward design
 
 
-COSINE_EXERCISE = {"length": 4, "max_len": 10, "correct": True}  # a right answer of 4 tokens, budget 10
+COSINE_EXERCISE = {"length": 4, "max_len": 12, "correct": True}  # a right answer of 4 tokens, budget 12
 
 
-def cosine_length_value(length: int = 4, max_len: int = 10, correct: bool = True, **hp) -> float:
+def cosine_length_value(length: int = COSINE_EXERCISE["length"], max_len: int = COSINE_EXERCISE["max_len"],
+                        correct: bool = True, **hp) -> float:
     """The registered `cosine-length` reward of one answer of `length` tokens (defaults unless `hp` says)."""
     from workbench import registry
 
@@ -956,8 +1055,9 @@ def cosine_length_value(length: int = 4, max_len: int = 10, correct: bool = True
     return float(fn(["x" * length], [[0] * length], max_len=max_len, scores=[1.0 if correct else 0.0], **hp)[0])
 
 
-def check_cosine_length_value(answer, length: int = 4, max_len: int = 10) -> str:
-    """Exercise: the cosine length-scaled reward of a right answer of 4 tokens with L = 10, by hand."""
+def check_cosine_length_value(answer, length: int = COSINE_EXERCISE["length"],
+                              max_len: int = COSINE_EXERCISE["max_len"]) -> str:
+    """Exercise: the cosine length-scaled reward of a right answer of 4 tokens with L = 12, by hand."""
     import math
 
     expected, given = cosine_length_value(length, max_len), _float(answer)
@@ -973,7 +1073,7 @@ def check_cosine_length_value(answer, length: int = 4, max_len: int = 10) -> str
     elif abs(given - (1.0 - 0.25 * (1 + math.cos(math.pi * u)))) <= 1e-3:
         hint = "the bounds are the other way round: at |y| = 0 a right answer gets the maximum 1.0, at |y| = L 0.5"
     elif abs(given - (0.5 + 0.25 * (1 + math.cos(u)))) <= 1e-3:
-        hint = "the angle is pi u in radians: cos(pi x 0.4), not cos(0.4)"
+        hint = f"the angle is pi u in radians: cos(pi x {u:.4g}), not cos({u:.4g})"
     else:
         hint = (f"u = |y| / L = {u:g}; for a right answer lo = 0.5, hi = 1.0 and r = lo + (hi - lo)(1 + cos(pi u)) / 2")
     raise AssertionError(f"not quite ({answer}): {hint}")
@@ -1059,7 +1159,7 @@ def check_soft_overlong_first_length(answer, max_len: int = 10, buffer: int = 3)
     raise AssertionError(f"not quite ({answer}): {hint}")
 
 
-SSL_EXERCISE = {"answer": "22", "gold": "20"}  # a near miss: 10% off
+SSL_EXERCISE = {"answer": "48", "gold": "40"}  # a near miss: 20% off, on the edge of the 2 sigma ring
 
 
 def ssl_tier_value(answer: str = SSL_EXERCISE["answer"], gold: str = SSL_EXERCISE["gold"], **hp) -> float:
@@ -1069,21 +1169,29 @@ def ssl_tier_value(answer: str = SSL_EXERCISE["answer"], gold: str = SSL_EXERCIS
     return float(registry.get("reward", "ssl").fn([answer], answer=[gold], scores=[0.0], **hp)[0])
 
 
-def check_ssl_tier(answer) -> str:
-    """Exercise: SSL's tiered reward of the answer 22 to a question whose gold is 20."""
-    expected, given = ssl_tier_value(), _float(answer)
+def check_ssl_tier(answer, pred: str = SSL_EXERCISE["answer"], gold: str = SSL_EXERCISE["gold"]) -> str:
+    """Exercise: SSL's tiered reward of the answer 48 to a question whose gold is 40."""
+    from workbench.rewards.ssl import EDGES, VALUES, answer_distance
+
+    expected, given = ssl_tier_value(pred, gold), _float(answer)
     if given is not None and abs(given - expected) <= 1e-9:
         return "correct"
+    sigma, d = 0.1, answer_distance(pred, gold)
+    rings = list(zip(EDGES, VALUES))[1:]                       # (edge in sigma, reward) outside the exact tier
+    edge = next((k for k, (e, _) in enumerate(rings) if d == e * sigma), None)  # d exactly on a ring's edge
     if given is None:
         hint = "answer one number, the tier's reward"
-    elif abs(given - 0.6) <= 1e-9:
-        hint = "d = |22 - 20| / 20 = 0.1 = 1 sigma: outside the 0.5 sigma ring (reward 0.6)"
-    elif abs(given - 0.1) <= 1e-9:
-        hint = "the edges are inclusive, d <= e_k sigma: d = 0.1 is exactly on the 1 sigma edge, so in that ring"
-    elif abs(given) <= 1e-9:
-        hint = "the distance is relative, |pred - gold| / max(|gold|, 1) = 0.1, well inside the 2 sigma ring"
     elif abs(given - 1.0) <= 1e-9:
-        hint = "1 is the exact tier (d = 0, a solved answer); 22 is not the gold"
+        hint = f"1 is the exact tier (d = 0, a solved answer); {pred} is not the gold"
+    elif edge is not None and abs(given - (rings[edge + 1][1] if edge + 1 < len(rings) else 0.0)) <= 1e-9:
+        hint = (f"the edges are inclusive, d <= e_k sigma: d = {d:g} is exactly on the {rings[edge][0]:g} sigma "
+                "edge, so in that ring")
+    elif any(abs(given - v) <= 1e-9 and v > expected for _, v in rings):
+        e, v = next((e, v) for e, v in rings if abs(given - v) <= 1e-9)
+        hint = (f"d = |{pred} - {gold}| / max(|{gold}|, 1) = {d:g} = {d / sigma:g} sigma: outside the {e:g} sigma "
+                f"ring (reward {v:g})")
+    elif abs(given) <= 1e-9:
+        hint = f"the distance is relative, |pred - gold| / max(|gold|, 1) = {d:g}: not beyond every ring"
     else:
         hint = ("d = |pred - gold| / max(|gold|, 1); the tiers pay 1, 0.6, 0.3, 0.1 for d <= 0, 0.5, 1, 2 sigma "
                 "(sigma = 0.1), 0 beyond")

@@ -99,6 +99,20 @@ REFERENCES = {
         question="Response length over training with no length term, DAPO's overlong punishment, the cosine "
                  "length reward and ARLCP's group-relative length penalty: which shortens answers, and does "
                  "accuracy pay for it?"),
+    # More F1 policy-gradient recipes, in f2-countdown's setting, each run as its paper's script (most have no KL
+    # term where grpo has k3 0.04). ppo is here as the baseline ReMax's claim names. Left out, with the reason in
+    # their claims (workbench/claims.py): salsa (the soup of two from-scratch SFT runs is a broken model: greedy
+    # 0.00), minirl (corrects a rollout-engine mismatch we do not have), t-ppo (its gain is windowed generation,
+    # not modelled), ppo-max (stability over long RLHF runs), spo-minimax (with the verifier's order it is dr_grpo
+    # scaled), and the agent recipes gigpo, loop, m-grpo (on a one-turn task they reduce to grpo/rloo variants).
+    "f1-more": Reference(
+        recipes=("grpo", "gmpo", "sapo", "gpg", "opo", "reinforce_plus_plus", "lite-ppo", "dapo_lite", "mdpo",
+                 "ppo", "remax"),
+        task="countdown", seeds=3,
+        sets=("lr=3e-4", "steps=80", "pass_k=8", "eval_every=40", "eval_size=100", "checkpoint_every=40"),
+        question="More of F1 from one warm start and one learning rate: does any other ratio, baseline or "
+                 "normalisation beat GRPO on held-out accuracy or pass@8, and does ReMax's greedy baseline match "
+                 "PPO's critic?"),
     # A denser reward than the verifier's 0/1: SSL's tiers of "nearly right" (the expression's value near the target).
     "f6-dense": Reference(
         recipes=("grpo", "ssl"), task="countdown", seeds=3,

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from workbench import ops, registry
-from workbench.viz.entropy import (EVAL_CURVES, before_after_rows, before_after_table, claims_html, covariance_figure,
+from workbench.viz.entropy import (EVAL_CURVES, before_after_rows, before_after_table, covariance_figure,
                                    covariance_summary, covariance_tokens, entropy_bonus_step, entropy_explorer,
                                    entropy_step_figure, entropy_steps, epo_band_curves, epo_band_figure,
                                    equations_markdown, family_entries, first_order_entropy_change,
@@ -233,11 +233,6 @@ def test_with_start_prepends_the_evaluation_before_training():
     assert out["clip_cov"][0][0] == {"step": -1, "eval/accuracy": 0.3}
     assert groups["grpo"][0][0] == {"step": 0, "entropy": 0.5}  # the input is not modified
     assert set(EVAL_CURVES) == {"entropy", "eval/accuracy", "eval/pass@1", "eval/pass@k"}
-
-
-def test_claims_html_escapes():
-    text = claims_html([{"recipe": "a<b", "claim": "x & y", "comparison": "", "seen": "", "verdict": "v"}])
-    assert "<code>a&lt;b</code>" in text and "x &amp; y" in text and text.count("<tr>") == 2
 
 
 def test_claims_table_covers_the_family():

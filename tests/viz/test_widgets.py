@@ -53,3 +53,22 @@ def test_live_curves_draw_every_row_as_it_arrives():
     assert len(kl.x) == 0  # no KL logged (no reference): its subplot stays empty, the others still draw
     live.add({"step": 2, "reward/mean": 0.9, "entropy": 0.5})  # resumed from step 2: recomputed steps replace theirs
     assert list(reward.x) == [0, 1, 2] and reward.y[-1] == pytest.approx(0.9)
+
+
+def test_live_curves_leave_a_static_figure_of_the_finished_run():
+    import plotly.graph_objects as go
+
+    from workbench.viz.widgets import LiveCurves
+
+    class Handle:  # IPython's DisplayHandle: `update` replaces the displayed output
+        def update(self, obj):
+            self.shown = obj
+
+    live = LiveCurves(["reward/mean"])
+    live.handle = Handle()
+    for step in range(3):
+        live.add({"step": step, "reward/mean": 0.5 * step})
+    live.finish()
+    shown = live.handle.shown
+    assert type(shown) is go.Figure and list(shown.data[0].x) == [0, 1, 2]  # a plain figure a saved notebook keeps
+    assert list(shown.data[0].y) == pytest.approx([0.0, 0.5, 1.0])

@@ -27,7 +27,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from workbench.batch import RolloutBatch
-from workbench.viz.figures import display_token, seed_band_curves, to_numpy
+from workbench.viz.figures import band_note, display_token, seed_band_curves, to_numpy
 
 ROLES = ("prompt", "action", "observation", "padding")
 ROLE_COLORS = {"prompt": "#d0d0d0", "action": "#1f77b4", "observation": "#ff9f40", "padding": "#f4f4f4"}
@@ -398,7 +398,8 @@ def success_curves(groups: Mapping[str, list[list[dict]]], key: str = "accuracy"
                    extra: Sequence[str] = ("entropy", "kl", "response_length/mean"),
                    title: str | None = None) -> go.Figure:
     """Per recipe the sampled success rate (`key`, the share of episodes that reached reward 1) and its trailing
-    `window`-step mean, with a min–max band over seeds (`seed_band_curves`), then the health signals `extra`."""
+    `window`-step mean, with a min–max band over seeds (`seed_band_curves`; none with one seed), then the health
+    signals `extra`."""
     smooth, name = with_trailing_mean(groups, key, window)
     return seed_band_curves(smooth, keys=[key, name, *extra],
-                            title=title or "sampled success rate per step (lines: mean over seeds, bands: min–max)")
+                            title=title or f"sampled success rate per step ({band_note(groups)})")

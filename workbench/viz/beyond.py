@@ -10,7 +10,7 @@
   tokens of a real batch; the share of the gradient carried by A > 0 and A < 0 tokens and the tokens an objective
   silences (BAPO's positive share is the motivating quantity).
 - `bapo_bounds_figure`, `dual_ascent_figure`: BAPO's searched bounds and R²VPO's dual variable over a run.
-- `equations_markdown`, `claims_html`: the family's key equations from the registry, the claims table.
+- `equations_markdown`: the family's key equations from the registry (the claims table is `workbench.viz.claims`).
 
 Pure functions (data in, `go.Figure` or HTML text out), except `beyond_explorer` (ipywidgets).
 
@@ -407,15 +407,15 @@ def surface_grid(panels: Sequence | None = None, ratios=None, advantages=None, c
     fig, rows, peak = heatmap_grid(cells, cols, vertical_spacing=0.35, horizontal_spacing=0.05)
     notes, missing = [], not_drawable(families) if default else {}
     bottom = 40
-    if missing:
-        lines = [f"<b>not drawn</b>: {html.escape(k)}: {html.escape(textwrap.shorten(v, 150))}"
-                 for k, v in missing.items()]
+    if missing:  # one wrapped paragraph per method, as wide as the figure
+        lines = ["<b>not drawn</b>: " + "<br>".join(textwrap.wrap(html.escape(f"{k}: {textwrap.shorten(v, 150)}"), 110,
+                                                                   break_on_hyphens=False)) for k, v in missing.items()]
         notes.append(dict(x=0, y=0, xref="paper", yref="paper", yshift=-70, xanchor="left", yanchor="top",
                           align="left", showarrow=False, font=dict(size=11), text="<br>".join(lines)))
-        bottom = 90 + 17 * len(lines)
+        bottom = 90 + 17 * sum(line.count("<br>") + 1 for line in lines)
     fig.update_layout(
-        title=title or "F2 objectives: per-token gradient weight ∂(−ℓ)/∂log π at the defaults "
-                       "(blue: up, red: down, grey: exactly zero)",
+        title=title or "F2 objectives: per-token gradient weight ∂(−ℓ)/∂log π at the defaults"
+                       "<br><sup>blue: up, red: down, grey: exactly zero</sup>",
         height=max(380, 280 * rows) + bottom, annotations=[*fig.layout.annotations, *notes], margin=dict(b=bottom),
         coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=-(min(peak, COLOR_CAP) or 1), cmax=min(peak, COLOR_CAP) or 1,
                        cmid=0, colorbar=dict(title="weight" + (f"<br>(±{COLOR_CAP:g}:<br>saturated)"
@@ -708,7 +708,9 @@ def silenced_scatter(weights: Mapping[str, np.ndarray], batch, cols: int = 4, se
                                        hovertemplate="π_old %{x:.3f}<br>A %{customdata[0]:+.3f}<br>"
                                                      "w %{customdata[1]:+.4f}<extra></extra>"), **where)
     low = float(p_old[sel].min()) if sel.any() else 1e-3
-    fig.update_xaxes(type="log", range=[math.log10(max(min(low / 1.5, 1e-3), 1e-12)), 0.05])
+    start = math.log10(max(min(low / 1.5, 1e-3), 1e-12))
+    # decades only (every n-th when there are many): 1-2-5 minor labels crowd a narrow panel
+    fig.update_xaxes(type="log", range=[start, 0.05], dtick=max(1, math.ceil(-start / 4)), tickformat="~g")
     for c in range(1, cols + 1):
         fig.update_xaxes(title_text="π_old(token)", row=rows, col=c)
     for r_ in range(1, rows + 1):
@@ -848,16 +850,6 @@ def equations_markdown(family: str = F2) -> str:
     return "\n".join(lines) + "\n"
 
 
-def claims_html(rows: Sequence[Mapping]) -> str:
-    """The rows of `workbench.claims.claims_table` as an HTML table."""
-    cols = ("recipe", "claim", "comparison", "seen", "verdict")
-    heads = ("recipe", "claim", "reference run", "what we see", "verdict")
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c) or '')) or '&ndash;'}</td>" for c in cols)
-                   + "</tr>" for r in rows)
-    return ('<div style="overflow-x: auto"><table class="workbench-table" style="font-size: 0.85em"><thead><tr>'
-            + "".join(f"<th>{h}</th>" for h in heads) + f"</tr></thead><tbody>{body}</tbody></table></div>")
-
-
 # ----------------------------------------------------------------------------------------------------
 # GUI-Libra: an advantage modifier, so it has no surface of its own
 
@@ -875,8 +867,8 @@ def success_scale_figure(G: int = 8, settings=((0.5, 1.5), (0.0, 1.0), (1.0, 0.0
         label = f"base {base:g}, coef {coef:g}" + (" (GUI-Libra)" if (base, coef) == (0.5, 1.5) else "")
         fig.add_trace(go.Scatter(x=rates, y=scale, mode="lines+markers", name=label,
                                  line=dict(color=RUN_COLORS[i % len(RUN_COLORS)], dash="solid" if i == 0 else "dot")))
-    fig.update_layout(title="GUI-Libra: the weight of a negative advantage against the group's success rate "
-                            "(positive advantages keep 1)",
+    fig.update_layout(title="GUI-Libra: the weight of a negative advantage against the group's success rate"
+                            "<br><sup>positive advantages keep 1</sup>",
                       xaxis_title=f"group success rate k/{G}", yaxis_title="scale on A < 0", yaxis_range=[-0.05, 1.05],
                       template="plotly_white", height=360, legend=dict(orientation="h", y=-0.25))
     return fig

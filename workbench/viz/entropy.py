@@ -12,7 +12,6 @@ policy objectives stepped by autograd on an exact softmax, `token_covariance` / 
 """
 from __future__ import annotations
 
-import html
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -387,22 +386,6 @@ def before_after_table(summaries: Sequence[Mapping], title: str | None = None,
                       # "before → after ± std" wraps to two lines in the book's column: room for both
                       template="plotly_white", height=100 + 44 * len(rows), margin=dict(t=50, b=10, l=10, r=10))
     return fig
-
-
-CLAIM_COLUMNS = (("recipe", "recipe", "white-space: nowrap"), ("claim", "claim", "min-width: 16em"),
-                 ("comparison", "reference run", "white-space: nowrap"), ("seen", "what we see", "min-width: 14em"),
-                 ("verdict", "verdict", "min-width: 14em"))
-
-
-def claims_html(rows: Sequence[Mapping]) -> str:
-    """`workbench.claims.claims_table` rows as an HTML table (recipe, claim, reference run, what we see, verdict),
-    scrolling sideways inside the book's text column rather than squeezing the claims."""
-    head = "".join(f'<th style="{style}">{label}</th>' for _, label, style in CLAIM_COLUMNS)
-    body = "".join("<tr>" + "".join(
-        f"<td><code>{html.escape(str(r[key]))}</code></td>" if key == "recipe" else
-        f"<td>{html.escape(str(r.get(key) or '–'))}</td>" for key, _, _ in CLAIM_COLUMNS) + "</tr>" for r in rows)
-    return (f'<div style="overflow-x: auto"><table class="workbench-table" style="font-size: 0.85em">'
-            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -25,7 +25,10 @@ DEFAULT_KEYS = (
     "loss/preference", "rewards/margins", "rewards/accuracies", "logps/chosen", "logps/rejected",
     "grad_norm", "loss", "time/step",
 )
-RUN_COLORS = qualitative.Plotly
+# One colour per run or recipe for up to 24 of them: plotly's ten first (the figures' usual look), then fourteen
+# darker ones from Dark24 chosen to stay apart from those ten (a comparison of 8-12 recipes never reuses a colour).
+RUN_COLORS = list(qualitative.Plotly) + ["#222A2A", "#B68100", "#750D86", "#1616A7", "#862A16", "#1CA71C", "#778AAE",
+                                         "#6C7C32", "#AF0038", "#B2828D", "#0D2A63", "#6C4516", "#FB0D0D", "#DA16FF"]
 POSITIVE, NEGATIVE, NEUTRAL = "#1f77b4", "#d62728", "#7f7f7f"
 
 
@@ -70,6 +73,40 @@ def metric_series(rows: list[dict], key: str) -> tuple[list, list]:
     return xs, ys
 
 
+def title_step_axes(fig: go.Figure, panels: int, cols: int, text: str = "step") -> None:
+    """Title the x axis of every panel with no panel below it (the bottom of each column) "step": a run chart's x
+    axis says what it counts, also in a column whose last row is empty."""
+    for i in range(panels):
+        if i + cols >= panels:
+            fig.update_xaxes(title_text=text, row=i // cols + 1, col=i % cols + 1)
+
+
+def log_tickvals(values, most: int = 6) -> list[float] | None:
+    """Tick values for a log axis over `values` that never crowd: 1-2-5 steps when they give at most `most` ticks,
+    else powers of ten (every n-th decade when there are more than `most`). None when the values span less than a
+    factor 3 (plotly's own ticks read well there) or hold no positive number."""
+    v = np.asarray([x for x in np.ravel(np.asarray(values, dtype=float)) if np.isfinite(x) and x > 0])
+    if not len(v) or v.max() < 3 * v.min():
+        return None
+    lo, hi = math.floor(math.log10(v.min())), math.ceil(math.log10(v.max()))
+    for mantissas in ((1, 2, 5), (1, 3), (1,)):
+        ticks = [m * 10.0 ** e for e in range(lo, hi + 1) for m in mantissas if v.min() <= m * 10.0 ** e <= v.max()]
+        if 2 <= len(ticks) <= most:
+            return ticks
+    decades = [10.0 ** e for e in range(lo, hi + 1)]
+    return decades[::math.ceil(len(decades) / most)]
+
+
+def band_note(groups: Mapping[str, list[list[dict]]]) -> str:
+    """What the lines and bands of `seed_band_curves` are, from the number of seeds per recipe."""
+    counts = {len(seeds) for seeds in groups.values()}
+    if counts <= {0, 1}:
+        return "one seed: each line is that run, no band"
+    if len(counts) == 1:
+        return f"lines: mean over {counts.pop()} seeds, bands: min–max"
+    return "lines: mean over seeds, bands: min–max (no band for a recipe with one seed)"
+
+
 def training_curves(runs, keys: Sequence[str] | None = None, title: str | None = None) -> go.Figure:
     """One subplot per metric, x = step; several runs are overlaid with one colour per run.
 
@@ -101,8 +138,7 @@ def training_curves(runs, keys: Sequence[str] | None = None, title: str | None =
                                                    "<extra></extra>"),
                 row=i // cols + 1, col=i % cols + 1)
             legend_shown = True
-    for c in range(1, cols + 1):
-        fig.update_xaxes(title_text="step", row=nrows, col=c)
+    title_step_axes(fig, len(keys), cols)
     fig.update_layout(title=title, template="plotly_white", height=max(320, 260 * nrows),
                       margin=dict(t=80 if title else 50))
     return fig
@@ -118,9 +154,11 @@ def seed_band(seeds: list[list[dict]], key: str) -> tuple[list, list, list, list
 
 def seed_band_curves(groups: Mapping[str, list[list[dict]]], keys: Sequence[str] | None = None,
                      title: str | None = None) -> go.Figure:
-    """One subplot per metric; per recipe a mean-over-seeds line and a shaded min–max band.
+    """One subplot per metric, x = step; per recipe a mean-over-seeds line and a shaded min–max band (no band for a
+    recipe with one seed: its line is that run). The min–max band of a bounded metric stays inside its range.
 
-    groups: recipe -> list of metric-row lists (one per seed).
+    groups: recipe -> list of metric-row lists (one per seed). The title (or, without one, the figure itself) says
+    what lines and bands are: `band_note`; a given title gets that note under it only when a recipe has one seed.
     """
     keys = list(keys) if keys is not None else present_keys({f"{k}/{i}": rows for k, seeds in groups.items()
                                                               for i, rows in enumerate(seeds)})
@@ -136,12 +174,19 @@ def seed_band_curves(groups: Mapping[str, list[list[dict]]], keys: Sequence[str]
             if not steps:
                 continue
             where = dict(row=i // cols + 1, col=i % cols + 1)
-            fig.add_trace(go.Scatter(x=steps + steps[::-1], y=hi + lo[::-1], fill="toself", fillcolor=color,
-                                     opacity=0.2, line=dict(width=0), hoverinfo="skip", showlegend=False,
-                                     legendgroup=name), **where)
+            if len(seeds) > 1:
+                fig.add_trace(go.Scatter(x=steps + steps[::-1], y=hi + lo[::-1], fill="toself", fillcolor=color,
+                                         opacity=0.2, line=dict(width=0), hoverinfo="skip", showlegend=False,
+                                         legendgroup=name), **where)
             fig.add_trace(go.Scatter(x=steps, y=mean, name=name, legendgroup=name, showlegend=not shown,
                                      line=dict(color=color)), **where)
             shown = True
+    title_step_axes(fig, len(keys), cols)
+    note = band_note(groups)
+    if title is None:
+        title = note
+    elif min((len(s) for s in groups.values()), default=1) <= 1 and note not in title:
+        title = f"{title}<br><sup>{note}</sup>"
     fig.update_layout(title=title, template="plotly_white", height=max(320, 260 * nrows))
     return fig
 

@@ -330,8 +330,8 @@ def simplex_figure(game_runs: Mapping[str, tuple],
     """One ternary panel per game (K = 3): each method's iterates π_t as a path on the simplex, the exact Nash
     equilibrium (`games.nash_equilibrium`) as a black star. Methods in `average` also show the average path.
     names: the three responses' names, for every game or per game (a mapping game -> names)."""
-    fig = make_subplots(rows=1, cols=len(game_runs), subplot_titles=list(game_runs),
-                        specs=[[{"type": "ternary"}] * len(game_runs)])
+    fig = make_subplots(rows=1, cols=len(game_runs), subplot_titles=list(game_runs), horizontal_spacing=0.16,
+                        specs=[[{"type": "ternary"}] * len(game_runs)])  # room between a c and the next b title
     for c, (game, (P, trajectories)) in enumerate(game_runs.items(), start=1):
         paths = dict(trajectories)
         for name in average:

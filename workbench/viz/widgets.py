@@ -59,10 +59,14 @@ class LiveCurves:
 
     The figure is laid out up front (one subplot and one trace per key, from a placeholder row), so the first
     rows have traces to land in; each row then resets every trace to the series logged so far.
+
+    `show()` displays it and `finish()` replaces it, once the run is over, by a static copy of the finished curves:
+    a notebook keeps a widget as it was first displayed (the updates while a cell runs are not saved), so a saved or
+    headless-run notebook, and the book built from it, would otherwise show empty panels.
     """
 
     def __init__(self, keys=("reward/mean", "entropy", "kl")):
-        self.keys, self.rows = list(keys), []
+        self.keys, self.rows, self.handle = list(keys), [], None
         self.figure = go.FigureWidget(training_curves([{"step": 0, **dict.fromkeys(self.keys, 0.0)}], keys=self.keys))
         with self.figure.batch_update():
             for trace in self.figure.data:
@@ -74,6 +78,17 @@ class LiveCurves:
         with self.figure.batch_update():
             for trace, key in zip(self.figure.data, self.keys):
                 trace.x, trace.y = metric_series(self.rows, key)
+
+    def show(self) -> None:
+        """Display the figure (in a notebook), to be replaced by `finish()`."""
+        from IPython.display import display
+
+        self.handle = display(self.figure, display_id=True)
+
+    def finish(self) -> None:
+        """Replace the displayed widget by a static figure of the curves drawn so far."""
+        if self.handle is not None:
+            self.handle.update(go.Figure(self.figure))
 
 
 def advantage_explorer(rewards=(1, 0, 0, 1, 0, 0, 0, 1)):

@@ -22,7 +22,8 @@ from plotly.subplots import make_subplots
 
 from workbench import ops, registry
 from workbench.batch import RolloutBatch
-from workbench.viz.figures import NEGATIVE, NEUTRAL, POSITIVE, RUN_COLORS, is_number, metric_series, to_numpy
+from workbench.viz.figures import (NEGATIVE, NEUTRAL, POSITIVE, RUN_COLORS, is_number, metric_series, title_step_axes,
+                                   to_numpy)
 
 ZERO_COLOR = "#b0b0b0"  # cells where the gradient is exactly zero (the clipped branch is active)
 WEIGHT_SCALE = "RdBu"   # red: the token is pushed down, blue: pushed up
@@ -117,10 +118,10 @@ def weight_heatmaps(key, ratios, advantages, hp, coloraxis: str | None):
     return heat, overlay, w
 
 
-def weight_and_slices(heat, overlay, ratios, slices, *, widths=(0.55, 0.45), spacing=0.12) -> go.Figure:
-    """Left: a weight heatmap over (r, A) with its zero-gradient overlay, its colour bar in the gap after it; right:
-    `slices` [2, len(r)], the weights at A = +1 and A = -1. Four traces and fixed shapes, so a widget can redraw it in
-    place; the caller sets the title."""
+def weight_and_slices(heat, overlay, ratios, slices, *, widths=(0.52, 0.48), spacing=0.19) -> go.Figure:
+    """Left: a weight heatmap over (r, A) with its zero-gradient overlay, its colour bar in the gap after it (the gap
+    also holds the right panel's tick labels and axis title); right: `slices` [2, len(r)], the weights at A = +1 and
+    A = -1. Four traces and fixed shapes, so a widget can redraw it in place; the caller sets the title."""
     left_end = widths[0] / sum(widths) * (1 - spacing)  # where make_subplots ends the left panel
     heat.colorbar = dict(title="weight", x=left_end + 0.01, xanchor="left", len=0.9, thickness=14)
     fig = make_subplots(rows=1, cols=2, column_widths=list(widths), horizontal_spacing=spacing,
@@ -182,8 +183,7 @@ def heatmap_grid(panels: Sequence[tuple[str, Callable]], cols: int, vertical_spa
     shapes = [dict(type="line", x0=1, x1=1, xref=f"x{i + 1 if i else ''}", y0=0, y1=1,
                    yref=f"y{i + 1 if i else ''} domain", line=dict(color="black", dash="dot", width=1))
               for i in range(len(panels))]
-    for c in range(1, cols + 1):
-        fig.update_xaxes(title_text="ratio r", row=rows, col=c)
+    title_step_axes(fig, len(panels), cols, "ratio r")  # under the last panel of each column
     for r_ in range(1, rows + 1):
         fig.update_yaxes(title_text="A", row=r_, col=1)
     fig.update_layout(annotations=[*fig.layout.annotations, *notes], shapes=shapes, template="plotly_white")
@@ -200,12 +200,16 @@ def gradient_weight_grid(panels: Sequence | None = None, ratios=None, advantages
     panels = [panel_spec(p) for p in (panels if panels is not None else [e.key for e in policy_objectives()])]
     ratios = default_weight_ratios() if ratios is None else np.asarray(ratios, dtype=float).flatten()
     advantages = default_weight_advantages() if advantages is None else np.asarray(advantages, float).flatten()
-    cells = [(key + (f"<br><sup>{hp_label(hp)}</sup>" if hp else ""),
+    # a panel's settings under its name, wrapped to the panel's width; the rows move apart to hold them
+    cells = [(key + ("<br><span style='font-size:10px'>" + "<br>".join(textwrap.wrap(hp_label(hp), 36)) + "</span>"
+                     if hp else ""),
               lambda key=key, hp=hp: weight_heatmaps(key, ratios, advantages, hp, "coloraxis")) for key, hp in panels]
-    fig, rows, peak = heatmap_grid(cells, cols)
-    fig.update_layout(
-        title=title or "per-token gradient weight ∂(−ℓ)/∂log π (blue: up, red: down, grey: exactly zero)",
-        height=max(360, 270 * rows),
+    lines = max((len(textwrap.wrap(hp_label(hp), 36)) for _, hp in panels), default=0)
+    fig, rows, peak = heatmap_grid(cells, cols, vertical_spacing=0.3 + 0.15 * lines)
+    fig.update_layout(  # the title at the top, clear of panel names that grow upwards by their settings' lines
+        title=dict(y=1, yanchor="top", pad=dict(t=25), text=title or "per-token gradient weight ∂(−ℓ)/∂log π "
+                   "(blue: up, red: down, grey: exactly zero)"),
+        height=max(360, (270 + 25 * lines) * rows), margin=dict(t=90 + 25 * lines),
         coloraxis=dict(colorscale=WEIGHT_SCALE, cmin=-(peak or 1), cmax=peak or 1, cmid=0,
                        colorbar=dict(title="weight")))
     return fig

@@ -7,7 +7,7 @@ export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install browser demo test test-fast lab book bench gpu-check run reference-runs clean
+.PHONY: install browser demo test test-fast lab book book-check bench gpu-check run reference-runs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -55,6 +55,10 @@ reference-runs: install
 
 book: install
 	$(BIN)/python -m workbench.book build
+
+# What a learner would trip over on the built book's pages (workbench/book_check.py; needs chromium).
+book-check: install
+	$(BIN)/python -m workbench.book check
 
 # make run NB=01_grpo PRESET=full: the notebook headless (papermill) into runs/NB-PRESET/ (executed notebook,
 # metrics, checkpoints, report); running it again resumes from the last checkpoint.

@@ -17,7 +17,7 @@
 # Every recipe in the workbench is a composition of registered components, so two recipes that share
 # a task, a model, a warm start and a seed differ **only** in the components they name. This notebook
 # runs several of them side by side with `workbench.train.compare.compare`, the function behind
-# `workbench compare`, and plots mean curves with a min–max band over seeds.
+# `workbench compare`, and plots mean curves with a min–max band over seeds (no band with one seed).
 #
 # ## Key equations
 #
@@ -78,8 +78,9 @@ for key, row in result["recipes"].items():
 # %% [markdown]
 # ## Curves
 #
-# Lines are the mean over seeds, bands the spread. Watch entropy (does a recipe collapse it?), the KL
-# to the warm start, and the response length (does the aggregation mode push it?).
+# Lines are the mean over seeds, bands the min–max spread; with one seed (the smoke default) each line is that run
+# and there is no band, as the figure's title says. Watch entropy (does a recipe collapse it?), the KL to the warm
+# start, and the response length (does the aggregation mode push it?).
 
 # %%
 from workbench.train.metrics import read_rows

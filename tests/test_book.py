@@ -70,8 +70,10 @@ def test_catalog_markdown_lists_every_entry_with_its_equation(tmp_path):
         assert f"### `{entry.key}`" in text, entry.key
         if entry.equation:
             assert f"$$\n{entry.equation.strip()}\n$$" in text, entry.key
-    assert f":::{{dropdown}} Checked by 1 test in 1 file\n- `{tmp_path.name}/test_cov.py`: `test_g`\n:::" in text
+    assert f":::{{dropdown}} Checked by 1 test in 1 file\n- `{tmp_path.name}/test_cov.py`: test_g\n:::" in text
     assert '<a href="notebooks/01_grpo.html#' in text  # cards link the notebook sections that teach them
+    clip = registry.get("objective", "ppo-clip")  # defaults on one line of inline code, read from the code
+    assert "Defaults: " + ", ".join(f"`{k}={v!r}`" for k, v in clip.defaults.items()) in text
     missing = registry.missing_keys()
     assert missing and all(f"| `{key}` |" in text for key in missing)
     assert text.count("````{card}") == text.count("\n````\n") == len(registry.entries())
@@ -79,7 +81,7 @@ def test_catalog_markdown_lists_every_entry_with_its_equation(tmp_path):
 
 def test_tests_are_listed_once_per_file():
     assert files_and_tests(["tests/a.py::test_x", "tests/b.py::T::test_y", "tests/a.py::test_z[grpo]"]) == [
-        "- `tests/a.py`: `test_x`, `test_z[grpo]`", "- `tests/b.py`: `T::test_y`"]
+        "- `tests/a.py`: test_x, test_z[grpo]", "- `tests/b.py`: T::test_y"]
 
 
 def test_the_intro_suggests_an_order_through_every_notebook():

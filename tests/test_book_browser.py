@@ -73,7 +73,8 @@ def page_with(tmp_path, name: str, body: str) -> Path:
     if not (tmp_path / "plotly.min.js").exists():
         (tmp_path / "plotly.min.js").write_text(get_plotlyjs())
     path = tmp_path / name
-    path.write_text(f'<html><body><article style="width: 780px">{body}</article></body></html>')
+    path.write_text(f'<html><head><meta charset="utf-8"></head><body><article style="width: 780px">{body}</article>'
+                    "</body></html>")
     return path
 
 

@@ -19,6 +19,6 @@ def test_the_page_has_a_linked_filterable_row_per_claim_and_per_unclaimed_recipe
     assert page.count("<tr data-family=") == len(CLAIMS) + len(recipes - {c.key for c in CLAIMS})
     assert all(f"<code>{key}</code>" in page for key in recipes)  # every recipe has a row
     assert '<a href="catalog.html#catalog-recipe-dapo" title="catalog card"><code>dapo</code></a>' in page
-    assert '<a href="notebooks/07_x.html#dapo">07 Compare › 2. DAPO</a>' in page
+    assert '<a href="notebooks/07_x.html#dapo">07 › 2. DAPO</a>' in page
     assert 'data-verdict="reproduced"' in page and 'data-filter="family"' in page and 'data-filter="verdict"' in page
     assert "Verdict rule" in page and 'id="claims-table-none" hidden' in page

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from workbench.book_claims import claims_markdown
-from workbench.book_finder import finder_markdown, notebook_sections, section_links
+from workbench.book_finder import finder_markdown, notebook_sections, section_links, short_label
 from workbench.book_outputs import static_notebook
 from workbench.paths import ROOT
 
@@ -247,19 +247,19 @@ def card_tests(entry, covers: dict[str, list[str]]) -> list[str]:
     every = [f"{t}[{entry.key}]" for t in EVERY_RECIPE_TESTS[loop]]
     return [t for t in marked if t.startswith(RECIPE_TESTS)] + every
 
-def _code(value) -> str:
-    """Inline code safe inside a Markdown table cell."""
-    text = repr(value).replace("|", "\\|")
+def _assignment(name: str, value) -> str:
+    """`name=value` as inline code (one line of the card per parameter would make the page twice as tall)."""
+    text = f"{name}={value!r}"
     return f"`` {text} ``" if "`" in text else f"`{text}`"
 
 
 def files_and_tests(tests: list[str]) -> list[str]:
-    """Markdown bullets, one per test file: "`tests/x.py`: `test_a`, `test_b`" (ids keep their class and params)."""
+    """Markdown bullets, one per test file: "`tests/x.py`: test_a, test_b" (ids keep their class and params)."""
     files: dict[str, list[str]] = {}
     for test_id in tests:
         path, _, name = test_id.partition("::")
         files.setdefault(path, []).append(name)
-    return [f"- `{path}`: " + ", ".join(f"`{name}`" for name in names) for path, names in files.items()]
+    return [f"- `{path}`: " + ", ".join(names) for path, names in files.items()]  # plain names: light pages
 
 
 def _card(entry, tests: list[str], taught: list[tuple[str, str]] = ()) -> list[str]:
@@ -287,11 +287,9 @@ def _card(entry, tests: list[str], taught: list[tuple[str, str]] = ()) -> list[s
     defaults = {k: v for k, v in entry.defaults.items()
                 if not (k in ("key", "title", "summary") and v == getattr(entry, k))}
     if defaults:
-        lines += ["| parameter | default |", "| --- | --- |"]
-        lines += [f"| `{name}` | {_code(value)} |" for name, value in defaults.items()]
-        lines.append("")
+        lines += ["Defaults: " + ", ".join(_assignment(name, value) for name, value in defaults.items()), ""]
     if taught:  # inline HTML: the notebooks' pages are not Sphinx documents MyST can link by name with an anchor
-        lines += ["Taught in: " + "; ".join(f'<a href="{html.escape(href)}">{html.escape(label)}</a>'
+        lines += ["Taught in: " + "; ".join(f'<a href="{html.escape(href)}">{html.escape(short_label(label))}</a>'
                                             for href, label in taught), ""]
     if tests:  # folded: the test ids are for whoever checks a card, and would make the page 250,000 px tall
         files = len({t.split("::")[0] for t in tests})

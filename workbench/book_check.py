@@ -200,6 +200,7 @@ def check_figures(figures, folder: Path | None = None) -> list[dict]:
         body = "".join(pio.to_html(fig, include_plotlyjs="plotly.min.js" if i == 0 else False, full_html=False,
                                    default_width="100%", default_height=525) for i, fig in enumerate(figures))
         page = folder / "figures.html"
-        page.write_text(f'<html><body><article style="width: {COLUMN}px">{body}</article></body></html>',
+        page.write_text(f'<html><head><meta charset="utf-8"></head><body><article style="width: {COLUMN}px">{body}'
+                        '</article></body></html>',
                         encoding="utf-8")
         return check_book(folder, pages=[page])

@@ -7,12 +7,13 @@ import html
 from collections import Counter
 from pathlib import Path
 
-from workbench.book_finder import card_href, filter_script, no_match, notebook_sections, section_links, select
+from workbench.book_finder import (card_href, filter_script, no_match, notebook_sections, section_links, select,
+                                   short_label)
 from workbench.claims import VERDICT_RULE, claims_table, verdict_kind
 from workbench.paths import ROOT
 from workbench.viz.claims import BADGE, claims_html
 
-SECTIONS_SHOWN = 2  # notebook sections linked under a recipe (the first ones, in the book's order)
+SECTIONS_SHOWN = 1  # notebook sections linked under a recipe (the first, in the book's order)
 NOTEBOOKS = ("07", "08", "10", "11", "12")  # the notebooks that plot the reference runs
 
 
@@ -22,7 +23,8 @@ def claims_markdown(data_dir=None, notebooks_dir: Path = ROOT / "notebooks") -> 
     sections = notebook_sections(notebooks_dir, {r["recipe"] for r in rows})
 
     def links(key: str):
-        return card_href("recipe", key), section_links(sections.get(key, []))[:SECTIONS_SHOWN]
+        places = [(href, short_label(label)) for href, label in section_links(sections.get(key, []))]
+        return card_href("recipe", key), places[:SECTIONS_SHOWN]
 
     kinds = Counter(verdict_kind(r["verdict"]) for r in rows)
     tally = ", ".join(f"{n} {BADGE[kind]}" for kind, n in kinds.most_common())

@@ -70,6 +70,11 @@ def section_links(places: list[tuple[str, str, str]]) -> list[tuple[str, str]]:
     return [(f"notebooks/{stem}.html" + (f"#{anchor}" if anchor else ""), label) for stem, anchor, label in places]
 
 
+def short_label(label: str) -> str:
+    """"01 GRPO end to end › 2. Rewards" -> "01 › 2. Rewards": beside a key, the notebook's number is enough."""
+    return f"{label.split(' ', 1)[0]} › {label.split(' › ', 1)[-1]}" if " › " in label else label
+
+
 def card_href(kind: str, key: str) -> str:
     """The catalog card of a registered component, from the book's root."""
     return f"catalog.html#{section_id(f'catalog-{kind}-{key}')}"

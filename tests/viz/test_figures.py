@@ -114,3 +114,60 @@ def test_accuracy_bar():
     assert list(fig.data[0].y) == [0.25, 0.75]
     with pytest.raises(KeyError, match="accuracy_after"):
         accuracy_bar({"accuracy_before": 0.25})
+
+
+# ------------------------------------------------------------------------------- comparisons a reader can decode
+
+
+def test_run_colors_give_every_series_of_the_largest_comparison_its_own_colour():
+    from plotly.colors import qualitative
+
+    from workbench import registry
+    from workbench.reference import REFERENCES
+    from workbench.viz.figures import RUN_COLORS
+
+    largest = max([len(r.recipes) for r in REFERENCES.values()] + [len(registry.entries("advantage"))])
+    assert len({c.lower() for c in RUN_COLORS}) == len(RUN_COLORS) >= largest
+    assert RUN_COLORS[:10] == list(qualitative.Plotly)  # the first colours, and so every small figure, unchanged
+
+
+def run_rows(offset, n=6):
+    return [{"step": s, "accuracy": min(1.0, offset + 0.1 * s), "entropy": 1.0 - 0.05 * s, "kl": 0.01 * s}
+            for s in range(n)]
+
+
+def bottom_titles(fig):
+    """{x axis name: title} of every x axis of the figure."""
+    return {name: fig.layout[name].title.text for name in fig.layout if name.startswith("xaxis")}
+
+
+def test_run_charts_title_the_bottom_x_axis_of_every_column_step():
+    from workbench.viz.figures import seed_band_curves
+
+    # 3 panels in 2 columns: the second column's only panel is in the first row, and its x axis is titled too
+    for fig in (training_curves({"a": run_rows(0.0)}, keys=["accuracy", "entropy", "kl"]),
+                seed_band_curves({"a": [run_rows(0.0), run_rows(0.2)]}, keys=["accuracy", "entropy", "kl"])):
+        titles = bottom_titles(fig)
+        assert titles["xaxis2"] == titles["xaxis3"] == "step" and titles["xaxis"] is None
+
+
+def test_seed_bands_say_what_they_are_and_vanish_with_one_seed():
+    from workbench.viz.figures import seed_band_curves
+
+    three = seed_band_curves({"a": [run_rows(0.0), run_rows(0.3), run_rows(0.6)]}, keys=["accuracy"])
+    band = next(t for t in three.data if t.fill == "toself")
+    assert min(band.y) >= 0.0 and max(band.y) <= 1.0  # min–max over seeds of a [0, 1] metric stays inside it
+    assert three.layout.title.text == "lines: mean over 3 seeds, bands: min–max"
+    one = seed_band_curves({"a": [run_rows(0.0)], "b": [run_rows(0.2)]}, keys=["accuracy"], title="smoke")
+    assert not [t for t in one.data if t.fill == "toself"] and len(one.data) == 2
+    assert one.layout.title.text == "smoke<br><sup>one seed: each line is that run, no band</sup>"
+
+
+def test_log_tickvals_never_crowd():
+    from workbench.viz.figures import log_tickvals
+
+    assert log_tickvals([0.11, 0.17]) is None  # less than a factor 3: plotly's own ticks
+    assert log_tickvals([0.5, 20]) == [0.5, 1, 2, 5, 10, 20]
+    assert log_tickvals([5e-4, 0.5]) == pytest.approx([1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3])
+    wide = log_tickvals([1e-9, 1.0])
+    assert len(wide) <= 6 and all(np.isclose(np.log10(t), round(np.log10(t))) for t in wide)

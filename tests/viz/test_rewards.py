@@ -261,11 +261,26 @@ def test_per_reward_figure_has_a_band_and_a_line_per_reward():
     assert len(fig.data) == 4
     band, line = fig.data[2], fig.data[3]
     np.testing.assert_allclose(line.y, per_reward_series(ROWS, "soft-overlong")["mean"])
-    np.testing.assert_allclose(band.y[:4], line.y + 0.2)
+    np.testing.assert_allclose(band.y[:4], np.minimum(line.y + 0.2, 0.0))  # a penalty is never positive
     np.testing.assert_allclose(band.y[4:], (line.y - 0.2)[::-1])
     assert [a.text for a in fig.layout.annotations] == ["rewards/task/mean ± std", "rewards/soft-overlong/mean ± std"]
     with pytest.raises(ValueError, match="no rewards"):
         per_reward_figure([{"step": 0, "reward/mean": 1.0}])
+
+
+def test_per_reward_band_stays_inside_the_rewards_range():
+    fig = per_reward_figure(ROWS)
+    task_band, task_line = fig.data[0], fig.data[1]
+    assert min(task_band.y) >= 0.0 and max(task_band.y) <= 1.0  # mean 0.2.. ± 0.4 would dip below 0
+    np.testing.assert_allclose(task_band.y[4:], np.clip(task_line.y - 0.4, 0, 1)[::-1])
+    assert "cut at the reward's possible values (task [0, 1]; soft-overlong ≤ 0)" in fig.layout.title.text
+    # a range the logged means leave is not this run's: that band is left as it is
+    wide = [{**r, "rewards/task/mean": 1.5 + r["rewards/task/mean"]} for r in ROWS]
+    band, line = per_reward_figure(wide).data[:2]
+    np.testing.assert_allclose(band.y[:4], np.asarray(line.y) + 0.4)
+    plain = per_reward_figure(ROWS, ranges={})
+    np.testing.assert_allclose(plain.data[0].y[4:], (np.asarray(plain.data[1].y) - 0.4)[::-1])
+    assert "cut" not in plain.layout.title.text
 
 
 # ---------------------------------------------------------------------------------------------- stored comparisons

@@ -58,17 +58,31 @@ def test_live_curves_draw_every_row_as_it_arrives():
 def test_live_curves_leave_a_static_figure_of_the_finished_run():
     import plotly.graph_objects as go
 
-    from workbench.viz.widgets import LiveCurves
+    from workbench.viz.widgets import PLOTLY_MIME, LiveCurves
 
     class Handle:  # IPython's DisplayHandle: `update` replaces the displayed output
-        def update(self, obj):
-            self.shown = obj
+        def update(self, obj, raw=False):
+            self.shown, self.raw = obj, raw
 
     live = LiveCurves(["reward/mean"])
     live.handle = Handle()
     for step in range(3):
         live.add({"step": step, "reward/mean": 0.5 * step})
     live.finish()
-    shown = live.handle.shown
-    assert type(shown) is go.Figure and list(shown.data[0].x) == [0, 1, 2]  # a plain figure a saved notebook keeps
-    assert list(shown.data[0].y) == pytest.approx([0.0, 0.5, 1.0])
+    assert live.handle.raw  # a plain figure's bundle, which a saved notebook keeps in place of the widget
+    shown = go.Figure(live.handle.shown[PLOTLY_MIME])
+    assert list(shown.data[0].x) == [0, 1, 2] and list(shown.data[0].y) == pytest.approx([0.0, 0.5, 1.0])
+
+
+def test_refresh_carries_the_axes_of_the_new_figure():
+    import plotly.graph_objects as go
+
+    from workbench.viz.widgets import refresh
+
+    widget = go.FigureWidget(go.Scatter(x=[1, 2], y=[1, 10]))
+    widget.update_yaxes(type="log", tickvals=[1, 10])
+    new = go.Figure(go.Scatter(x=[1, 2], y=[1, 1000]))
+    new.update_yaxes(type="log", tickvals=[1, 10, 100, 1000], title_text="weight")
+    refresh(widget, new)
+    assert list(widget.layout.yaxis.tickvals) == [1, 10, 100, 1000] and widget.layout.yaxis.title.text == "weight"
+    assert list(widget.data[0].y) == [1, 1000]

@@ -363,8 +363,7 @@ def surface_figure(key: str = "bapo", ratios=None, advantages=None, inputs: Mapp
     ratios = default_weight_ratios() if ratios is None else np.asarray(ratios, dtype=float).flatten()
     advantages = default_weight_advantages() if advantages is None else np.asarray(advantages, float).flatten()
     heat, overlay, _ = surface_heatmaps(key, ratios, advantages, inputs, hp, None)
-    fig = weight_and_slices(heat, overlay, ratios, weight_surface(key, ratios, [1.0, -1.0], inputs, **hp),
-                            widths=(0.52, 0.48), spacing=0.19)
+    fig = weight_and_slices(heat, overlay, ratios, weight_surface(key, ratios, [1.0, -1.0], inputs, **hp))
     defaults = registry.get("objective", key).defaults
     changed = {k: v for k, v in hp.items() if k not in defaults or defaults[k] != v}  # the explorer passes them all
     label = ", ".join(s for s in (hp_label(changed), inputs_label(key, inputs)) if s)

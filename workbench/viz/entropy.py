@@ -24,7 +24,7 @@ from plotly.subplots import make_subplots
 from workbench import registry
 from workbench.batch import RolloutBatch
 from workbench.context import Forward
-from workbench.viz.figures import NEGATIVE, NEUTRAL, POSITIVE, RUN_COLORS
+from workbench.viz.figures import NEGATIVE, NEUTRAL, POSITIVE, RUN_COLORS, log_tickvals
 
 BONUS_COLOR, PG_COLOR, SELECT_COLOR = "#2ca02c", "#9467bd", "#000000"
 SHAPES = ("one peak", "two peaks", "zipf", "ramp", "flat")
@@ -474,7 +474,7 @@ def safe_penalty_figure(threshold: float = 0.45, kl_excess=(0.1, 0.3), **kw) -> 
         fig.add_trace(go.Scatter(x=data["entropy"], y=data[kl_s], name=f"kl_s = {kl_s:g}",
                                  line=dict(color=RUN_COLORS[i % len(RUN_COLORS)])), row=1, col=2)
     fig.update_xaxes(title_text="rollout entropy H (nats)")
-    fig.update_yaxes(title_text="g(H)", type="log", row=1, col=1)
+    fig.update_yaxes(title_text="g(H)", type="log", tickvals=log_tickvals(data["gate"]), tickformat="~g", row=1, col=1)
     fig.update_yaxes(title_text="P", row=1, col=2)
     fig.update_layout(title="safe: low entropy amplifies the KL excess penalty", template="plotly_white", height=400,
                       legend=dict(orientation="h", y=-0.25))

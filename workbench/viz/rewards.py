@@ -123,10 +123,11 @@ def aggregation_figure(scale: float = 10.0, weight: float = 0.5, **kw) -> go.Fig
     sweep = aggregation_sweep(weight=weight, **kw)
     labels = [f"{i}: {n} tok" for i, n in enumerate(d["lengths"])]
     colors = [POSITIVE if c else NEGATIVE for c in d["correct"]]
-    titles = [f"{mode}: {'right answers on top' if d[mode]['dominant'] else 'correctness drowned'}"
-              for mode in MODES] + ["mean advantage of the right answers"]
-    fig = make_subplots(rows=1, cols=3, column_widths=[0.32, 0.32, 0.36], horizontal_spacing=0.07,
+    titles = [f"{mode}:<br>{'right answers on top' if d[mode]['dominant'] else 'correctness drowned'}"
+              for mode in MODES] + ["right answers' mean A<br>against the scale"]
+    fig = make_subplots(rows=1, cols=3, column_widths=[0.32, 0.32, 0.36], horizontal_spacing=0.1,
                         subplot_titles=titles)
+    fig.update_annotations(font_size=13)  # two-line panel titles, each within its panel
     custom = np.stack([d["values"][:, 0], d["values"][:, 1]], -1)
     for col, mode in enumerate(MODES, start=1):
         fig.add_trace(go.Bar(x=labels, y=d[mode]["advantages"], marker_color=colors, name=mode, showlegend=False,
@@ -143,17 +144,18 @@ def aggregation_figure(scale: float = 10.0, weight: float = 0.5, **kw) -> go.Fig
                                  marker=dict(color=MODE_COLORS[mode], size=11, line=dict(width=1, color="white")),
                                  hovertemplate=f"{mode}<br>scale %{{x:.2f}}<br>%{{y:+.3f}}<extra></extra>"),
                       row=1, col=3)
-    fig.update_xaxes(title_text="answer (its length)", row=1, col=1)
-    fig.update_xaxes(title_text="answer (its length)", row=1, col=2)
-    fig.update_xaxes(title_text="scale of the length reward", type="log", row=1, col=3)
+    fig.update_xaxes(title_text="answer: #, length", tickangle=-90, tickfont_size=10, row=1, col=1)
+    fig.update_xaxes(title_text="answer: #, length", tickangle=-90, tickfont_size=10, row=1, col=2)
+    fig.update_xaxes(title_text="scale of the length reward", type="log", dtick=1, row=1, col=3)
     fig.update_yaxes(title_text="GRPO advantage A", row=1, col=1)
-    fig.update_yaxes(title_text="mean A of the right answers", row=1, col=3)
+    fig.update_yaxes(title_text="mean A", row=1, col=3)
     shapes = [dict(type="line", x0=0, x1=1, xref="x3 domain", y0=0, y1=0, yref="y3",
                    line=dict(color=NEUTRAL, width=1, dash="dot"))]
     title = (f"one group of {len(d['correct'])}: correctness (weight {d['weights'][0]:g}) + {scale:g} × |y|/L "
              f"(weight {weight:g}); blue = right, red = wrong")
-    fig.update_layout(title=dict(text=title, font=dict(size=13)), template="plotly_white", height=430,
-                      shapes=shapes, legend=dict(orientation="h", y=-0.25))
+    fig.update_layout(title=dict(text=title, font=dict(size=13)), template="plotly_white", height=500,
+                      shapes=shapes, margin=dict(t=110, b=130),  # the legend under the slanted answer labels
+                      legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=1, xanchor="right"))
     return fig
 
 
@@ -430,10 +432,11 @@ def hacking_figure(groups: Mapping = HACK_GROUPS, max_len: int = HACK_BUDGET) ->
                                  customdata=d[recipe]["rewards"],
                                  hovertemplate=f"{recipe}<br>%{{x}}<br>R %{{customdata:.3f}}<br>A %{{y:+.3f}}"
                                                "<extra></extra>"), row=1, col=col)
-        fig.update_xaxes(title_text="answer: verdict, length (cut: truncated, ⚑: a judge flags it)", row=1, col=col)
+        fig.update_xaxes(title_text="answer: verdict, length", row=1, col=col)
     fig.update_yaxes(title_text="GRPO advantage", row=1, col=1)
     fig.update_layout(title=dict(text=f"why padding pays under a length-biased reward (budget {max_len}), and what "
-                                      "CGPO's judges do to it", font=dict(size=13)), barmode="group",
+                                      "CGPO's judges do to it<br><sup>x: each answer's verdict and length (cut: "
+                                      "truncated, ⚑: a judge flags it)</sup>", font=dict(size=13)), barmode="group",
                       template="plotly_white", height=480, legend=dict(x=1.01, y=1))  # clear of the slanted labels
     return fig
 
@@ -465,9 +468,24 @@ def per_reward_series(rows: Sequence[Mapping], name: str) -> dict:
     return {"step": np.array(steps), "mean": np.array(means), "std": np.array(stds)}
 
 
-def per_reward_figure(rows: Sequence[Mapping], title: str | None = None) -> go.Figure:
+# The values a reward can take where that does not depend on its settings: the verifier's score is a share in [0, 1];
+# these penalties are never positive (their floor depends on their factor / max_penalty). None: no bound that side.
+REWARD_RANGES = {"task": (0.0, 1.0), "soft-overlong": (None, 0.0), "repetition-penalty": (None, 0.0)}
+
+
+def range_text(lo, hi) -> str:
+    if lo is not None and hi is not None:
+        return f"[{lo:g}, {hi:g}]"
+    return f"≤ {hi:g}" if hi is not None else f"≥ {lo:g}"
+
+
+def per_reward_figure(rows: Sequence[Mapping], title: str | None = None,
+                      ranges: Mapping[str, tuple] | None = None) -> go.Figure:
     """One panel per reward of one run: its batch mean `rewards/<name>/mean` (line) and mean ± its batch std
-    `rewards/<name>/std` (band)."""
+    `rewards/<name>/std` (band), the band cut at the reward's possible range (`ranges`, default REWARD_RANGES: a
+    band of a [0, 1] score never dips below 0). A range the logged means leave is not the run's: no cut there. The
+    title's second line says which bands are cut."""
+    ranges = REWARD_RANGES if ranges is None else ranges
     names = reward_names(rows)
     if not names:
         raise ValueError("no rewards/<name>/mean in these rows: the run has no reward functions (only the "
@@ -476,13 +494,20 @@ def per_reward_figure(rows: Sequence[Mapping], title: str | None = None) -> go.F
     nrows = math.ceil(len(names) / cols)
     fig = make_subplots(rows=nrows, cols=cols, subplot_titles=[f"rewards/{n}/mean ± std" for n in names],
                         horizontal_spacing=0.08, vertical_spacing=min(0.2, 0.6 / nrows))
+    cut = []
     for i, name in enumerate(names):
         s = per_reward_series(rows, name)
         color = RUN_COLORS[i % len(RUN_COLORS)]
         where = dict(row=i // cols + 1, col=i % cols + 1)
         std = np.nan_to_num(s["std"])
+        lo, hi = s["mean"] - std, s["mean"] + std
+        floor, top = ranges.get(name, (None, None))
+        if (floor is not None or top is not None) and np.all((floor is None or s["mean"] >= floor)
+                                                              & (top is None or s["mean"] <= top)):
+            lo, hi = np.clip(lo, floor, top), np.clip(hi, floor, top)
+            cut.append(f"{name} {range_text(floor, top)}")
         fig.add_trace(go.Scatter(x=np.concatenate([s["step"], s["step"][::-1]]),
-                                 y=np.concatenate([s["mean"] + std, (s["mean"] - std)[::-1]]), mode="lines",
+                                 y=np.concatenate([hi, lo[::-1]]), mode="lines",
                                  fill="toself",
                                  fillcolor=color, opacity=0.2, line=dict(width=0), hoverinfo="skip",
                                  showlegend=False), **where)
@@ -490,7 +515,10 @@ def per_reward_figure(rows: Sequence[Mapping], title: str | None = None) -> go.F
                                  hovertemplate=f"{name}<br>step %{{x}}<br>mean %{{y:+.3f}}<extra></extra>"), **where)
         fig.update_xaxes(title_text="step", **where)
     fig.update_annotations(font_size=11)  # three long panel titles side by side must not overlap
-    fig.update_layout(title=title or "per-reward curves", template="plotly_white", height=max(320, 280 * nrows))
+    note = "band: mean ± the batch's std" + (f", cut at the reward's possible values ({'; '.join(cut)})"
+                                              if cut else "")
+    fig.update_layout(title=f"{title or 'per-reward curves'}<br><sup>{note}</sup>", template="plotly_white",
+                      height=max(320, 280 * nrows))
     return fig
 
 

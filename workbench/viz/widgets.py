@@ -6,7 +6,10 @@ Each explorer returns its VBox with `.figure` (the `go.FigureWidget`), `.control
 """
 from __future__ import annotations
 
+import json
+
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from workbench.viz.figures import advantage_bars, metric_series, surrogate_curves, training_curves
 
@@ -20,6 +23,9 @@ def refresh(widget: go.FigureWidget, fig: go.Figure) -> None:
         widget.layout.shapes = fig.layout.shapes
         widget.layout.annotations = fig.layout.annotations
         widget.layout.title = fig.layout.title
+        for name in fig.layout.to_plotly_json():  # axes too: ticks and ranges may follow the data (log ticks)
+            if name.startswith(("xaxis", "yaxis")):
+                widget.layout[name] = fig.layout[name]
 
 
 def slider(value: float, lo: float, hi: float, step: float, description: str):
@@ -51,6 +57,9 @@ def explorer(controls: dict, make, columns=None):
     box = W.VBox([layout, figure])
     box.figure, box.controls, box.update = figure, controls, update
     return box
+
+
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 
 class LiveCurves:
@@ -87,8 +96,9 @@ class LiveCurves:
 
     def finish(self) -> None:
         """Replace the displayed widget by a static figure of the curves drawn so far."""
-        if self.handle is not None:
-            self.handle.update(go.Figure(self.figure))
+        if self.handle is not None:  # plotly's mime bundle, raw: a Figure object would display itself anew instead
+            figure = json.loads(pio.to_json(go.Figure(self.figure)))
+            self.handle.update({PLOTLY_MIME: figure, "text/plain": "training curves"}, raw=True)
 
 
 def advantage_explorer(rewards=(1, 0, 0, 1, 0, 0, 0, 1)):

@@ -118,10 +118,10 @@ def weight_heatmaps(key, ratios, advantages, hp, coloraxis: str | None):
     return heat, overlay, w
 
 
-def weight_and_slices(heat, overlay, ratios, slices, *, widths=(0.52, 0.48), spacing=0.19) -> go.Figure:
-    """Left: a weight heatmap over (r, A) with its zero-gradient overlay, its colour bar in the gap after it (the gap
-    also holds the right panel's tick labels and axis title); right: `slices` [2, len(r)], the weights at A = +1 and
-    A = -1. Four traces and fixed shapes, so a widget can redraw it in place; the caller sets the title."""
+def weight_and_slices(heat, overlay, ratios, slices, *, widths=(0.55, 0.45), spacing=0.14) -> go.Figure:
+    """Left: a weight heatmap over (r, A) with its zero-gradient overlay, its colour bar in the gap after it; right:
+    `slices` [2, len(r)], the weights at A = +1 and A = -1, its y axis on its right so that the gap holds the colour
+    bar alone. Four traces and fixed shapes, so a widget can redraw it in place; the caller sets the title."""
     left_end = widths[0] / sum(widths) * (1 - spacing)  # where make_subplots ends the left panel
     heat.colorbar = dict(title="weight", x=left_end + 0.01, xanchor="left", len=0.9, thickness=14)
     fig = make_subplots(rows=1, cols=2, column_widths=list(widths), horizontal_spacing=spacing,
@@ -135,7 +135,7 @@ def weight_and_slices(heat, overlay, ratios, slices, *, widths=(0.52, 0.48), spa
                    line=dict(color=NEUTRAL, dash="dot", width=1)) for ax in ("x", "x2")]
     fig.update_xaxes(title_text="ratio r = π / π_old")
     fig.update_yaxes(title_text="advantage A", row=1, col=1)
-    fig.update_yaxes(title_text="∂(−ℓ)/∂log π", row=1, col=2)
+    fig.update_yaxes(title_text="∂(−ℓ)/∂log π", side="right", row=1, col=2)
     fig.update_layout(template="plotly_white", shapes=shapes, legend=dict(orientation="h", x=0.6, y=-0.18))
     return fig
 

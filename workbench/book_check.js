@@ -1,6 +1,6 @@
 // What a learner would trip over on a page of the built book, measured in the browser after MathJax and plotly have
-// drawn (workbench/book_check.py loads this file into each page and calls workbenchBookCheck()). Each defect is
-// {check, where, detail}; the checks are listed in book_check.py's CHECKS.
+// drawn. workbench/book_check.py evaluates this function expression in each page and calls it; it returns the
+// defects, each {check, where, detail}; the checks are listed in book_check.py's CHECKS.
 (function () {
   const OVERLAP_PX = 2;       // two text boxes overlap when they share more than this in both directions
   const EDGE_PX = 1;          // a text box runs past its figure's edge by more than this
@@ -213,7 +213,8 @@
       const cell = row.children[col];
       const said = cell ? text(cell) : "";  // the badge and, folded under it, the reason
       if (!VERDICT.test(said)) {
-        add("claim-without-verdict", `claims row ${short(text(row.children[0] || row), 30)}`, `verdict "${short(said, 60)}"`);
+        const recipe = text(row.querySelector("code") || row.children[0] || row);
+        add("claim-without-verdict", `claims row ${short(recipe, 30)}`, `verdict "${short(said, 60)}"`);
       }
     }
   }

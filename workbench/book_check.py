@@ -2,19 +2,25 @@
 
     python -m workbench.book check [--html book/_build/html] [--width 1400]
 
-Every page is opened over the DevTools protocol at a desktop window width, after MathJax has typeset and plotly has
-drawn, and `book_check.js` measures it. The checks (CHECKS) are what a reader sees, not what the source says:
+Every page is opened over the DevTools protocol at a desktop window width, with overlay scrollbars (as on macOS and
+phones: drawn only while scrolling, unless the page styles them), after MathJax has typeset and plotly has drawn, and
+`book_check.js` measures it. The checks (CHECKS) are what a reader sees, not what the source says:
 
 - a figure with no trace holding data, or one plotly did not draw;
 - text boxes of a figure (title, axis titles, a tick-label row, subplot titles and other annotations, legend, colour
-  bar) that overlap each other, or run past the figure's edge;
-- a table or display equation wider than the text column with no scrollbar in sight (cut, spilling into the
-  margin, or scrolling only at the bottom of a block taller than the window);
-- TeX shown raw (``\\pi``, ``\\_``) outside the notebooks' source code;
+  bar) that overlap each other (titles: closer than 4 px), are drawn over a subplot's plot area (axis titles, tick
+  labels, colour bars), or run past the figure's edge;
+- a table or display equation wider than the box that holds it with no scrollbar in sight (cut, spilling out of the
+  column, scrolling only at the bottom of a block taller than the window, or with no scrollbar drawn), and text cut
+  at the edge of a box that hides overflow;
+- TeX shown raw (``\\pi``, ``\\_``) outside the notebooks' source code, or in typeset math (a backslash, a MathJax
+  error);
 - an error or traceback in a cell's output, unless the cell is tagged ``expected-error`` (a notebook that shows an
   error on purpose says so);
 - a row of a claims table (any table with a "verdict" column) whose verdict is not one of the four the claims page
   allows, or "not testable here" without its reason.
+
+`check_figures` runs the checks on plotly figures alone; `screenshot` saves what a learner sees of a page or figure.
 """
 from __future__ import annotations
 
@@ -30,10 +36,10 @@ from pathlib import Path
 CHECKS = {
     "figure-not-drawn": "a plotly figure that did not draw",
     "empty-figure": "a figure whose traces hold no data",
-    "text-overlap": "two text boxes of a figure overlap",
+    "text-overlap": "two text boxes of a figure overlap, or one is drawn over a plot area",
     "text-past-edge": "a text box runs past its figure's edge",
-    "too-wide": "a table or display equation wider than the column with no scrollbar in sight",
-    "raw-tex": "TeX shown as text instead of typeset",
+    "too-wide": "a table or display equation wider than its box with no scrollbar in sight, or text cut by a box",
+    "raw-tex": "TeX shown as text instead of typeset, or a backslash or error in typeset math",
     "error-output": "an error or traceback in a cell's output not tagged expected-error",
     "claim-without-verdict": "a claims row without a verdict, or not testable without a reason",
 }
@@ -89,7 +95,8 @@ def chromium(url: str = "about:blank", width: int = WIDTH, height: int = HEIGHT,
     exe = chromium_path()
     if exe is None:
         raise RuntimeError("no chromium: install it (apt-get install chromium; `make install` does it where apt works)")
-    with tempfile.TemporaryDirectory(prefix="workbench-chromium-") as tmp:
+    # chromium's helper processes may still write to the profile while it closes: leftovers are not an error
+    with tempfile.TemporaryDirectory(prefix="workbench-chromium-", ignore_cleanup_errors=True) as tmp:
         profile = Path(profile or tmp)
         browser = subprocess.Popen(
             [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",

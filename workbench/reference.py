@@ -64,6 +64,17 @@ REFERENCES = {
         question="The F7 preference recipes from a partly-right addition warm start: does any raise what it "
                  "optimises (held-out preference accuracy) without lowering greedy accuracy, and do the chosen "
                  "answers' log-probs fall as the margin grows?"),
+    # The other F7 losses that can act on verified pairs, in exactly f7-addition's setting (dpo again as the baseline,
+    # paired by seed): SLiC-HF's hinge, APO's Nesterov-extrapolated iterative DPO (reference moved every 5 steps),
+    # LiPO's listwise LambdaLoss (lists of 4), SPO's degraded copies of the chosen answer, and BRAIn's posterior
+    # distillation from 4 policy samples a prompt. Each run takes 10-40 s after its warm start; nothing was cut.
+    "f7-more": Reference(
+        recipes=("dpo", "hinge", "apo-accelerated", "lipo", "spo-prefdeg", "brain"), task="addition", seeds=3,
+        sets=("sft_steps=500", "sft_lr=1e-3", "lr=1e-5", "steps=200", "eval_size=200", "checkpoint_every=50"),
+        every=10,
+        question="More F7 losses from f7-addition's warm start: does a hinge, an accelerated iterative reference, a "
+                 "listwise rank, degraded copies or posterior distillation raise held-out preference accuracy or "
+                 "greedy accuracy above DPO's?"),
     # The same sharpening setting for the F2 objectives: which of them trade accuracy, pass@8 or entropy
     # differently from GRPO's clip? (hispo, dots-rr-clip and safe-kl-control need a rollout-trainer mismatch, a
     # replay buffer or a KL budget to act on; their claims say why they are not run here.)

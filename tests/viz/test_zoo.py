@@ -212,3 +212,10 @@ def test_metric_panels_and_glossary_table():
     assert "<b>reward/mean</b><br>what it is<br>Healthy: up" == texts[0] and "not logged" in texts[2]
     html_table = glossary_html([("kl", "a < b", "flat", True), ("x", "y", "z", False)])
     assert "a &lt; b" in html_table and html_table.count("<tr>") == 3
+
+
+def test_long_keys_break_after_their_last_separator_in_panel_titles():
+    from workbench.viz.zoo import panel_title
+
+    assert panel_title("reinforce_plus_plus_baseline") == "reinforce_plus_plus_<br>baseline"
+    assert panel_title("aepo-agentic-clip") == "aepo-agentic-clip" and panel_title("x" * 30) == "x" * 30

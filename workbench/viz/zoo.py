@@ -427,14 +427,18 @@ def advantage_comparison(results: Mapping, batch: RolloutBatch, title: str | Non
                              error_y=dict(type="data", symmetric=False, array=hi - mean, arrayminus=mean - lo,
                                           thickness=1, width=2),
                              hovertemplate=f"{html.escape(key)}<br>%{{x}}<br>mean A %{{y:+.3f}}<extra></extra>"))
-    annotations = []
-    if errors:
-        text = "<br>".join(textwrap.shorten(e, 140) for e in errors)
-        annotations.append(dict(x=0, y=-0.42, xref="paper", yref="paper", text=text, showarrow=False,
-                                align="left", xanchor="left", font=dict(size=11, color=NEGATIVE)))
+    # every estimator's name in sight: the legend in rows under the chart (beside it, 17 names need a scrollbar),
+    # then the errors, at the bottom
+    legend_rows, top, plot = math.ceil(len(fig.data) / 3), 80, 250
+    bottom = 130 + 22 * legend_rows + 18 * len(errors)
+    annotations = [dict(x=0, y=-(bottom - 4) / plot, xref="paper", yref="paper", yanchor="bottom", xanchor="left",
+                        text="<br>".join(textwrap.shorten(e, 140) for e in errors), showarrow=False, align="left",
+                        font=dict(size=11, color=NEGATIVE))] if errors else []
     fig.update_layout(barmode="group", title=title or "advantage per sample (mean over tokens; bars: min..max)",
-                      template="plotly_white", height=460 + 18 * len(errors), xaxis_title="sample",
-                      yaxis_title="advantage", annotations=annotations, margin=dict(b=140 + 18 * len(errors)))
+                      template="plotly_white", height=top + plot + bottom, xaxis_title="sample",
+                      yaxis_title="advantage", annotations=annotations, margin=dict(t=top, b=bottom),
+                      legend=dict(orientation="h", yref="container", y=(18 * len(errors) + 4) / (top + plot + bottom),
+                                  yanchor="bottom", x=0, xanchor="left", entrywidth=0.33, entrywidthmode="fraction"))
     return fig
 
 
@@ -458,14 +462,21 @@ def advantage_table_html(results: Mapping, batch: RolloutBatch, digits: int = 3)
             f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
+def panel_title(key: str, width: int = 20) -> str:
+    """A registry key as a subplot title: a key longer than `width` breaks after its last "_" or "-"."""
+    cut = max(key.rfind("_"), key.rfind("-"))
+    return f"{key[:cut + 1]}<br>{key[cut + 1:]}" if len(key) > width and cut > 0 else key
+
+
 def advantage_token_heatmaps(results: Mapping, batch: RolloutBatch, cols: int = 4) -> go.Figure:
     """One heatmap per estimator: samples x response positions, padding blank, one shared colour scale."""
     items = [(k, to_numpy(v)) for k, v in results.items() if not isinstance(v, str)]
     mask = to_numpy(batch.mask) > 0
     cols = max(1, min(cols, len(items)))
     rows = max(1, math.ceil(len(items) / cols))
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[k for k, _ in items] or None,
-                        horizontal_spacing=0.04, vertical_spacing=min(0.2, 0.6 / rows))
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[panel_title(k) for k, _ in items] or None,
+                        horizontal_spacing=0.05, vertical_spacing=min(0.12, 0.35 / rows))
+    fig.update_annotations(font_size=11)  # four panels abreast: a key such as reinforce_plus_plus_baseline fits
     peak = max([float(np.nanmax(np.abs(np.where(mask, a, np.nan)))) for _, a in items] + [1e-9])
     for i, (key, a) in enumerate(items):
         fig.add_trace(go.Heatmap(z=np.where(mask, a, np.nan), coloraxis="coloraxis", hoverongaps=False,

@@ -36,7 +36,8 @@ def claims_markdown(data_dir=None, notebooks_dir: Path = ROOT / "notebooks") -> 
         "# Claim vs what we see", "",
         "Each method's central claim as we read its paper, and the verdict of our reference runs on a 0.5M-parameter "
         "model at toy scale over seeds (`make reference-runs`; plotted in notebooks "
-        f"{', '.join(NOTEBOOKS[:-1])} and {NOTEBOOKS[-1]}). Open a verdict for the numbers behind it, the reference "
+        f"{', '.join(NOTEBOOKS[:-1])} and {NOTEBOOKS[-1]}; `f1-more`, `f7-more` and `f4-gridworld` are read here only, "
+        "their tables are in the README). Open a verdict for the numbers behind it, the reference "
         "run and what explains it, or for why a claim cannot be tested here. A verdict is about this setting only: a "
         "claim made at 7B parameters and thousands of steps is not refuted by a tiny model on countdown, and not "
         "confirmed by it either.", "",

@@ -67,7 +67,8 @@ REFERENCES = {
     # The other F7 losses that can act on verified pairs, in exactly f7-addition's setting (dpo again as the baseline,
     # paired by seed): SLiC-HF's hinge, APO's Nesterov-extrapolated iterative DPO (reference moved every 5 steps),
     # LiPO's listwise LambdaLoss (lists of 4), SPO's degraded copies of the chosen answer, and BRAIn's posterior
-    # distillation from 4 policy samples a prompt. Each run takes 10-40 s after its warm start; nothing was cut.
+    # distillation from 4 policy samples a prompt. A run takes 10-40 s after its warm start (the whole comparison
+    # about 8 minutes on 2 shared cores), so nothing was cut.
     "f7-more": Reference(
         recipes=("dpo", "hinge", "apo-accelerated", "lipo", "spo-prefdeg", "brain"), task="addition", seeds=3,
         sets=("sft_steps=500", "sft_lr=1e-3", "lr=1e-5", "steps=200", "eval_size=200", "checkpoint_every=50"),
@@ -75,6 +76,17 @@ REFERENCES = {
         question="More F7 losses from f7-addition's warm start: does a hinge, an accelerated iterative reference, a "
                  "listwise rank, degraded copies or posterior distillation raise held-out preference accuracy or "
                  "greedy accuracy above DPO's?"),
+    # F4, step-level credit: GiGPO against GRPO on the grid world, whose episodes revisit states (anchor-state groups
+    # form). Notebook 09's comparison (smoke: 100-step warm start, 4 maps x G = 8 a step, both with gigpo's loss, token
+    # mean and k3 KL 0.01, so the advantage is the only difference) at 100 steps instead of 30, 3 seeds instead of 1,
+    # and held-out sampled success (pass@1 of 4 samples on 100 maps), which moves where greedy barely does. A run
+    # takes about 2 min (100-140 s of training), 17 min for the six beside other jobs; 150 steps would not fit 15.
+    "f4-gridworld": Reference(
+        recipes=("grpo", "gigpo"), task="gridworld", seeds=3,
+        sets=("sft_steps=100", "steps=100", "prompts_per_step=4", "eval_size=100", "pass_k=4", "checkpoint_every=50",
+              "recipe_overrides.agg=token-mean", "kl_coef=0.01"),
+        question="Does GiGPO's step-level advantage over anchor states (the same grid cell in a group's episodes) "
+                 "raise held-out success on the grid world above GRPO's episode advantage?"),
     # The same sharpening setting for the F2 objectives: which of them trade accuracy, pass@8 or entropy
     # differently from GRPO's clip? (hispo, dots-rr-clip and safe-kl-control need a rollout-trainer mismatch, a
     # replay buffer or a KL budget to act on; their claims say why they are not run here.)

@@ -1,4 +1,4 @@
-"""The book's claims page: every recipe's row, linked to its card and notebook sections, filterable, from stored runs."""
+"""The book's claims page: a row per claim and unclaimed recipe, linked to card and notebook, filterable."""
 import json
 
 from workbench import registry

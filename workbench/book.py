@@ -500,7 +500,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--notebooks", type=Path, default=NOTEBOOKS_DIR, help=argparse.SUPPRESS)
     c = sub.add_parser("check", help="read the built book in headless chromium and list what a learner would trip "
                                      "over (workbench/book_check.py)")
-    c.add_argument("--html", type=Path, default=BOOK_DIR / "_build" / "html", help="the built book (default: %(default)s)")
+    c.add_argument("--html", type=Path, default=BOOK_DIR / "_build" / "html",
+                   help="the built book (default: %(default)s)")
     c.add_argument("--width", type=int, default=1400, help="browser window width in px (default: %(default)s)")
     args = parser.parse_args(argv)
     if args.command == "check":

@@ -100,7 +100,8 @@ def chromium(url: str = "about:blank", width: int = WIDTH, height: int = HEIGHT,
         profile = Path(profile or tmp)
         browser = subprocess.Popen(
             [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--enable-features=OverlayScrollbar", "--remote-debugging-port=0",
+             "--disable-component-update", "--disable-sync", "--enable-features=OverlayScrollbar",
+             "--remote-debugging-port=0",
              f"--user-data-dir={profile}", f"--window-size={width},{height}", url],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         page = None

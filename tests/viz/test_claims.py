@@ -22,6 +22,7 @@ def test_three_columns_with_the_verdict_as_a_badge_and_its_details_on_demand():
 
 
 def test_no_worse_keeps_its_words_and_links_are_optional():
-    text = claims_html([row("reproduced (no worse)", seen="s")], links=lambda key: ("catalog.html#c", [("n.html#s", "01 › s")]))
+    text = claims_html([row("reproduced (no worse)", seen="s")],
+                       links=lambda key: ("catalog.html#c", [("n.html#s", "01 › s")]))
     assert ">reproduced (no worse)</span>" in text and '<a href="catalog.html#c" title="catalog card">' in text
     assert '<small><a href="n.html#s">01 › s</a></small>' in text

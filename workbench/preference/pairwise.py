@@ -81,7 +81,8 @@ def dpo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=
     summary="squared regression of the log-ratio margin onto 1/(2β). length_average=False: summed log-probs "
             "(paper eq. 17, OpenRLHF, rlhf-book); True: per-token averages (TRL loss_type='ipo').",
     equation=r"\mathcal{L} = \Big(\Delta - \frac{1}{2\beta}\Big)^2\ \text{(sum)}\quad\text{or}\quad"
-             r"\Big(\frac{u_w}{|y_w|} - \frac{u_l}{|y_l|} - \frac{1}{2\beta}\Big)^2\ \text{(TRL, }\mathtt{length\_average}\text{)}")
+             r"\Big(\frac{u_w}{|y_w|} - \frac{u_l}{|y_l|} - \frac{1}{2\beta}\Big)^2\ "
+             r"\text{(TRL, }\mathtt{length\_average}\text{)}")
 def ipo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=0.1, length_average=False,
         chosen_len=None, rejected_len=None):
     r"""IPO: L = (h − 1/(2β))², β the paper's τ.

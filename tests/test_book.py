@@ -138,3 +138,13 @@ def test_recipe_cards_list_recipe_tests_and_component_cards_do_not():
     for test_id in sum(EVERY_RECIPE_TESTS.values(), []):  # the parametrized tests the cards name exist
         path, name = test_id.split("::")
         assert f"def {name}(recipe" in (ROOT / path).read_text(), test_id
+
+
+def test_book_check_refuses_an_impossible_window_and_a_missing_book(tmp_path, capsys):
+    from workbench.book import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["check", "--html", str(tmp_path), "--width", "0"])
+    assert exit_.value.code == 2 and "--width 0" in capsys.readouterr().err
+    assert main(["check", "--html", str(tmp_path / "nothing")]) == 2
+    assert "no built book" in capsys.readouterr().err

@@ -143,3 +143,11 @@ def test_no_page_of_the_book_has_what_a_learner_trips_over(built_book):
     html, _ = built_book
     found = check_book(html)
     assert not found, f"{len(found)} defect(s) in the built book:\n{report(found)}"
+
+
+def test_a_screenshot_of_a_figure_the_page_does_not_have_is_refused(tmp_path):
+    from workbench.book_check import screenshot
+
+    _, good = bad_and_good_pages(tmp_path)
+    with pytest.raises(ValueError, match="figure=9: good.html has 2 figure"):
+        screenshot(good, tmp_path / "x.png", figure=9)

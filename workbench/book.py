@@ -505,6 +505,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--width", type=int, default=1400, help="browser window width in px (default: %(default)s)")
     args = parser.parse_args(argv)
     if args.command == "check":
+        if not 320 <= args.width <= 7680:
+            parser.error(f"--width {args.width}: a browser window from 320 to 7680 px wide (the book's default is 1400)")
         return check(args.html, args.width)
     for var, value in (("OMP_NUM_THREADS", "1"), ("HF_HUB_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
         os.environ.setdefault(var, value)  # inherited by the notebook kernels

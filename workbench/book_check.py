@@ -178,6 +178,9 @@ def screenshot(path: Path, out: Path, figure: int | None = None, width: int = WI
     with chromium(width=width) as page:
         check_page(page, Path(path))  # loads, waits for MathJax and plotly
         params = {"format": "png", "captureBeyondViewport": full_page}
+        count = page.js("document.querySelectorAll('.plotly-graph-div').length")
+        if figure is not None and not 1 <= figure <= count:
+            raise ValueError(f"figure={figure}: {Path(path).name} has {count} figure(s), numbered from 1")
         if figure is not None:  # scrolled to the top of the window, so the page keeps its layout
             box = page.js(f"(async () => {{ const gd = document.querySelectorAll('.plotly-graph-div')[{figure - 1}]; "
                           "gd.scrollIntoView({block: 'start'}); await new Promise(r => requestAnimationFrame(r)); "

@@ -16,7 +16,8 @@ import html
 import re
 from pathlib import Path
 
-PLOTLY_MIME = "application/vnd.plotly.v1+json"
+from workbench.viz.figures import PLOTLY_MIME
+
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 MODEL_REF = re.compile(r"IPY_MODEL_(\w+)")

@@ -46,6 +46,10 @@ class Reference:
     recipe_sets: dict[str, tuple[str, ...]] = field(default_factory=dict)  # per recipe, applied after `sets`
 
 
+# Settings two comparisons share, so that their runs of the same recipe and seed are the same runs
+F7_SETS = ("sft_steps=500", "sft_lr=1e-3", "lr=1e-5", "steps=200", "eval_size=200", "checkpoint_every=50")  # f7-*
+F2_SETS = ("lr=3e-4", "steps=80", "pass_k=8", "eval_every=40", "eval_size=100", "checkpoint_every=40")  # f2, f1-more
+
 REFERENCES = {
     "f1-countdown": Reference(
         recipes=("grpo", "dr_grpo", "dapo", "rloo", "gspo", "cispo"), task="countdown", seeds=3,
@@ -59,7 +63,7 @@ REFERENCES = {
     # batch, steps and online group size changed nothing); see the F7 search in the report.
     "f7-addition": Reference(
         recipes=("dpo", "ipo", "simpo", "kto", "online-dpo"), task="addition", seeds=3,
-        sets=("sft_steps=500", "sft_lr=1e-3", "lr=1e-5", "steps=200", "eval_size=200", "checkpoint_every=50"),
+        sets=F7_SETS,
         every=10,
         question="The F7 preference recipes from a partly-right addition warm start: does any raise what it "
                  "optimises (held-out preference accuracy) without lowering greedy accuracy, and do the chosen "
@@ -71,7 +75,7 @@ REFERENCES = {
     # about 8 minutes on 2 shared cores), so nothing was cut.
     "f7-more": Reference(
         recipes=("dpo", "hinge", "apo-accelerated", "lipo", "spo-prefdeg", "brain"), task="addition", seeds=3,
-        sets=("sft_steps=500", "sft_lr=1e-3", "lr=1e-5", "steps=200", "eval_size=200", "checkpoint_every=50"),
+        sets=F7_SETS,
         every=10,
         question="More F7 losses from f7-addition's warm start: does a hinge, an accelerated iterative reference, a "
                  "listwise rank, degraded copies or posterior distillation raise held-out preference accuracy or "
@@ -94,7 +98,7 @@ REFERENCES = {
         recipes=("grpo", "bapo", "gbpo", "dispo", "capo", "r2vpo", "hapo", "aepo-agentic-clip", "gui-libra", "vspo",
                  "policy-shaping"),
         task="countdown", seeds=3,
-        sets=("lr=3e-4", "steps=80", "pass_k=8", "eval_every=40", "eval_size=100", "checkpoint_every=40"),
+        sets=F2_SETS,
         question="Beyond the clip: from one warm start and one learning rate, does any F2 objective beat GRPO's "
                  "clip on held-out accuracy or pass@8, and what does each do to entropy?"),
     # lr 3e-4 (3x the smoke default) makes GRPO sharpen within 80 steps: on seed 0, pass@1 0.31 -> 0.42 while
@@ -132,7 +136,7 @@ REFERENCES = {
         recipes=("grpo", "gmpo", "sapo", "gpg", "opo", "reinforce_plus_plus", "lite-ppo", "dapo_lite", "mdpo",
                  "ppo", "remax"),
         task="countdown", seeds=3,
-        sets=("lr=3e-4", "steps=80", "pass_k=8", "eval_every=40", "eval_size=100", "checkpoint_every=40"),
+        sets=F2_SETS,
         question="More of F1 from one warm start and one learning rate: does any other ratio, baseline or "
                  "normalisation beat GRPO on held-out accuracy or pass@8, and does ReMax's greedy baseline match "
                  "PPO's critic?"),

@@ -400,3 +400,9 @@ def test_family_recipes():
     f6 = {k for k, v in catalog.items() if v.get("family") == "rewards" and k in recipes}
     assert f6 <= set(keys) and {"length-bias", "length-bias-cgpo", "soft-overlong"} <= set(keys)
     assert len(keys) == len(set(keys)) and set(keys) <= recipes
+
+
+def test_per_reward_ranges_that_are_not_a_range_are_refused():
+    for bad in ({"task": (1.0, 0.0)}, {"task": 1.0}, {"task": (0.0,)}):
+        with pytest.raises(ValueError, match="give \\(lowest, highest\\)"):
+            per_reward_figure(ROWS, ranges=bad)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Mapping, Sequence
 
-from workbench.claims import verdict_kind
+from workbench.claims import VERDICT_KINDS, verdict_kind
 
 # Scoped to the table's class, so it can sit in a notebook output as well as on a book page. Fixed layout: the
 # columns share the column's width (long recipe keys wrap) instead of pushing the verdict out of sight.
@@ -27,8 +27,7 @@ table.workbench-claims col.wb-verdict {width: 30%}
 .wb-not-run {background: #fde2c8; color: #6b3000}
 table.workbench-claims details {margin-top: 0.2em} table.workbench-claims summary {cursor: pointer; color: #555}
 </style>"""
-BADGE = {"reproduced": "reproduced", "contradicted": "contradicted", "no-difference": "no difference beyond seed noise",
-         "not-testable": "not testable here", "not-run": "not run"}
+BADGE = {slug: words for words, slug in reversed(VERDICT_KINDS.items())}  # slug -> the first words that give it
 
 
 def details(row: Mapping) -> tuple[str, str]:

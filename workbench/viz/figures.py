@@ -27,6 +27,7 @@ DEFAULT_KEYS = (
 )
 # One colour per run or recipe for up to 24 of them: plotly's ten first (the figures' usual look), then fourteen
 # darker ones from Dark24 chosen to stay apart from those ten (a comparison of 8-12 recipes never reuses a colour).
+PLOTLY_MIME = "application/vnd.plotly.v1+json"  # how a notebook stores a plotly figure
 RUN_COLORS = list(qualitative.Plotly) + ["#222A2A", "#B68100", "#750D86", "#1616A7", "#862A16", "#1CA71C", "#778AAE",
                                          "#6C7C32", "#AF0038", "#B2828D", "#0D2A63", "#6C4516", "#FB0D0D", "#DA16FF"]
 POSITIVE, NEGATIVE, NEUTRAL = "#1f77b4", "#d62728", "#7f7f7f"

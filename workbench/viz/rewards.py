@@ -486,6 +486,10 @@ def per_reward_figure(rows: Sequence[Mapping], title: str | None = None,
     band of a [0, 1] score never dips below 0). A range the logged means leave is not the run's: no cut there. The
     title's second line says which bands are cut."""
     ranges = REWARD_RANGES if ranges is None else ranges
+    for name, bounds in ranges.items():
+        if not (isinstance(bounds, (tuple, list)) and len(bounds) == 2
+                and (None in bounds or bounds[0] <= bounds[1])):
+            raise ValueError(f"ranges[{name!r}] = {bounds!r}: give (lowest, highest), None for no bound that side")
     names = reward_names(rows)
     if not names:
         raise ValueError("no rewards/<name>/mean in these rows: the run has no reward functions (only the "

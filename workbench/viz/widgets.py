@@ -11,7 +11,7 @@ import json
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from workbench.viz.figures import advantage_bars, metric_series, surrogate_curves, training_curves
+from workbench.viz.figures import PLOTLY_MIME, advantage_bars, metric_series, surrogate_curves, training_curves
 
 
 def refresh(widget: go.FigureWidget, fig: go.Figure) -> None:
@@ -57,9 +57,6 @@ def explorer(controls: dict, make, columns=None):
     box = W.VBox([layout, figure])
     box.figure, box.controls, box.update = figure, controls, update
     return box
-
-
-PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 
 class LiveCurves:

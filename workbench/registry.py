@@ -15,6 +15,7 @@ import csv
 import functools
 import importlib
 import inspect
+import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -43,6 +44,19 @@ SIGNATURES = {
     "recipe":          "a named composition of the above",
 }
 KINDS = tuple(SIGNATURES)
+
+# What a component may need of the task it trains on, beyond batch fields: (what it is, tasks that offer it).
+# `workbench.train.pipeline.Pipeline.check_task` refuses a recipe whose task lacks one, before anything trains.
+NEEDS = {
+    "multi_turn": ("episodes of several turns (an environment whose max_turns > 1)",
+                   "gridworld, calculator, search, keydoor, screen"),
+    "env_copy": ("environments whose state can be copied (`Env.copy()`, for Monte Carlo continuations and "
+                 "branches)", "gridworld, calculator, search, keydoor, screen"),
+    "env_actions": ("an enumerable action set in every state (`Env.actions()`, for random-policy rollouts)",
+                    "gridworld, keydoor, screen"),
+    "expert": ("an expert trajectory per example (`Task.expert_actions`) to follow or patch from",
+               "gridworld, calculator, search, keydoor, screen"),
+}
 STATEFUL = {"sampler": ("init", "select", "update"), "buffer": ("init", "add", "draw"),
             "controller": ("init", "update", "value")}  # kinds registered as a class of static methods
 
@@ -62,6 +76,7 @@ class Entry:
     provides: tuple = ()             # batch fields it fills
     state: Callable | None = None    # state(**hp) -> initial state kept by the pipeline (checkpointed)
     targets: Callable | None = None  # advantage: targets(batch, **hp) -> (returns, value_mask) for a critic
+    needs: tuple = ()                # what the task must offer (`NEEDS`): multi-turn episodes, copyable envs, ...
 
     def __call__(self, *args, **kwargs):
         return self.fn(*args, **kwargs)
@@ -71,7 +86,7 @@ class Entry:
             "key": self.key, "kind": self.kind, "family": self.family, "title": self.title,
             "confidence": self.confidence, "summary": self.summary, "equation": self.equation,
             "defaults": {k: _jsonable(v) for k, v in self.defaults.items()},
-            "reads": list(self.reads), "provides": list(self.provides),
+            "reads": list(self.reads), "provides": list(self.provides), "needs": list(self.needs),
             "module": getattr(self.fn, "__module__", ""),
         }
 
@@ -97,10 +112,13 @@ def keyword_defaults(fn: Callable) -> dict:
 def register(kind: str, key: str, *, title: str, summary: str, equation: str = "",
              defaults: dict | None = None, confidence: str | None = None, family: str | None = None,
              reads: tuple = (), provides: tuple = (), state: Callable | None = None,
-             targets: Callable | None = None):
-    """Decorator registering `fn` under (kind, key) with what it reads, provides and keeps."""
+             targets: Callable | None = None, needs: tuple = ()):
+    """Decorator registering `fn` under (kind, key) with what it reads, provides, keeps and needs of the task."""
     if kind not in KINDS:
         raise ValueError(f"unknown registry kind {kind!r}; kinds are {KINDS}")
+    unknown = sorted(set(needs) - set(NEEDS))
+    if unknown:
+        raise ValueError(f"{kind} {key!r} needs {unknown}, which are not task capabilities; known: {sorted(NEEDS)}")
 
     def wrap(fn):
         if key in _REGISTRY[kind]:
@@ -114,7 +132,7 @@ def register(kind: str, key: str, *, title: str, summary: str, equation: str = "
             defaults=defaults if defaults is not None else keyword_defaults(fn),
             family=family or row.get("family", ""),
             confidence=confidence or row.get("confidence", "exact"),
-            reads=tuple(reads), provides=tuple(provides), state=state, targets=targets,
+            reads=tuple(reads), provides=tuple(provides), state=state, targets=targets, needs=tuple(needs),
         )
         return fn
 
@@ -182,6 +200,14 @@ def _jsonable(value):
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     return repr(value)
+
+
+def import_submodules(package: str) -> None:
+    """Import every module of `package` (a slot's folder): a component registers itself at import, so adding a
+    method adds a file and edits no list."""
+    path = importlib.import_module(package).__path__
+    for info in sorted(pkgutil.iter_modules(path), key=lambda m: m.name):
+        importlib.import_module(f"{package}.{info.name}")
 
 
 def _load_all() -> None:

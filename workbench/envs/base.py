@@ -12,6 +12,7 @@ every task through this protocol: a one-turn task is the case max_turns = 1, not
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 from dataclasses import asdict, is_dataclass
 
@@ -42,12 +43,36 @@ class Env:
 
     stop: tuple[str, ...] = ()
     max_turns: int = 1
+    copyable: bool = True  # `copy()` gives an independent episode in the same state (False: an env wrapping outside state)
 
     def reset(self, example, seed: int | None = None) -> tuple[list[Message], dict]:
         raise NotImplementedError
 
     def step(self, action: str) -> tuple[list[Message], float, bool, dict]:
         raise NotImplementedError
+
+    def copy(self) -> "Env":
+        """An independent environment in this one's state mid-episode (Monte Carlo continuations, branching
+        rollouts): every attribute deep-copied except the task, which is shared and never changed by an episode."""
+        if not self.copyable:
+            raise TypeError(f"{type(self).__name__} cannot copy its state (it wraps state outside Python, e.g. a "
+                            "TRL environment class); use a built-in environment for methods that branch from a state")
+        twin = copy.copy(self)
+        twin.__dict__ = {k: v if k == "task" else copy.deepcopy(v) for k, v in self.__dict__.items()}
+        return twin
+
+
+def replay(task, example, seed: int, actions: list[str]) -> Env:
+    """A fresh environment of `task` reset on (example, seed) and stepped through `actions`: the state a recorded
+    episode was in after them (a row's seed is `episode_seed(example, row % group_size)`, its actions
+    `turn_info[row][s]["action"]`). Environments are deterministic given the seed, so this is exact."""
+    env = task.make_env()
+    env.reset(example, seed)
+    for s, action in enumerate(actions):
+        _, _, done, _ = env.step(action)
+        if done and s < len(actions) - 1:
+            raise ValueError(f"replay: action {s} ({action!r}) ends the episode but {len(actions) - 1 - s} follow")
+    return env
 
 
 class TaskEnv(Env):

@@ -185,6 +185,10 @@ class GridworldEnv(Env):
         self.moves = 0
         return [user(example.prompt)], {"state": self.pos}
 
+    def actions(self) -> list[str]:
+        """Every action this environment tells apart (random-policy rollouts draw from these)."""
+        return list(MOVES)
+
     def step(self, action: str):
         if self.pos is None:
             raise RuntimeError("step before reset")

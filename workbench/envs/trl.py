@@ -75,6 +75,8 @@ class TRLEnv(Env):
     (default: the example's fields).
     """
 
+    copyable = False  # the wrapped instance holds the user's state; we cannot promise a faithful copy
+
     stop = (CLOSE,)
 
     def __init__(self, factory: Callable, *, reward_funcs=(), max_turns: int = 8, response_format: str = "{}",

@@ -1,3 +1,6 @@
 """The `sampler` slot: which examples enter each step
-(`init(**hp) -> state; select(state, task, n, rng) -> examples; update(state, batch) -> state`)."""
-from workbench.samplers import uniform  # noqa: F401  (registration at import)
+(`init(**hp) -> state; select(state, task, n, rng) -> examples; update(state, batch) -> state`).
+Every module here registers at import."""
+from workbench.registry import import_submodules
+
+import_submodules(__name__)

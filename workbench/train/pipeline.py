@@ -26,6 +26,7 @@ from workbench.context import Forward, StepContext
 from workbench.recipes import SLOTS, Recipe, Use
 from workbench.rewards import aggregate, interop
 from workbench.rewards.stage import mask_unscorable, reward_columns, reward_metrics, run_reward
+from workbench.tasks.base import Task
 
 # The contract: (stage, the recipe slots it runs, what it does). The trainer runs them in this order.
 STAGES = (
@@ -58,6 +59,14 @@ def providers(fields: list[str]) -> list[str]:
         if made & set(fields):
             out.append(f"{e.kind}:{e.key}")
     return out
+
+
+def task_capabilities(task) -> dict[str, bool]:
+    """{need: whether `task` offers it} for every key of `registry.NEEDS`, read off one fresh environment."""
+    env = task.make_env()
+    return {"multi_turn": env.max_turns > 1, "env_copy": bool(getattr(env, "copyable", False)),
+            "env_actions": callable(getattr(env, "actions", None)),
+            "expert": env.max_turns > 1 and type(task).expert_actions is not Task.expert_actions}
 
 
 @dataclass
@@ -137,6 +146,18 @@ class Pipeline:
                         f"group_size={group_size}: {p.entry.kind} {p.use.key!r} of recipe {self.recipe.key!r} needs "
                         f"at least 2 samples per prompt for its group baseline; set group_size >= 2, or give "
                         f"one-sample groups A = 0 with --set recipe_overrides.{slot}:{p.use.key}.allow_singletons=true")
+
+    def check_task(self, task) -> None:
+        """Refuse, before anything is built, a task that lacks what a component `needs` (registry.NEEDS):
+        multi-turn episodes for a turn-level method, copyable environments for Monte Carlo continuations, ..."""
+        offers = task_capabilities(task)
+        for parts in self.parts.values():
+            for p in parts:
+                for need in p.entry.needs:
+                    if not offers[need]:
+                        what, where = registry.NEEDS[need]
+                        raise ValueError(f"recipe {self.recipe.key!r}: {p.name} needs {what}; task {task.name!r} has "
+                                         f"none. Train it on a task that does: --task {where.replace(', ', ' | ')}")
 
     def _check_drivers(self) -> None:
         """`into="kind:key.param"` drives one parameter with a float; a controller may instead name the whole

@@ -73,6 +73,7 @@ class Trainer:
                              f"of recipe {config.recipe!r} already weights by the rollout log-probs; leave "
                              f"rollout_is='none'")
         self.task = get_task(config.task, **config.task_kw)
+        self.pipeline.check_task(self.task)  # a turn-level method on one-turn episodes, MC without env copies, ...
         self.log = run_log(self.out, config)  # metrics.jsonl (+ TensorBoard with report_to="tensorboard")
         self.parallel = DataParallel(config.distributed, config.device)  # one process unless launched with N
         self.sampling = Sampling(config.max_new_tokens, config.temperature, config.top_p,

@@ -1,6 +1,10 @@
-"""The `value` slot: the critic's head and its losses (targets come from the advantage estimator)."""
-from workbench.values import loss, soft_min  # noqa: F401  (registration at import)
-from workbench.values.head import ValueHead
-from workbench.values.loss import value_loss
+"""The `value` slot: the critic's head and its losses (targets come from the advantage estimator). Every module here
+registers at import."""
+from workbench.registry import import_submodules
+
+import_submodules(__name__)
+
+from workbench.values.head import ValueHead  # noqa: E402
+from workbench.values.loss import value_loss  # noqa: E402
 
 __all__ = ["ValueHead", "value_loss"]

@@ -161,7 +161,7 @@ class Trainer:
         ctx = StepContext(step=step, total_steps=c.steps, seed=c.seed, group_size=c.group_size,
                           prompts_per_step=c.prompts_per_step, max_new_tokens=c.max_new_tokens,
                           pad_id=self.tokenizer.pad_token_id, rollout=self.rollout_on, score=self.score,
-                          gather=self.parallel.gather)
+                          gather=self.parallel.gather, task=self.task, engine=self.engine)
         ctx.resample = lambda round: self.sample(step, round, ctx)
         return ctx
 

@@ -1,0 +1,72 @@
+"""The exact answer: hand-computed values on a 2-level tree, and what known estimators must show against it."""
+import pytest
+import torch
+
+from workbench import credit_exact as ce
+
+# A 2-level tree: actions a, b; leaves aa = 1, ab = 0, ba = 1, bb = 1; pi(a | root) = .25, pi(a | a) = .5,
+# pi(a | b) = .8. By hand: V(a) = .5, V(b) = 1, V(root) = .25 * .5 + .75 * 1 = .875.
+LEAVES = {(0, 0): 1.0, (0, 1): 0.0, (1, 0): 1.0, (1, 1): 1.0}
+
+
+def two_level():
+    def step(history, a):
+        h = history + (a,)
+        return (LEAVES[h] if len(h) == 2 else 0.0), len(h) == 2, f"o{len(h)}"
+
+    mdp = ce.EpisodeMDP(("a", "b"), 2, step, "o0", name="two-level")
+    policy = {(): torch.tensor([0.25, 0.75], dtype=torch.float64), (0,): torch.tensor([0.5, 0.5], dtype=torch.float64),
+              (1,): torch.tensor([0.8, 0.2], dtype=torch.float64)}
+    return mdp, policy
+
+
+def test_exact_values_on_a_two_level_tree_match_the_hand_computed_ones():
+    mdp, policy = two_level()
+    exact = ce.exact_values(mdp, policy)
+    assert exact.V == pytest.approx({(): 0.875, (0,): 0.5, (1,): 1.0})
+    assert exact.advantage((), 0) == pytest.approx(-0.375) and exact.advantage((), 1) == pytest.approx(0.125)
+    assert exact.advantage((0,), 0) == pytest.approx(0.5) and exact.advantage((0,), 1) == pytest.approx(-0.5)
+    assert exact.advantage((1,), 0) == pytest.approx(0.0) and exact.advantage((1,), 1) == pytest.approx(0.0)
+    assert ce.exact_values(mdp, policy, gamma=0.5).V[()] == pytest.approx(0.4375)  # leaves one turn later: x 0.5
+
+
+def test_one_step_td_with_the_exact_critic_is_the_exact_advantage_on_every_visit():
+    mdp, policy = two_level()
+    exact = ce.exact_values(mdp, policy)
+    groups = ce.sample_groups(mdp, policy, n_groups=20, group_size=4)
+    td = ce.Estimator("td", "gae", {"gamma": 1.0, "lam": 0.0, "whiten": False}, critic=True)
+    for (h, a), values in ce.estimates_per_pair(mdp, policy, td, groups, exact.V).items():
+        assert values == pytest.approx([exact.advantage(h, a)] * len(values), abs=1e-6)
+
+
+def test_rloo_is_unbiased_at_the_first_turn_and_off_by_v_of_the_history_later():
+    """RLOO broadcasts R_i - mean of the others: E[A_hat | h, a] = Q(h, a) - V(root), so at turn 0 it is A(root, a)
+    and at turn 1 it is A(h, a) + V(h) - V(root)."""
+    mdp, policy = two_level()
+    exact = ce.exact_values(mdp, policy)
+    groups = ce.sample_groups(mdp, policy, n_groups=2000, group_size=4, seed=1)
+    means = {pair: sum(v) / len(v) for pair, v in
+             ce.estimates_per_pair(mdp, policy, ce.Estimator("rloo", "rloo"), groups, exact.V).items()}
+    for (h, a), mean in means.items():
+        expected = exact.Q[h][a] - exact.V[()]
+        assert mean == pytest.approx(expected, abs=0.04), (h, a)
+    assert means[((0,), 0)] - exact.advantage((0,), 0) == pytest.approx(0.5 - 0.875, abs=0.04)
+
+
+def test_the_keydoor_observation_recurs_with_and_without_the_key_at_different_values():
+    mdp = ce.keydoor_mdp(length=3, slack=1)
+    K, R = mdp.actions.index("K"), mdp.actions.index("R")
+    assert mdp.observation((K, R)) == mdp.observation((R,)) == "cell1"
+    exact = ce.exact_values(mdp, ce.noisy_optimal_policy(mdp, eps=0.3))
+    assert exact.V[(K, R)] > 0.3 and exact.V[(R,)] == 0.0  # without the key the door never opens
+    assert [mdp.actions[a] for a in ce.optimal_actions(mdp).values()][0] == "K"
+
+
+def test_bias_variance_rows_rank_a_perfect_critic_first():
+    mdp = ce.keydoor_mdp(length=2, slack=1)
+    rows = {r["estimator"]: r for r in ce.bias_variance(mdp, ce.noisy_optimal_policy(mdp, eps=0.4), n_groups=40,
+                                                        group_size=4)}
+    assert rows["gae λ=0, exact V"]["mse"] == pytest.approx(0.0, abs=1e-10)
+    assert rows["gae λ=0, exact V"]["corr"] == pytest.approx(1.0)
+    assert rows["gae λ=1, exact V"]["mse"] < rows["rloo"]["mse"]
+    assert all(r["visits"] == rows["grpo"]["visits"] for r in rows.values())

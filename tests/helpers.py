@@ -1,10 +1,13 @@
 """Small builders shared by the tests."""
 from __future__ import annotations
 
+import string
+
 import torch
 import torch.nn.functional as F
 
 from workbench.batch import RolloutBatch
+from workbench.envs.base import Env, tool, user
 from workbench.tasks import Example, Task
 
 D = torch.float64
@@ -85,6 +88,43 @@ class DigitFirst(Task):
         return [Example(prompt=f"{i}!", answer="", target="1") for i in range(10)]
 
 
+class DigitStepsEnv(Env):
+    """Three one-character turns; reward 1 at the end iff the first action was a digit (an early action decides a
+    late reward). The state is the turn number (it recurs across a group's rows); `subgoal` 0 before a digit, 1 after."""
+
+    stop = tuple(string.printable)  # every character ends a turn: one-token actions
+    max_turns = 3
+
+    def reset(self, example, seed=None):
+        self.turns, self.hit = 0, False
+        return [user(example.prompt)], {"state": 0, "subgoal": 0}
+
+    def actions(self):
+        return ["1", "a"]
+
+    def step(self, action):
+        self.hit |= self.turns == 0 and action[:1].isdigit()
+        self.turns += 1
+        done = self.turns >= self.max_turns
+        return [tool(str(self.turns))], float(done and self.hit), done, {"state": self.turns, "subgoal": int(self.hit),
+                                                                          "tool_error": None}
+
+
+class DigitSteps(DigitFirst):
+    """DigitFirst over three turns (`DigitStepsEnv`): a multi-turn task small enough for resume tests."""
+
+    name = "digit_steps"
+
+    def score(self, completion, example):
+        return float(completion[:1].isdigit())
+
+    def make_env(self):
+        return DigitStepsEnv()
+
+    def expert_actions(self, example):
+        return ["1", "1", "1"]
+
+
 class Interrupt(Exception):
     """Raised from a step callback to simulate a run killed between steps."""
 
@@ -100,6 +140,7 @@ def run_task(config, out, task=None, stop_after_step=None):
     trainer = make_trainer(config, out, progress=False, callback=crash if stop_after_step is not None else None)
     if task is not None:
         trainer.task = task
+        trainer.pipeline.check_task(task)
     return trainer.run()
 
 

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from tests.helpers import TINY, DigitFirst, resumes_exactly
+from tests.helpers import TINY, DigitFirst, DigitSteps, resumes_exactly
 from workbench import registry
 from workbench.batch import RolloutBatch
 from workbench.recipes import RECIPES, Recipe, get_recipe, use, with_overrides
@@ -173,11 +173,34 @@ PREFERENCE_RECIPES = sorted(set(RECIPES) - set(RL_RECIPES))
 PREF = dict(TINY, pairs=16, sft_steps=20, max_new_tokens=5, group_size=4, steps=6, checkpoint_every=3)
 
 
+def needs_of(recipe: str) -> set:
+    return {need for kind, u in get_recipe(recipe).uses() for need in registry.get(kind, u.key).needs}
+
+
+def test_a_component_that_needs_what_the_task_lacks_is_refused_before_anything_runs(monkeypatch):
+    from dataclasses import replace
+
+    from workbench.train.pipeline import task_capabilities
+
+    entry = registry.get("advantage", "gigpo")
+    monkeypatch.setitem(registry._REGISTRY["advantage"], "gigpo", replace(entry, needs=("multi_turn", "env_actions")))
+    pipeline = Pipeline(get_recipe("gigpo"))
+    with pytest.raises(ValueError, match=r"advantage:gigpo needs episodes of several turns .* task 'digit_first' has "
+                                         r"none\. Train it on a task that does: --task gridworld \| calculator"):
+        pipeline.check_task(DigitFirst())
+    pipeline.check_task(DigitSteps())  # three turns, actions() listed
+    assert task_capabilities(DigitSteps()) == {"multi_turn": True, "env_copy": True, "env_actions": True,
+                                               "expert": True}
+    assert task_capabilities(DigitFirst())["multi_turn"] is False
+
+
 @pytest.mark.parametrize("recipe", RL_RECIPES)
 def test_every_recipe_resumes_exactly(recipe, tmp_path):
-    """Killed after step 2 (checkpoint 2) and resumed, each recipe logs row for row what a straight run logs."""
-    config = make_config("smoke", recipe=recipe, **TINY)
-    assert resumes_exactly(config, tmp_path, task=DigitFirst())
+    """Killed after step 2 (checkpoint 2) and resumed, each recipe logs row for row what a straight run logs (a
+    recipe that needs multi-turn episodes runs on three-turn DigitSteps)."""
+    multi = bool(needs_of(recipe))
+    config = make_config("smoke", recipe=recipe, **{**TINY, **({"task": "gridworld"} if multi else {})})
+    assert resumes_exactly(config, tmp_path, task=DigitSteps() if multi else DigitFirst())
 
 
 @pytest.mark.parametrize("recipe", PREFERENCE_RECIPES)

@@ -125,6 +125,22 @@ class DigitSteps(DigitFirst):
         return ["1", "1", "1"]
 
 
+def needs_multi_turn(recipe: str) -> bool:
+    """Does a component of `recipe` need something of the task (registry.NEEDS) that one-turn DigitFirst lacks?"""
+    from workbench import registry
+    from workbench.recipes import get_recipe
+
+    return any(registry.get(kind, u.key).needs for kind, u in get_recipe(recipe).uses())
+
+
+def task_for(recipe: str, **overrides):
+    """(config overrides, task) for a unit-test run of `recipe`: one-turn DigitFirst, or three-turn DigitSteps for a
+    recipe whose components need more (the config names a multi-turn task so the start-up check sees one)."""
+    if needs_multi_turn(recipe):
+        return {**overrides, "task": "gridworld"}, DigitSteps()
+    return overrides, DigitFirst()
+
+
 class Interrupt(Exception):
     """Raised from a step callback to simulate a run killed between steps."""
 

@@ -4,24 +4,8 @@ import torch
 
 from workbench import credit_exact as ce
 
-# A 2-level tree: actions a, b; leaves aa = 1, ab = 0, ba = 1, bb = 1; pi(a | root) = .25, pi(a | a) = .5,
-# pi(a | b) = .8. By hand: V(a) = .5, V(b) = 1, V(root) = .25 * .5 + .75 * 1 = .875.
-LEAVES = {(0, 0): 1.0, (0, 1): 0.0, (1, 0): 1.0, (1, 1): 1.0}
-
-
-def two_level():
-    def step(history, a):
-        h = history + (a,)
-        return (LEAVES[h] if len(h) == 2 else 0.0), len(h) == 2, f"o{len(h)}"
-
-    mdp = ce.EpisodeMDP(("a", "b"), 2, step, "o0", name="two-level")
-    policy = {(): torch.tensor([0.25, 0.75], dtype=torch.float64), (0,): torch.tensor([0.5, 0.5], dtype=torch.float64),
-              (1,): torch.tensor([0.8, 0.2], dtype=torch.float64)}
-    return mdp, policy
-
-
 def test_exact_values_on_a_two_level_tree_match_the_hand_computed_ones():
-    mdp, policy = two_level()
+    mdp, policy = ce.two_level_tree()
     exact = ce.exact_values(mdp, policy)
     assert exact.V == pytest.approx({(): 0.875, (0,): 0.5, (1,): 1.0})
     assert exact.advantage((), 0) == pytest.approx(-0.375) and exact.advantage((), 1) == pytest.approx(0.125)
@@ -31,7 +15,7 @@ def test_exact_values_on_a_two_level_tree_match_the_hand_computed_ones():
 
 
 def test_one_step_td_with_the_exact_critic_is_the_exact_advantage_on_every_visit():
-    mdp, policy = two_level()
+    mdp, policy = ce.two_level_tree()
     exact = ce.exact_values(mdp, policy)
     groups = ce.sample_groups(mdp, policy, n_groups=20, group_size=4)
     td = ce.Estimator("td", "gae", {"gamma": 1.0, "lam": 0.0, "whiten": False}, critic=True)
@@ -42,7 +26,7 @@ def test_one_step_td_with_the_exact_critic_is_the_exact_advantage_on_every_visit
 def test_rloo_is_unbiased_at_the_first_turn_and_off_by_v_of_the_history_later():
     """RLOO broadcasts R_i - mean of the others: E[A_hat | h, a] = Q(h, a) - V(root), so at turn 0 it is A(root, a)
     and at turn 1 it is A(h, a) + V(h) - V(root)."""
-    mdp, policy = two_level()
+    mdp, policy = ce.two_level_tree()
     exact = ce.exact_values(mdp, policy)
     groups = ce.sample_groups(mdp, policy, n_groups=2000, group_size=4, seed=1)
     means = {pair: sum(v) / len(v) for pair, v in

@@ -116,7 +116,10 @@ def test_logprobs_and_entropy_match_reference_and_chunking():
 # entropy quantile. They are invariant only when that is computed once per optimizer step; their references compute
 # it per micro-batch, as here. CAPO predicts each token's update from the LM head (tests/objectives/test_capo.py).
 BATCH_DEPENDENT = {"clip_cov", "kl_cov", "bapo", "hapo", "aepo-agentic-clip", "capo"}
-POLICY_OBJECTIVES = [e for e in registry.entries("objective") if e.key != "value-loss" and e.key not in BATCH_DEPENDENT]
+# ROVER and B-Coder read the LM head and need log-probs that come from it: their own test files check micro-batching.
+READS_HEAD = {"rover", "b-coder"}
+POLICY_OBJECTIVES = [e for e in registry.entries("objective")
+                     if e.key != "value-loss" and e.key not in BATCH_DEPENDENT | READS_HEAD]
 
 
 def inputs(seed=0, B=8, T=7):
@@ -131,6 +134,7 @@ def inputs(seed=0, B=8, T=7):
         "offpolicy_mask": (torch.arange(B) % 3 == 0).to(torch.float64)[:, None] * mask,
         "task_value": 0.25 * torch.rand(B, generator=g, dtype=torch.float64),
         "entropy": torch.rand(B, T, generator=g, dtype=torch.float64) * mask,
+        "turn": torch.where(mask > 0, 0, -1).long(),  # one-turn rows (turn-level objectives)
     }
     return logp, old, adv, mask, extras
 

@@ -39,8 +39,14 @@ class RolloutBatch:
     turn: torch.Tensor | None = None             # [B, T] turn ids of actions and observations, -1 on padding
     turn_rewards: torch.Tensor | None = None     # [B, S] per-turn environment rewards (0 past a row's turns)
     segment: torch.Tensor | None = None          # [B, T] segment ids (segment methods)
+    segment_values: torch.Tensor | None = None   # [B, S] value of the state each segment starts from (SPO-chain's
+    #                                              Monte Carlo V(s_k)); NaN: not estimated
+    turn_values: torch.Tensor | None = None      # [B, S] V(s_{i,s}) of each turn's state, not the critic's (ProAct MC)
+    turn_q: torch.Tensor | None = None           # [B, S] Q(s_{i,s}, a_{i,s}) of each turn's action (ProAct MC)
     offpolicy_mask: torch.Tensor | None = None   # [B, T] 1 on off-policy (reference / teacher) tokens (LUFFY)
     task_value: torch.Tensor | None = None       # [B] VSPO task value p(1 - p) of the row's prompt
+    old_vocab_mean_logp: torch.Tensor | None = None  # [B, T] old policy's mean_v log pi(v | s_t) over the vocabulary
+    ref_argmax: torch.Tensor | None = None       # [B, T] long, the reference's greedy token at s_t
     head: object = None  # context.Head: the LM head at a minibatch's training forward, when read (CAPO)
     completions: list[str] = field(default_factory=list)  # decoded responses, len B
     prompts: list[str] = field(default_factory=list)      # prompt text per row, len B
@@ -97,7 +103,7 @@ class RolloutBatch:
 
 LEFT_PADDED = ("prompt_ids", "prompt_mask")   # [B, P] fields padded on the left
 ID_FIELDS = ("response_ids", "prompt_ids")     # padded with the pad token id
-PAD_VALUES = {"turn": -1}                      # padding is never turn 0; every other field pads with 0
+PAD_VALUES = {"turn": -1, "segment": -1}       # padding is never turn / segment 0; every other field pads with 0
 
 
 def _pad_width(x: torch.Tensor, width: int, value, left: bool) -> torch.Tensor:

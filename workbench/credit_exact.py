@@ -106,6 +106,21 @@ def random_tree(depth: int = 3, branching: int = 2, p_success: float = 0.4, n_ob
                       name=f"random_tree(depth={depth}, branching={branching}, seed={seed})")
 
 
+def two_level_tree() -> tuple[EpisodeMDP, dict]:
+    """The smallest case worked by hand (notebook 13's exercises, the tests): actions a, b, two turns, leaves
+    aa = 1, ab = 0, ba = 1, bb = 1; pi(a | start) = .25, pi(a | a) = .5, pi(a | b) = .8. So V(a) = .5, V(b) = 1,
+    V(start) = .875."""
+    leaves = {(0, 0): 1.0, (0, 1): 0.0, (1, 0): 1.0, (1, 1): 1.0}
+
+    def step(history, a):
+        h = history + (a,)
+        return (leaves[h] if len(h) == 2 else 0.0), len(h) == 2, f"o{len(h)}"
+
+    table = lambda p: torch.tensor([p, 1 - p], dtype=torch.float64)  # noqa: E731
+    return EpisodeMDP(("a", "b"), 2, step, "o0", name="two-level tree"), {(): table(0.25), (0,): table(0.5),
+                                                                          (1,): table(0.8)}
+
+
 # ----------------------------------------------------------------------------- policies and exact values
 
 def tabular_policy(mdp: EpisodeMDP, *, temperature: float = 1.0, seed: int = 0) -> dict[History, torch.Tensor]:

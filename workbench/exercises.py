@@ -1196,3 +1196,32 @@ def check_ssl_tier(answer, pred: str = SSL_EXERCISE["answer"], gold: str = SSL_E
         hint = ("d = |pred - gold| / max(|gold|, 1); the tiers pay 1, 0.6, 0.3, 0.1 for d <= 0, 0.5, 1, 2 sigma "
                 "(sigma = 0.1), 0 beyond")
     raise AssertionError(f"not quite ({answer}): {hint}")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Notebook 13: credit assignment against the exact answer
+
+
+def check_credit_first_advantage(answer) -> str:
+    """Exercise: the exact advantage A(start, a) on the two-level tree (credit_exact.two_level_tree)."""
+    from workbench import credit_exact as ce
+
+    mdp, policy = ce.two_level_tree()
+    expected = ce.exact_values(mdp, policy).advantage((), 0)
+    if not _near(_float(answer), expected):
+        raise AssertionError(f"A(start, a) = Q(start, a) - V(start) = V(a) - V(start); got {answer}")
+    return f"right: A(start, a) = {expected:.3f} (taking a forfeits the sure reward after b)"
+
+
+def check_credit_rloo_second(answer) -> str:
+    """Exercise: E[RLOO's advantage | h = (a,), action a] = Q((a,), a) - V(start) on the two-level tree."""
+    from workbench import credit_exact as ce
+
+    mdp, policy = ce.two_level_tree()
+    exact = ce.exact_values(mdp, policy)
+    expected = exact.Q[(0,)][0] - exact.V[()]
+    if not _near(_float(answer), expected):
+        raise AssertionError("RLOO's A_hat is R_i minus the mean of the others, whose expectation is V(start) "
+                             f"whatever episode i did; got {answer}")
+    return (f"right: {expected:.3f}, where the exact advantage is {exact.advantage((0,), 0):.3f}: the broadcast "
+            "baseline is V(start), not V(a)")

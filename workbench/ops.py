@@ -173,3 +173,14 @@ def entropy_from_logits(logits: torch.Tensor, temperature: float = 1.0, chunk: i
         scaled = flat[s].float() / temperature
         out.append(torch.logsumexp(scaled, -1) - (torch.softmax(scaled, -1) * scaled).sum(-1))
     return torch.cat(out).reshape(logits.shape[:-1]) if out else flat.new_zeros(logits.shape[:-1]).float()
+
+
+def mean_logprob_from_logits(logits: torch.Tensor, temperature: float = 1.0, chunk: int = 128) -> torch.Tensor:
+    """mean_v log softmax(l)_v = mean_v l_v - logsumexp(l) per position, l = logits / temperature; [..., V] -> [...]:
+    the log-prob a uniform choice over the vocabulary expects (ROVER's `sum_log_softmax`)."""
+    flat = logits.reshape(-1, logits.shape[-1])
+    out = []
+    for s in _chunks(flat.shape[0], chunk):
+        scaled = flat[s].float() / temperature
+        out.append(scaled.mean(-1) - torch.logsumexp(scaled, -1))
+    return torch.cat(out).reshape(logits.shape[:-1]) if out else flat.new_zeros(logits.shape[:-1]).float()

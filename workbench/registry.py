@@ -77,6 +77,8 @@ class Entry:
     state: Callable | None = None    # state(**hp) -> initial state kept by the pipeline (checkpointed)
     targets: Callable | None = None  # advantage: targets(batch, **hp) -> (returns, value_mask) for a critic
     needs: tuple = ()                # what the task must offer (`NEEDS`): multi-turn episodes, copyable envs, ...
+    plan: Callable | None = None     # objective: plan(batch, **hp) -> [B, T] masks, one optimizer step each, in
+    #                                  order, gradient through the mask's tokens only (None: one step, every token)
 
     def __call__(self, *args, **kwargs):
         return self.fn(*args, **kwargs)
@@ -112,10 +114,13 @@ def keyword_defaults(fn: Callable) -> dict:
 def register(kind: str, key: str, *, title: str, summary: str, equation: str = "",
              defaults: dict | None = None, confidence: str | None = None, family: str | None = None,
              reads: tuple = (), provides: tuple = (), state: Callable | None = None,
-             targets: Callable | None = None, needs: tuple = ()):
-    """Decorator registering `fn` under (kind, key) with what it reads, provides, keeps and needs of the task."""
+             targets: Callable | None = None, needs: tuple = (), plan: Callable | None = None):
+    """Decorator registering `fn` under (kind, key) with what it reads, provides, keeps and needs of the task, and
+    (an objective) the update schedule it asks of the trainer (`plan`)."""
     if kind not in KINDS:
         raise ValueError(f"unknown registry kind {kind!r}; kinds are {KINDS}")
+    if plan is not None and kind != "objective":
+        raise ValueError(f"{kind} {key!r}: only an objective can declare an update plan")
     unknown = sorted(set(needs) - set(NEEDS))
     if unknown:
         raise ValueError(f"{kind} {key!r} needs {unknown}, which are not task capabilities; known: {sorted(NEEDS)}")
@@ -133,6 +138,7 @@ def register(kind: str, key: str, *, title: str, summary: str, equation: str = "
             family=family or row.get("family", ""),
             confidence=confidence or row.get("confidence", "exact"),
             reads=tuple(reads), provides=tuple(provides), state=state, targets=targets, needs=tuple(needs),
+            plan=plan,
         )
         return fn
 
@@ -204,15 +210,18 @@ def _jsonable(value):
 
 def import_submodules(package: str) -> None:
     """Import every module of `package` (a slot's folder): a component registers itself at import, so adding a
-    method adds a file and edits no list."""
+    method adds a file and edits no list (`_load_all` does it for every slot package)."""
     path = importlib.import_module(package).__path__
     for info in sorted(pkgutil.iter_modules(path), key=lambda m: m.name):
         importlib.import_module(f"{package}.{info.name}")
 
 
 def _load_all() -> None:
-    """Import every module that registers components (registration happens at import)."""
+    """Import every module that registers components (registration happens at import): each slot package and every
+    module in it. Packages do not import their own modules (importing one component imports only what it uses)."""
     for module in ("advantages", "kl", "objectives", "ops", "preference", "regularizers", "rewards", "masks",
                    "values", "transforms", "controllers", "schedules", "samplers", "buffers", "references",
                    "rollout", "envs", "recipes"):
-        importlib.import_module(f"workbench.{module}")
+        package = importlib.import_module(f"workbench.{module}")
+        if hasattr(package, "__path__"):
+            import_submodules(package.__name__)

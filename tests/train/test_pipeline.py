@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from tests.helpers import TINY, DigitFirst, DigitSteps, resumes_exactly
+from tests.helpers import TINY, DigitFirst, DigitSteps, resumes_exactly, task_for
 from workbench import registry
 from workbench.batch import RolloutBatch
 from workbench.recipes import RECIPES, Recipe, get_recipe, use, with_overrides
@@ -173,10 +173,6 @@ PREFERENCE_RECIPES = sorted(set(RECIPES) - set(RL_RECIPES))
 PREF = dict(TINY, pairs=16, sft_steps=20, max_new_tokens=5, group_size=4, steps=6, checkpoint_every=3)
 
 
-def needs_of(recipe: str) -> set:
-    return {need for kind, u in get_recipe(recipe).uses() for need in registry.get(kind, u.key).needs}
-
-
 def test_a_component_that_needs_what_the_task_lacks_is_refused_before_anything_runs(monkeypatch):
     from dataclasses import replace
 
@@ -198,9 +194,8 @@ def test_a_component_that_needs_what_the_task_lacks_is_refused_before_anything_r
 def test_every_recipe_resumes_exactly(recipe, tmp_path):
     """Killed after step 2 (checkpoint 2) and resumed, each recipe logs row for row what a straight run logs (a
     recipe that needs multi-turn episodes runs on three-turn DigitSteps)."""
-    multi = bool(needs_of(recipe))
-    config = make_config("smoke", recipe=recipe, **{**TINY, **({"task": "gridworld"} if multi else {})})
-    assert resumes_exactly(config, tmp_path, task=DigitSteps() if multi else DigitFirst())
+    overrides, task = task_for(recipe, **TINY)
+    assert resumes_exactly(make_config("smoke", recipe=recipe, **overrides), tmp_path, task=task)
 
 
 @pytest.mark.parametrize("recipe", PREFERENCE_RECIPES)

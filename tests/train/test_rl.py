@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from tests.helpers import TINY, DigitFirst, metric_rows, resumes_exactly
+from tests.helpers import TINY, DigitFirst, metric_rows, resumes_exactly, task_for
 from workbench.models import load_model
 from workbench.recipes import RECIPES, Recipe
 from workbench.rollout import policy_forward
@@ -72,8 +72,9 @@ def test_a_different_config_never_overwrites_an_existing_run(grpo_run):
 
 @pytest.mark.parametrize("recipe", sorted(k for k, r in RECIPES.items() if isinstance(r, Recipe)))
 def test_every_recipe_trains_end_to_end(recipe, tmp_path):
-    trainer = Trainer(make_config("smoke", recipe=recipe, **{**TINY, "steps": 2}), tmp_path, progress=False)
-    trainer.task = DigitFirst()  # partly solvable from scratch, so every recipe gets a learning signal
+    overrides, task = task_for(recipe, **{**TINY, "steps": 2})  # partly solvable from scratch: a learning signal
+    trainer = Trainer(make_config("smoke", recipe=recipe, **overrides), tmp_path, progress=False)
+    trainer.task = task
     summary = trainer.run()
     rows = read_rows(tmp_path / "metrics.jsonl")
     assert len(rows) == 2 and all(r["grad_norm"] >= 0 for r in rows) and any(r["grad_norm"] > 0 for r in rows)

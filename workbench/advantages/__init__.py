@@ -1,4 +1,2 @@
-"""Advantage estimators: `fn(batch, **hp) -> A [B, T]`, registered by name (every module here registers at import)."""
-from workbench.registry import import_submodules
-
-import_submodules(__name__)
+"""Advantage estimators: `fn(batch, **hp) -> A [B, T]`, registered by name (every module here registers at import;
+`registry` imports them all)."""

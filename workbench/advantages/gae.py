@@ -8,20 +8,24 @@ from workbench.advantages.base import token_rewards
 from workbench.batch import RolloutBatch
 
 
-def gae_and_returns(token_rewards, values, mask, gamma: float, lam: float):
+def gae_and_returns(token_rewards, values, mask, gamma, lam):
     """delta_t = r_t + gamma V_{t+1} - V_t;  A_t = delta_t + gamma lam A_{t+1};  R_t = A_t + V_t.
 
     Positions with mask 0 (padding, observation tokens) are skipped: the recursion carries the next
     valid token's value and advantage across them (verl `nextvalues`/`lastgaelam`).
+    `gamma` and `lam` are floats, or [B, T] tensors giving each position its own gamma_t / lam_t (the discount
+    and trace from t to the next valid position: POAD's 1 inside an action, HiPER's lam_t = 0 at a window's end).
     """
     B, T = mask.shape
     adv = torch.zeros_like(token_rewards)
-    next_value = torch.zeros(B, dtype=token_rewards.dtype)
-    next_adv = torch.zeros(B, dtype=token_rewards.dtype)
+    next_value = torch.zeros(B, dtype=token_rewards.dtype, device=token_rewards.device)
+    next_adv = torch.zeros(B, dtype=token_rewards.dtype, device=token_rewards.device)
     for t in reversed(range(T)):
         m = mask[:, t]
-        delta = token_rewards[:, t] + gamma * next_value - values[:, t]
-        a = delta + gamma * lam * next_adv
+        g = gamma[:, t] if isinstance(gamma, torch.Tensor) else gamma
+        k = lam[:, t] if isinstance(lam, torch.Tensor) else lam
+        delta = token_rewards[:, t] + g * next_value - values[:, t]
+        a = delta + g * k * next_adv
         next_adv = m * a + (1 - m) * next_adv
         next_value = m * values[:, t] + (1 - m) * next_value
         adv[:, t] = a

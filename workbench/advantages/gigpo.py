@@ -89,6 +89,52 @@ def _episode_advantage(batch, mode, eps, episode_stats, n_steps, allow_singleton
     return out.masked_fill(single, 0.0)[:, None] * batch.mask
 
 
+def episode_advantage(batch: RolloutBatch, n_steps: list[int], *, mode="mean_std_norm", eps=1e-6,
+                      episode_stats="trajectory", allow_singletons=False) -> torch.Tensor:
+    """[B] float64 A_E per trajectory (`_episode_advantage` as one scalar per row): the group z-score of the outcome
+    R_i (`grpo`), or with episode_stats="steps" the statistics over one sample per step (n_i copies of R_i)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if episode_stats not in ("trajectory", "steps"):
+        raise ValueError(f"episode_stats must be 'trajectory' or 'steps', got {episode_stats!r}")
+    one_token = RolloutBatch.from_rewards(sequence_rewards(batch), batch.group)  # [B, 1]: the advantage itself
+    return _episode_advantage(one_token, mode, eps, episode_stats, n_steps, allow_singletons)[:, 0].double()
+
+
+def check_turn_ids(batch: RolloutBatch, n_steps: list[int], method: str) -> torch.Tensor:
+    """[B, T] long turn ids, after checking that every policy token's step id s lies in [0, n_i)."""
+    batch.require("turn")
+    turn = batch.turn.long()
+    bad = (batch.mask > 0) & ((turn < 0) | (turn >= torch.tensor(n_steps)[:, None]))
+    if bool(bad.any()):
+        rows = torch.nonzero(bad.any(-1)).flatten().tolist()[:10]
+        raise ValueError(f"{method}: rows {rows} have policy tokens whose turn id is outside [0, n_steps)")
+    return turn
+
+
+def per_token(per_step: torch.Tensor, batch: RolloutBatch, n_steps: list[int], method: str) -> torch.Tensor:
+    """[B, S] one value per step -> [B, T]: every policy token gets its step's value, 0 off the mask (on the mask's
+    device: per-step statistics are computed on the CPU, the rollout's tensors may live on the accelerator)."""
+    turn = check_turn_ids(batch, n_steps, method)
+    per_step = per_step.to(turn.device)
+    return per_step.gather(1, turn.clamp(0, per_step.shape[1] - 1)).to(batch.mask.dtype) * batch.mask
+
+
+def step_rewards_of(batch: RolloutBatch, n_steps: list[int], step_rewards=None) -> torch.Tensor:
+    """[B, S >= max n_i] float64 per-step rewards r_{i,s}: `step_rewards` checked (finite over each row's steps),
+    or, when None, the outcome R_i on each row's last step (sparse-reward agents)."""
+    B, S = len(n_steps), max(n_steps)
+    if step_rewards is None:
+        out = torch.zeros(B, S, dtype=torch.float64)
+        out[torch.arange(B), torch.tensor(n_steps) - 1] = sequence_rewards(batch)
+        return out
+    step_rewards = torch.as_tensor(step_rewards, dtype=torch.float64)
+    if step_rewards.dim() != 2 or step_rewards.shape[0] != B or step_rewards.shape[1] < S:
+        raise ValueError(f"step_rewards must have shape [B={B}, S>={S}], got {tuple(step_rewards.shape)}")
+    check_rewards(torch.cat([step_rewards[i, :n] for i, n in enumerate(n_steps)]))
+    return step_rewards
+
+
 @registry.advantage(
     "gigpo", title="Group-in-Group Policy Optimization for LLM Agent Training",
     summary="Episode-level group advantage plus omega x step-level advantage normalized over anchor-state "
@@ -139,24 +185,10 @@ def gigpo(batch: RolloutBatch, *, states=None, step_rewards=None, omega=1.0, gam
     n_steps = [len(row) for row in states]
     if min(n_steps) < 1:
         raise ValueError("every row needs at least one step in `states`")
-    S = max(n_steps)
-    if step_rewards is None:
-        step_rewards = torch.zeros(B, S, dtype=torch.float64)
-        step_rewards[torch.arange(B), torch.tensor(n_steps) - 1] = sequence_rewards(batch)
-    else:
-        step_rewards = torch.as_tensor(step_rewards, dtype=torch.float64)
-        if step_rewards.dim() != 2 or step_rewards.shape[0] != B or step_rewards.shape[1] < S:
-            raise ValueError(f"step_rewards must have shape [B={B}, S>={S}], got {tuple(step_rewards.shape)}")
-        check_rewards(torch.cat([step_rewards[i, :n] for i, n in enumerate(n_steps)]))
-    turn = batch.turn.long()
-    valid = batch.mask > 0
-    bad = valid & ((turn < 0) | (turn >= torch.tensor(n_steps)[:, None]))
-    if bool(bad.any()):
-        rows = torch.nonzero(bad.any(-1)).flatten().tolist()[:10]
-        raise ValueError(f"gigpo: rows {rows} have policy tokens whose turn id is outside [0, n_steps)")
+    step_rewards = step_rewards_of(batch, n_steps, step_rewards)
+    check_turn_ids(batch, n_steps, "gigpo")
     a_episode = _episode_advantage(batch, mode, eps, episode_stats, n_steps, allow_singletons)
     if omega == 0:
         return a_episode
     a_step = step_advantages(step_returns(step_rewards, n_steps, gamma), states, batch.group, mode=mode, eps=eps)
-    per_token = a_step.gather(1, turn.clamp(0, S - 1)).to(batch.mask.dtype)
-    return a_episode + omega * per_token * batch.mask
+    return a_episode + omega * per_token(a_step, batch, n_steps, "gigpo")

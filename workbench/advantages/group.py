@@ -50,18 +50,19 @@ def check_group_sizes(sizes: torch.Tensor, method: str, allow_singletons) -> tor
 KEYED_SINGLETONS = ("keep", "zero")
 
 
-def keyed_normalize(values: torch.Tensor, keys: list, *, scale=True, eps=1e-6, singletons="keep") -> torch.Tensor:
+def keyed_normalize(values: torch.Tensor, keys: list, *, scale=True, eps=1e-6, singletons="keep",
+                    unbiased=True) -> torch.Tensor:
     """[N] each value centred within the samples sharing its key (any hashables, one per value: a prompt id, a
-    (prompt, tag) or (prompt, state) pair), divided by that key's Bessel std + eps when `scale`: `group_stats`
-    over dense key ids. A key with one sample: "keep" (verl's convention, mean 0 and std 1: the value stays,
-    / (1 + eps) when scaled) or "zero" (0: no baseline, no signal)."""
+    (prompt, tag) or (prompt, state) pair), divided by that key's std + eps when `scale` (Bessel, or population
+    when `unbiased=False`): `group_stats` over dense key ids. A key with one sample: "keep" (verl's convention,
+    mean 0 and std 1: the value stays, / (1 + eps) when scaled) or "zero" (0: no baseline, no signal)."""
     if singletons not in KEYED_SINGLETONS:
         raise ValueError(f"singletons must be one of {KEYED_SINGLETONS}, got {singletons!r}")
     if len(keys) != values.shape[0]:
         raise ValueError(f"keyed_normalize: {len(keys)} keys for {values.shape[0]} values")
     ids: dict = {}
     dense = torch.tensor([ids.setdefault(key, len(ids)) for key in keys], dtype=torch.long)
-    mean, std, sizes = group_stats(values, dense)
+    mean, std, sizes = group_stats(values, dense, unbiased)
     single = sizes < 2
     if singletons == "keep":
         mean, std = mean.masked_fill(single, 0.0), std.masked_fill(single, 1.0)

@@ -179,12 +179,24 @@ class ResponseStopCriteria(StoppingCriteria):
         return torch.tensor([s.push(t) for s, t in zip(self.scanners, newest)], device=input_ids.device)
 
 
+# Per-position statistics of the (tempered) logits a forward pass can return besides log-probs: name ->
+# fn(logits [B, T, V], temperature) -> [B, T]. Components read them as batch fields (`pipeline.FORWARD_STATS`).
+LOGIT_STATS = {
+    "vocab_mean_logp": ops.mean_logprob_from_logits,          # mean_v log pi(v | s_t) (ROVER's uniform-policy term)
+    "argmax": lambda logits, temperature: logits.argmax(-1),  # the greedy token at s_t (B-Coder's reference action)
+}
+
+
 def policy_forward(model, prompt_ids, prompt_mask, response_ids, mask, temperature: float = 1.0,
-                   with_entropy: bool = False, with_hidden: bool = False):
+                   with_entropy: bool = False, with_hidden: bool = False, stats: tuple[str, ...] = ()):
     """Log-probs [B, T] of `response_ids` (and entropy [B, T], last hidden states) in one forward pass.
 
-    Position ids follow the left-padded attention mask, exactly as `generate` computes them.
+    Position ids follow the left-padded attention mask, exactly as `generate` computes them. `stats`: names of
+    `LOGIT_STATS` computed from the same logits; when given, a fourth output {name: [B, T]} is returned.
     """
+    unknown = sorted(set(stats) - set(LOGIT_STATS))
+    if unknown:
+        raise ValueError(f"unknown logit statistics {unknown}; known: {sorted(LOGIT_STATS)}")
     input_ids = torch.cat([prompt_ids, response_ids], dim=1)
     attention = torch.cat([prompt_mask, torch.ones_like(mask)], dim=1).long()
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
@@ -195,6 +207,8 @@ def policy_forward(model, prompt_ids, prompt_mask, response_ids, mask, temperatu
     logp = ops.logprobs_from_logits(logits, response_ids, temperature)
     entropy = ops.entropy_from_logits(logits, temperature) if with_entropy else None
     hidden = out.hidden_states[-1][:, P - 1:-1] if with_hidden else None
+    if stats:
+        return logp, entropy, hidden, {name: LOGIT_STATS[name](logits, temperature) for name in stats}
     return logp, entropy, hidden
 
 

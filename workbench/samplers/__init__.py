@@ -1,6 +1,3 @@
 """The `sampler` slot: which examples enter each step
 (`init(**hp) -> state; select(state, task, n, rng) -> examples; update(state, batch) -> state`).
-Every module here registers at import."""
-from workbench.registry import import_submodules
-
-import_submodules(__name__)
+Every module here registers at import; `registry` imports them all."""

@@ -15,15 +15,18 @@ from workbench.tasks.dataset import FILE_PREFIX, file_task  # datasets / math-ve
 # after tasks.base: the environment tasks import it (and workbench.envs imports this package first)
 from workbench.envs.calculator import CalculatorTask
 from workbench.envs.gridworld import GridworldTask
+from workbench.envs.keydoor import KeydoorTask
+from workbench.envs.screen import ScreenTask
 from workbench.envs.search import SearchTask
 from workbench.tasks.act import ACTTask  # after the grid world it builds on
 
 TASKS: dict[str, type[Task]] = {"addition": AdditionTask, "countdown": CountdownTask, "calculator": CalculatorTask,
-                                "search": SearchTask, "gridworld": GridworldTask, "act": ACTTask}
+                                "search": SearchTask, "gridworld": GridworldTask, "act": ACTTask,
+                                "keydoor": KeydoorTask, "screen": ScreenTask}
 REASONING_GYM_PREFIX = "reasoning_gym:"
 
-__all__ = ["TASKS", "Example", "Task", "AdditionTask", "CalculatorTask", "CountdownTask", "GridworldTask", "SearchTask",
-           "get_task", "task_names"]
+__all__ = ["TASKS", "Example", "Task", "AdditionTask", "CalculatorTask", "CountdownTask", "GridworldTask",
+           "KeydoorTask", "ScreenTask", "SearchTask", "get_task", "task_names"]
 
 
 def task_names() -> list[str]:

@@ -108,6 +108,8 @@ GLOSSARY: dict[str, str] = {
     "filtered_frac/min-abs-advantage": "Share of rollouts dropped for a near-zero advantage (LOOP's |A| < 0.01 filter).",
     "filtered_frac/overlong-filter": "Share of rollouts masked out because they were truncated (no EOS in the budget).",
     "filtered_frac/high-entropy-mask": "Share of rollouts left with no token after keeping only the high-entropy ones.",
+    "filtered_frac/spo-segment": "Share of rollouts left with no token after SPO's probability mask (every token had "
+                                 "p >= 0.9), or with drop_zero no non-zero-advantage token.",
     "mdpo/kl": "MDPO: mean per-token KL(pi || pi_old) estimate (k2) inside the loss.",
     "mdpo/inv_t": "MDPO: the KL weight 1/t_k at this step (grows over training).",
     "mdpo/surrogate": "MDPO: mean r * A, the unclipped surrogate being maximised.",
@@ -117,6 +119,11 @@ GLOSSARY: dict[str, str] = {
     "sapo/gate_value": "SAPO: mean gate value f_tau(r) = (4/tau) sigmoid(tau (r - 1)); 2/tau on-policy (2 where "
                        "A > 0, 1.90 where A <= 0 with the default taus).",
     "geo/seq_ratio_mean": "GMPO: mean geometric-mean sequence ratio of the log-space-clipped token ratios.",
+    "ipa/chunks_per_row": "IPA: mean number of interaction chunks (turns, or runs of policy tokens) per row.",
+    "seeupo/correction_mean": "SeeUPO: mean over policy tokens of M = the stopped product of the later turns' ratios "
+                              "that multiplies a turn's advantage (1 for the last turn).",
+    "seeupo/correction_min": "SeeUPO: smallest correction M on a policy token.",
+    "seeupo/correction_max": "SeeUPO: largest correction M on a policy token.",
     "bapo/c_low": "BAPO: lower ratio bound the per-minibatch search settled on (start 0.6, max 0.8).",
     "bapo/c_high": "BAPO: upper ratio bound the per-minibatch search settled on (start 1.2, max 2.0).",
     "bapo/pos_share": "BAPO: share pos / (pos + neg) of r |A| carried by positive-advantage tokens after the search.",
@@ -152,12 +159,29 @@ GLOSSARY: dict[str, str] = {
     "kl_cov/penalized": "KL-Cov: number of top-covariance tokens given the |logp - old| penalty per minibatch "
                         "(averaged over the step's optimizer steps).",
     "kl_cov/penalized_frac": "KL-Cov: fraction of valid tokens penalized.",
+    "igpo/belief_first": "IGPO: mean belief b_0 in the ground-truth answer before the first turn (exp of its mean "
+                         "token log-prob given the prompt alone).",
+    "igpo/belief_last": "IGPO: mean belief before each row's last turn (after its last observation).",
+    "igpo/info_gain_mean": "IGPO: mean information-gain turn reward b_{s+1} - b_s over the non-final turns.",
+    "infopo/gain_mean": "InfoPO: mean counterfactual signal I_t (next action's mean log-prob with the real observation "
+                        "minus with a neutral text) over the turns followed by an observation and an action.",
+    "infopo/gain_positive_frac": "InfoPO: share of those turns whose observation made the next action more likely.",
     "reward_shaping:dcpo.temperature": "DCPO: target temperature T the old policy re-scores the batch at (1.2 at or "
                                        "below the entropy target H_0, 0.8 above).",
     "advantage:dcpo.entropy_gap": "DCPO: H_0 - H, the entropy target minus the last step's entropy; alpha = a/(1+a), "
                                   "a = min(|gap|, 0.1) / dcpo/correct_frac.",
     "dcpo/rho_mean": "DCPO: mean target-temperature weight pi_old^(T)(y_t) / pi_old(y_t) over the sampled tokens.",
     "dcpo/correct_frac": "DCPO: share of samples with score > 0.05 (p_correct), the denominator of alpha.",
+    "spo/segments": "SPO-chain: mean number of segments per response (the prompt plus every 5th cut before a token "
+                    "with p < 0.9).",
+    "spo/continuations": "SPO-chain: Monte Carlo continuations sampled this step (K per distinct prefix).",
+    "spo/mc_value": "SPO-chain: mean Monte Carlo value V(s) over the estimated segment boundaries.",
+    "proact/rollouts": "ProAct: random-policy rollouts run this step for the Monte Carlo values (N per state, "
+                       "action).",
+    "proact/states": "ProAct: state groups valued this step (same prompt, turn index and environment state).",
+    "proact/mc_value": "ProAct: mean Monte Carlo value over the batch's turns (Q_MC of the action taken, or V_MC).",
+    "proact/fallback_frac": "ProAct MC-GRPO: share of state groups whose responses all took one action (normalized "
+                            "against every move's Q_MC instead of the group's).",
     "group_transform:aepo-arbitrary.temperature": "AEPO: temperature the re-sampled prompts are drawn at (1.2 at or "
                                                   "below the entropy target, 0.8 above).",
     "group_transform:aepo-arbitrary.entropy_gap": "AEPO: entropy target minus the last step's entropy; below 0 "
@@ -195,6 +219,19 @@ GLOSSARY: dict[str, str] = {
     "capo/hessian_frac": "CAPO: fraction of valid tokens whose predicted surrogate shift is outside (-tau_H, tau_H).",
     "capo/kl_mean": "CAPO: mean predicted per-token KL of the optimizer's next Adam step on the LM head, were it taken "
                     "on that token's gradient alone.",
+    "rover/q_mean": "ROVER: mean Q = rho log(pi / pi_old) of the sampled tokens (0 on the first minibatch after a "
+                    "rollout).",
+    "rover/next_v_mean": "ROVER: mean uniform-policy value of the next state, rho (mean_v log pi - mean_v log pi_old) "
+                         "at s_{t+1} (0 after the last token).",
+    "rover/target_mean": "ROVER: mean regression target y = r~ + V_unif(s_{t+1}).",
+    "rover/clip_high": "ROVER (use_rover_clip): share of tokens whose Q > log(1 + eps) is held there (target above).",
+    "rover/clip_low": "ROVER (use_rover_clip): share of tokens whose Q < log(1 - eps) is held there (target below).",
+    "b-coder/q_mean": "B-Coder: mean Q(s_t, a_t) = V(s_t) + alpha (log pi(a_t|s_t) - max log pi(.|s_t)) of the sampled "
+                      "tokens.",
+    "b-coder/target_mean": "B-Coder: mean conservative Bellman target r_t + gamma Q(s_{t+1}, a*), a* the reference's "
+                           "greedy token.",
+    "b-coder/td_abs": "B-Coder: mean |y - Q|, the Bellman residual the loss squares.",
+    "b-coder/ref_greedy_frac": "B-Coder: share of positions where the policy's greedy token is the reference's.",
     "dispo/masked_frac": "DISPO: fraction of valid tokens with A != 0 whose ratio is outside their class's band (no "
                          "gradient).",
     "dispo/masked_pos_high": "DISPO: fraction of valid tokens of correct responses (A > 0) masked above "
@@ -211,6 +248,16 @@ GLOSSARY: dict[str, str] = {
     "vspo/task_value_mean": "VSPO: mean task value p(1 - p) (smoothed pass rate p of the row's prompt) of the "
                             "trained rows; 0.25 at most.",
     "vspo/clip_scale_mean": "VSPO: mean factor 1 - lam + 4 lam v on the clip bounds (1 = plain PPO-clip band).",
+    "spo-single/p_hat": "SPO (single-stream): mean tracked success estimate p = alpha / (alpha + beta) of the "
+                        "step's prompts, read before this step's update (each response's baseline).",
+    "spo-single/rho": "SPO (single-stream): mean forgetting rate rho applied to the step's prompts' trackers (0.96 "
+                      "on first visits; 0.875 with rho='constant').",
+    "spo-single/D": "SPO (single-stream): mean policy drift mean_t |log pi_then - log pi_now| on each prompt's "
+                    "stored response since its last visit (0 on first visits).",
+    "spo-single/first_visit_frac": "SPO (single-stream): share of the step's prompts the tracker saw for the first "
+                                   "time (initialized from offline samples).",
+    "spo-single/n_eff": "SPO (single-stream): mean effective sample size alpha + beta of the step's prompts' "
+                        "trackers after the update.",
     "pairs": "Preference recipes: items (pairs, lists or steps) trained on this step (online pair recipes: prompts "
              "whose samples the verifier separated).",
     "loss/preference": "Preference objective value on the step's pairs.",
@@ -268,6 +315,15 @@ GLOSSARY: dict[str, str] = {
     "lipo/ndcg": "LiPO: NDCG of the policy's implicit-reward ranking against the verifier's ranking (1 = perfect).",
     "lipo/pair_accuracy": "LiPO: share of ordered pairs in the lists whose implicit rewards are in the right order.",
     "lipo/pairs_per_list": "LiPO: ordered (non-tied) pairs per list that carry a loss term.",
+    "filtered_frac/digirl": "DigiRL: share of rollouts outside the top 10% of R - V(s_0) (the trajectory filter), "
+                            "left out of the policy loss.",
+    "clip/ratio_guard": "VL-DAC: share of policy tokens whose action (or minibatch) holds a token ratio above 10, so "
+                        "they train on the clipped surrogate alone.",
+    "value/acc": "DigiRL: accuracy of the success classifier (sigmoid(V) > 0.5 vs Monte Carlo return > 0) at the "
+                 "steps' value tokens.",
+    "value/progress_loss": "SPA-RL: mean squared error of the progress estimator's summed per-turn readings against "
+                           "the episode's outcome.",
+    "value/progress_mean": "SPA-RL: mean over rows of the estimator's prediction sum_t c_t of the outcome.",
     "nonfinite/skipped": "Updates dropped this step for a NaN/inf loss or gradient norm (only with nonfinite=skip); "
                          "healthy runs stay at 0.",
     "eval/accuracy": "Greedy accuracy on the held-out set (only on evaluation steps).",
@@ -407,6 +463,8 @@ HEALTHY: dict[str, str] = {
                                      "at all; raise max_new_tokens or train shorter answers first.",
     "filtered_frac/high-entropy-mask": "0 with rho = 1 (a no-op); about 0.1 to 0.25 with rho = 0.2 on the smoke run. "
                                        "Rising: whole responses are confident everywhere and drop out of the update.",
+    "filtered_frac/spo-segment": "Near 0; rises as the policy grows confident (short, certain answers). High: most "
+                                 "responses give no gradient, raise prob_threshold or stop training.",
     "mdpo/kl": "0 on the first minibatch after a rollout, then of the order of kl/k3_old (about 1e-3 on the smoke "
                "run). Growing while mdpo/inv_t grows: the proximity term is not holding the step back.",
     "mdpo/inv_t": "Follows the schedule exactly: K/(K+1) at step 0 rising to K/2 at the last of K steps (0.91 to 5 "
@@ -423,6 +481,14 @@ HEALTHY: dict[str, str] = {
                        "on the smoke run. Leaving that band: the ratios have moved far from 1.",
     "geo/seq_ratio_mean": "1 on the first minibatch after a rollout, within about 1% of 1 after. A steady drift: each "
                           "batch moves whole sequences far (the log-space clip binds only in A's direction).",
+    "ipa/chunks_per_row": "The episodes' mean turn count with chunks='turn'; with chunks='runs', more than that means "
+                          "masked tokens inside turns split them (e.g. a token mask), fewer that turns merged.",
+    "seeupo/correction_mean": "Within a few percent of 1: the turns updated earlier in the batch moved little. Far "
+                              "from 1: later turns moved a lot, the earlier turns' advantages are heavily reweighted.",
+    "seeupo/correction_min": "Above about 0.8 (correction='code' floors it at 0.8). Near 0: a later turn's ratio "
+                             "collapsed, its earlier turns get almost no signal.",
+    "seeupo/correction_max": "Below about 1.2 to 1.5 (correction='code' caps it at 1.2). Large: a later turn's ratio "
+                             "blew up, the earlier turns' steps are inflated.",
     "bapo/c_low": "0.6 to 0.8, averaged over minibatches (0.6 to 0.75 on the smoke runs). At 0.8 on every step: "
                   "negative tokens dominate even after the search; the balance rests on c_high alone.",
     "bapo/c_high": "1.2 to 2.0 (1.2 to 1.8 on notebook 10's run). Pinned at 2.0 with pos_share below 0.5: the bounds "
@@ -478,6 +544,16 @@ HEALTHY: dict[str, str] = {
                         "small batches. A change means the batch size changed, not the policy.",
     "kl_cov/penalized_frac": "About kl_cov_ratio (2e-4) on large batches, 1/N on small ones (0.002 on the smoke run). "
                              "Judge the effect on entropy and kl/abs_old, not on this share.",
+    "igpo/belief_first": "Flat across steps (the prompt alone says little about the answer); it rises only if the "
+                         "policy learns to guess without searching.",
+    "igpo/belief_last": "Rises above igpo/belief_first as the turns gather the answer; equal to it: the tools add "
+                        "nothing the policy uses.",
+    "igpo/info_gain_mean": "Positive and growing while searches pay off; near 0 or negative: turns that mislead or "
+                           "add nothing, where IGPO's dense signal is noise.",
+    "infopo/gain_mean": "Positive: the observations steer the next action. Near 0: the policy ignores its feedback "
+                        "(or the feedback is empty); large negative: observations push away from what it did.",
+    "infopo/gain_positive_frac": "Above 0.5 once the policy reads its observations; stuck near 0.5 means the signal "
+                                 "is noise and the gated term only adds variance.",
     "reward_shaping:dcpo.temperature": "A step function of the entropy: 1.2 while it is at or below H_0, 0.8 above. "
                                        "Stuck at one value all run: entropy never reaches the target (at 1.2) or "
                                        "never comes down to it (at 0.8).",
@@ -487,6 +563,19 @@ HEALTHY: dict[str, str] = {
                      "tokens, or samples not drawn from pi_old.",
     "dcpo/correct_frac": "Equals accuracy for 0/1 scores. Near 0 pushes alpha towards 1 and fades the GRPO signal; "
                          "at 0 alpha is 0 here (the reference gives NaN).",
+    "spo/segments": "1 + (unsure tokens)/5 per response: grows with response length and falls as the policy sharpens "
+                    "(fewer tokens with p < 0.9). About 1: nothing is cut, the advantage is the trajectory's.",
+    "spo/continuations": "Proportional to segments x K; the step's cost. Falls when rows share prefixes (identical "
+                         "prefixes are sampled once).",
+    "spo/mc_value": "Tracks reward/mean (V(s_0) is the prompt's success rate) and rises with it. Far above the "
+                    "reward: continuations are scored more leniently than responses (truncated_score, stop strings).",
+    "proact/rollouts": "About distinct (state, action) pairs x N; constant when the episodes are. A jump means the "
+                       "policy visits many new states (or says many distinct action texts).",
+    "proact/states": "Between the turns per group and all turns; falls as a group's episodes converge on one path.",
+    "proact/mc_value": "Rises as the policy picks better moves (Q_MC of good moves is higher); it does not depend on "
+                       "the policy's later moves (random play after the first action).",
+    "proact/fallback_frac": "High early in an episode group only if the policy is already deterministic; 1 on turns "
+                            "where rows are alone in their state. Near 1 everywhere: group normalization never fires.",
     "group_transform:aepo-arbitrary.temperature": "A step function of the entropy, as DCPO's: 1.2 at or below the "
                                                   "target, 0.8 above. Stuck at one value: the target is out of "
                                                   "reach.",
@@ -534,6 +623,22 @@ HEALTHY: dict[str, str] = {
     "capo/hessian_frac": "Follows capo/masked_frac; grows as lr. Near 1 with fisher_frac near 0: tau_H too tight.",
     "capo/kl_mean": "Scales as lr^2: about 1e-3 at lr 1e-3 on the smoke model, 100 times less at 1e-4. Spikes: a "
                     "large step ahead, which CAPO then masks.",
+    "rover/q_mean": "Near 0, within +-0.1 on later minibatches (pi stays near pi_old at lr 1e-6). Drifting far: the "
+                    "policy leaves pi_old faster than the target moves; lower lr or turn the clip on.",
+    "rover/next_v_mean": "Near 0 (the same scale as rover/q_mean). Large: the next-state term, not the reward, "
+                         "drives the target.",
+    "rover/target_mean": "About the mean advantage (0 for a centred r~). Large and one-signed: the bootstrap "
+                         "dominates.",
+    "rover/clip_high": "0 on the first minibatch, a few percent later. Tens of percent: updates move the policy too "
+                       "far.",
+    "rover/clip_low": "As rover/clip_high, for the moves down.",
+    "b-coder/q_mean": "Tracks the mean reward as the critic learns; far below the reward scale: alpha too large "
+                      "(the log-prob part dominates Q).",
+    "b-coder/target_mean": "Between 0 and the reward scale (binary rewards: the success rate). Outside: the critic "
+                           "or the bootstrap is off.",
+    "b-coder/td_abs": "Falls as Q fits its target; rising: the critic and the policy chase each other (lower lr).",
+    "b-coder/ref_greedy_frac": "Near 1 at the start (the policy is the reference) and falls slowly as training moves "
+                               "the greedy tokens.",
     "dispo/masked_frac": "0 on the first minibatch after a rollout (r = 1), a few percent with several. Tens of "
                          "percent: most tokens lose their gradient and learning stalls; bounds too tight for the step.",
     "dispo/masked_pos_high": "Small. High and rising: correct tokens hit the upper bound, which caps the exploration "
@@ -557,6 +662,16 @@ HEALTHY: dict[str, str] = {
                             "prompts are nearly always or never solved.",
     "vspo/clip_scale_mean": "Between 1 - value_smoothing and 1 (0.5 to 1 by default), tracking vspo/task_value_mean; "
                             "near 1 - value_smoothing: the clip band is narrow on most samples.",
+    "spo-single/p_hat": "Follows reward/mean as the policy improves (the trackers lag it by a few visits); far "
+                        "below reward/mean for long: stale baselines (rho too high, or prompts rarely revisited).",
+    "spo-single/rho": "Between rho_min 0.875 and 0.96; pinned at 0.875: the policy moves fast on revisited prompts "
+                      "and the trackers keep only the last few outcomes.",
+    "spo-single/D": "Small (about 0.001 to 0.05 per revisit at fine-tuning learning rates); growing: the policy "
+                    "drifts faster than the trackers forget, so the baselines are stale.",
+    "spo-single/first_visit_frac": "Falls as the prompt pool is covered; stuck at 1: prompts never repeat (a "
+                                   "generated task), every baseline is the offline estimate and the tracker adds "
+                                   "nothing.",
+    "spo-single/n_eff": "Settles near 1 / (1 - rho), about 8 to 25; much larger: rho close to 1 (slow forgetting).",
     "pairs": "Offline: prompts_per_step every step. Online pair recipes: at most that; falling towards 0 means the "
              "verifier separates fewer groups (all right or all wrong), like frac_zero_std_groups rising.",
     "loss/preference": "Falls from its value at the reference: ln 2 for DPO and cDPO, 0.5 for KTO, 1 for hinge and "
@@ -651,6 +766,13 @@ HEALTHY: dict[str, str] = {
                           "ordered pairs per list. Stuck near 0.5: the policy does not rank the lists.",
     "lipo/pairs_per_list": "Constant K (K - 1)/2 = 6 with the recipe's K = 4 strictly ranked responses. Fewer only "
                            "with tied labels, which carry no term.",
+    "filtered_frac/digirl": "About 0.9 by construction (ties at the cutoff keep more); much less: many rows tie "
+                            "(e.g. all failed with the same baseline).",
+    "clip/ratio_guard": "Near 0. Persistently above a few percent: the policy moved far from the one that sampled "
+                        "(lower lr or fewer epochs).",
+    "value/acc": "Rises above the share of the majority label; stuck at it: the critic predicts one class only.",
+    "value/progress_loss": "Falls towards 0 as the per-turn readings learn to add up to the outcome.",
+    "value/progress_mean": "Tracks reward/mean once the estimator fits.",
     "nonfinite/skipped": "0 on every step. Anything else: a NaN/inf loss or gradient norm was dropped; several in a "
                          "row mean the run diverged (lower lr, clamp log-ratios, train in float32).",
     "eval/accuracy": "Rises from evaluation to evaluation: the headline number.",

@@ -48,6 +48,9 @@ REWARD_OPTIONS = ("weight", *interop.CALL_OPTIONS)  # a reward Use's keywords fo
 # Batch fields a rollout always fills; forward passes add old_logp, entropy, ref_logp, values.
 ROLLOUT_FIELDS = {"response_ids", "mask", "group", "rewards", "scores", "prompt_ids", "prompt_mask", "mu_logp",
                   "truncated", "completions", "prompts"}
+# Batch fields the forward passes fill from the logits only when a component reads them: field -> (pass, statistic
+# of `rollout.engine.LOGIT_STATS`); "old" is the old-log-prob pass, "ref" the reference's.
+FORWARD_STATS = {"old_vocab_mean_logp": ("old", "vocab_mean_logp"), "ref_argmax": ("ref", "argmax")}
 
 
 def providers(fields: list[str]) -> list[str]:
@@ -94,7 +97,7 @@ class Pipeline:
             self.parts[slot].append(self._part(slot, kind, u))
         self.drivers = {p.use.into: p for p in self.parts["controllers"] + self.parts["schedules"]}
         self._check_drivers()
-        self.needs_ref = track_kl or self._read_anywhere("ref_logp")
+        self.needs_ref = track_kl or self._read_anywhere("ref_logp") or bool(self.forward_stats("ref"))
         self.has_critic = bool(self.parts["value"])
         self.train_entropy = any("entropy" in p.entry.reads for p in self.parts["regularizers"])
         self._check_reads()
@@ -195,11 +198,18 @@ class Pipeline:
     def _read_anywhere(self, field: str) -> bool:
         return any(field in p.entry.reads for ps in self.parts.values() for p in ps)
 
+    def forward_stats(self, forward_pass: str) -> dict[str, str]:
+        """{batch field: logit statistic} that forward pass `forward_pass` ("old" or "ref") must fill because a
+        component reads the field (`FORWARD_STATS`)."""
+        return {name: stat for name, (where, stat) in FORWARD_STATS.items()
+                if where == forward_pass and self._read_anywhere(name)}
+
     def _check_reads(self) -> None:
         """Walk `STAGES` in order; every read must be provided by an earlier stage (or, for the update's and the
         after-step components, by the training forward: `logp` and the LM head with its optimizer state, `head`
         (`context.Head`); and the step's logged `kl`)."""
-        forward = {"old_logp", "entropy"} | ({"ref_logp"} if self.needs_ref else set())
+        forward = {"old_logp", "entropy", *self.forward_stats("old")}
+        forward |= {"ref_logp", *self.forward_stats("ref")} if self.needs_ref else set()
         forward |= {"values", "old_values"} if self.has_critic else set()
         added = {"forward passes": forward, "update": {"logp", "head"},
                  "after the step": {"kl"} if self.needs_ref else set()}
@@ -209,9 +219,12 @@ class Pipeline:
             for p in (p for slot in slots for p in self.parts[slot]):
                 missing = [f for f in p.entry.reads if f not in have]
                 if missing:
+                    critic = ("; values and old_values come from a critic: give the recipe a value loss (value="
+                              "use('value-loss'), or the method's own)" if {"values", "old_values"} & set(missing)
+                              else "")
                     raise ValueError(f"recipe {self.recipe.key!r}: {p.name} reads {missing}, which no earlier stage "
                                      f"provides; components that provide them: {providers(missing)} (for ref_logp "
-                                     f"or kl: keep track_kl=true)")
+                                     f"or kl: keep track_kl=true){critic}")
                 have |= set(p.entry.provides)
                 if stage == "advantage":
                     have |= {"advantages"} | ({"returns", "value_mask"} if p.entry.targets else set())

@@ -58,6 +58,13 @@ def mismatch_metrics(old_logp, mu_logp, mask) -> dict:
             "mismatch/is_ratio_max": float(ratio.max())}
 
 
+def fill_stats(batch: RolloutBatch, fields: dict[str, str], stats: list) -> None:
+    """Set each batch field of `fields` ({field: statistic}) from a forward pass's statistics ([{statistic: [B, T]}],
+    empty when none was asked for), 0 off the mask."""
+    for name, stat in fields.items():
+        value = stats[0][stat]
+        setattr(batch, name, torch.where(batch.mask > 0, value, torch.zeros_like(value)))
+
 
 class Trainer:
     """One run folder: config.json, metrics.jsonl, summary.json, checkpoints/, report.html."""
@@ -199,23 +206,30 @@ class Trainer:
         forward supplies old_logp (ratio 1) and the entropy, as TRL does, instead of a separate pass."""
         c = self.config
         return (c.ppo_epochs == 1 and c.minibatches == 1 and not self.pipeline.has_critic
-                and not self.pipeline.reads_before_update("old_logp", "entropy"))
+                and not self.pipeline.reads_before_update("old_logp", "entropy")
+                and not self.pipeline.forward_stats("old")  # statistics of the old policy's logits need its pass
+                and self.pipeline.parts["objective"][0].entry.plan is None)  # a plan takes several steps per batch
 
     @torch.no_grad()
     def forward_passes(self, batch: RolloutBatch) -> RolloutBatch:
-        """old_logp and entropy (unless on-policy), ref_logp (when a reference exists), values (critic)."""
-        c = self.config
+        """old_logp and entropy (unless on-policy), ref_logp (when a reference exists), values (critic), and the
+        logit statistics a component reads (`pipeline.FORWARD_STATS`), 0 off the mask."""
+        c, pipeline = self.config, self.pipeline
         if not self.on_policy:
-            old_logp, entropy, hidden = policy_forward(
+            old_stats = pipeline.forward_stats("old")
+            old_logp, entropy, hidden, *stats = policy_forward(
                 self.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.mask, c.temperature,
-                with_entropy=True, with_hidden=self.value_head is not None)
+                with_entropy=True, with_hidden=self.value_head is not None, stats=tuple(old_stats.values()))
             batch.old_logp, batch.entropy = old_logp * batch.mask, entropy * batch.mask
+            fill_stats(batch, old_stats, stats)
             if self.value_head is not None:
                 batch.values = batch.old_values = self.value_head(hidden) * batch.mask
         if self.ref is not None:
-            ref_logp, _, _ = policy_forward(self.ref, batch.prompt_ids, batch.prompt_mask, batch.response_ids,
-                                            batch.mask, c.temperature)
+            ref_stats = pipeline.forward_stats("ref")
+            ref_logp, _, _, *stats = policy_forward(self.ref, batch.prompt_ids, batch.prompt_mask, batch.response_ids,
+                                                    batch.mask, c.temperature, stats=tuple(ref_stats.values()))
             batch.ref_logp = ref_logp * batch.mask
+            fill_stats(batch, ref_stats, stats)
         return batch
 
     def make_batch(self, step: int) -> RolloutBatch:
@@ -234,7 +248,9 @@ class Trainer:
         return batch
 
     def minibatch_loss(self, mb: RolloutBatch, denom: ops.Denominators, step: int = 0,
-                       value_denom: ops.Denominators | None = None):
+                       value_denom: ops.Denominators | None = None, moves: torch.Tensor | None = None):
+        """(loss, metrics) of a minibatch; `moves` [B, T] (a plan's step): only those tokens' log-probs, entropies and
+        values carry gradient, the loss is still the whole minibatch's."""
         c, pipeline = self.config, self.pipeline
         wants_head = any("head" in p.entry.reads for p in pipeline.parts["objective"] + pipeline.parts["regularizers"])
         logp, entropy, hidden = policy_forward(
@@ -246,6 +262,9 @@ class Trainer:
         if wants_head:  # this update's LM head, its input and its optimizer state (CAPO predicts its step)
             mb.head = self.head_view(hidden)
         values = self.value_head(hidden) if self.value_head is not None else None
+        if moves is not None:
+            logp, entropy, values = (x if x is None else torch.where(moves > 0, x, x.detach())
+                                     for x in (logp, entropy, values))
         value_denom = value_denom or (ops.Denominators.of(mb.value_mask, denom.norm_constant) if values is not None
                                       else None)
         weights, correction = self.rollout_correction(mb)
@@ -277,14 +296,30 @@ class Trainer:
                                            cap=c.rollout_is_cap, low=c.rollout_is_low)
         return w, correction_metrics(w, dropped, mb.old_logp, mb.mu_logp, mb.mask, prefix="rollout_is")
 
+    def plan(self, mb: RolloutBatch, step: int) -> list:
+        """The objective's update schedule for a minibatch (`registry.Entry.plan`): [B, T] masks, one optimizer step
+        each, in order, each moving only its tokens; [None] (one step, every token) when it declares none. Under data
+        parallelism every rank must plan the same number of steps."""
+        objective = self.pipeline.parts["objective"][0]
+        if objective.entry.plan is None:
+            return [None]
+        masks = list(objective.entry.plan(mb, **self.pipeline.kwargs(objective, step, self.config.steps)))
+        counts = self.parallel.gather(torch.tensor([len(masks)]))
+        if bool((counts != len(masks)).any()):
+            raise ValueError(f"objective {objective.use.key!r} planned {counts.tolist()} optimizer steps on the ranks; "
+                             "every rank must take the same number: fix the plan's length with its parameters (seeupo: "
+                             "turns=<the environment's max_turns>)")
+        return masks
+
     def train_on(self, batch: RolloutBatch, step: int) -> dict:
-        """ppo_epochs passes, each split into `minibatches` optimizer steps; returns mean metrics.
+        """ppo_epochs passes, each split into `minibatches` optimizer steps (times the steps of the objective's
+        plan, `plan`); returns mean metrics.
 
         Under data parallelism every rank takes the same number of optimizer steps on its shard; losses are
         divided by the step's global counts and gradients summed, so the update is the one-process update."""
         c, parallel = self.config, self.parallel
         if parallel.sum([float(batch.mask.sum())])[0] == 0:
-            return {}  # every response masked (e.g. all truncated): nothing to learn from this step
+            return {"grad_norm": 0.0}  # every response masked (all truncated, no signal): no gradient this step
         gen = torch.Generator().manual_seed(c.seed * 7919 + step)
         sums: dict[str, float] = {}
         n, signal, moved = 0, 0.0, False
@@ -302,23 +337,27 @@ class Trainer:
                 if denom.num_tokens == 0:
                     continue
                 value_denom = parallel.denominators(mb.value_mask, c.max_new_tokens) if self.value_head else None
-                self.optimizer.zero_grad(set_to_none=True)
-                metrics, loss = {}, torch.zeros(())
-                if mb.mask.sum() > 0:  # a rank with nothing to learn here still joins the gradient sum
-                    loss, metrics = self.minibatch_loss(mb, denom, step, value_denom)
-                    (loss * parallel.loss_scale).backward()
-                    signal += float((mb.advantages.abs() * mb.mask).sum())
-                if on_policy:
-                    batch.old_logp[idx], batch.entropy[idx] = mb.old_logp * mb.mask, mb.entropy
-                parallel.sum_gradients(self.params)
-                metrics["grad_norm"] = parallel.clip_grad_norm(self.params, c.grad_clip)
-                if not self.nonfinite.allows(step, parallel.sum([loss.item()])[0], metrics["grad_norm"]):
-                    continue  # every rank sees the same summed loss and norm, so all of them skip
-                moved = moved or metrics["grad_norm"] > 0
-                self.optimizer.step()
-                for k, v in metrics.items():
-                    sums[k] = sums.get(k, 0.0) + v
-                n += 1
+                for moves in self.plan(mb, step):  # [None]: one step on every token; else the objective's schedule
+                    live = mb.mask if moves is None else mb.mask * moves
+                    if moves is not None and parallel.sum([float(live.sum())])[0] == 0:
+                        continue  # a step with no token to move on any rank
+                    self.optimizer.zero_grad(set_to_none=True)
+                    metrics, loss = {}, torch.zeros(())
+                    if live.sum() > 0:  # a rank with nothing to learn here still joins the gradient sum
+                        loss, metrics = self.minibatch_loss(mb, denom, step, value_denom, moves)
+                        (loss * parallel.loss_scale).backward()
+                        signal += float((mb.advantages.abs() * live).sum())
+                    if on_policy:
+                        batch.old_logp[idx], batch.entropy[idx] = mb.old_logp * mb.mask, mb.entropy
+                    parallel.sum_gradients(self.params)
+                    metrics["grad_norm"] = parallel.clip_grad_norm(self.params, c.grad_clip)
+                    if not self.nonfinite.allows(step, parallel.sum([loss.item()])[0], metrics["grad_norm"]):
+                        continue  # every rank sees the same summed loss and norm, so all of them skip
+                    moved = moved or metrics["grad_norm"] > 0
+                    self.optimizer.step()
+                    for k, v in metrics.items():
+                        sums[k] = sums.get(k, 0.0) + v
+                    n += 1
         self.dead_gradient.check(parallel.sum([signal])[0] > 0, moved)
         return {**{k: v / max(n, 1) for k, v in sums.items()}, **self.nonfinite.metrics()}
 

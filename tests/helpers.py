@@ -94,6 +94,7 @@ class DigitStepsEnv(Env):
 
     stop = tuple(string.printable)  # every character ends a turn: one-token actions
     max_turns = 3
+    subgoals = True
 
     def reset(self, example, seed=None):
         self.turns, self.hit = 0, False
@@ -135,10 +136,50 @@ def needs_multi_turn(recipe: str) -> bool:
 
 def task_for(recipe: str, **overrides):
     """(config overrides, task) for a unit-test run of `recipe`: one-turn DigitFirst, or three-turn DigitSteps for a
-    recipe whose components need more (the config names a multi-turn task so the start-up check sees one)."""
+    recipe whose components need more (the config names keydoor, which offers every need, so the start-up check passes)."""
     if needs_multi_turn(recipe):
-        return {**overrides, "task": "gridworld"}, DigitSteps()
+        return {**overrides, "task": "keydoor"}, DigitSteps()
     return overrides, DigitFirst()
+
+
+class CallEnv(Env):
+    """A tool-call episode: an action ending in ";" is a call, answered "<prefix><n>\\n" (n counts the calls; or the
+    fixed `reply`) and paid `call_reward`; any other action ends the episode, reward 1 iff it is `answer`."""
+
+    stop = (";",)
+
+    def __init__(self, *, answer="end", prefix="ok", reply=None, call_reward=0.0, max_turns=4):
+        self.answer, self.prefix, self.reply, self.call_reward, self.max_turns = answer, prefix, reply, call_reward, \
+            max_turns
+
+    def reset(self, example, seed=None):
+        self.calls = 0
+        return [user(example.prompt)], {"state": 0}
+
+    def step(self, action):
+        if action.endswith(";"):
+            self.calls += 1
+            return ([tool(self.reply or f"{self.prefix}{self.calls}\n")], self.call_reward, False,
+                    {"state": self.calls, "tool_error": None})
+        return [], float(action == self.answer), True, {"state": None}
+
+
+class CallTask(Task):
+    """`CallEnv` episodes (its keywords), with `expert` as the expert's actions."""
+
+    name = "calls"
+
+    def __init__(self, expert=("a;", "b;", "end"), **env_kw):
+        self.expert, self.env_kw = list(expert), env_kw
+
+    def make_example(self, rng):
+        return Example(prompt=f"{rng.randrange(10)}?", answer="", target=self.expert[-1])
+
+    def make_env(self):
+        return CallEnv(**self.env_kw)
+
+    def expert_actions(self, example):
+        return list(self.expert)
 
 
 class Interrupt(Exception):

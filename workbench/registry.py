@@ -56,6 +56,8 @@ NEEDS = {
                     "gridworld, keydoor, screen"),
     "expert": ("an expert trajectory per example (`Task.expert_actions`) to follow or patch from",
                "gridworld, calculator, search, keydoor, screen"),
+    "subgoals": ("subgoal windows reported by the environment (`info['subgoal']` each step, `Env.subgoals`)",
+                 "keydoor, screen"),
 }
 STATEFUL = {"sampler": ("init", "select", "update"), "buffer": ("init", "add", "draw"),
             "controller": ("init", "update", "value")}  # kinds registered as a class of static methods

@@ -26,9 +26,9 @@ def step_V(b):
     return b.values.gather(1, first) * valid
 
 
-def test_registered_abstract_only_with_multi_turn_needs_and_critic_targets():
+def test_registered_abstract_only_with_multi_turn_and_subgoal_needs_and_critic_targets():
     e = registry.get("advantage", "hiper")
-    assert e.confidence == "abstract-only" and e.needs == ("multi_turn",) and e.targets is hiper_targets
+    assert e.confidence == "abstract-only" and e.needs == ("multi_turn", "subgoals") and e.targets is hiper_targets
     assert {"values", "turn_info"} <= set(e.reads) and e.defaults["gamma"] == 0.95 and e.defaults["lam"] == 0.95
 
 

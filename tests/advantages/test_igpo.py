@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tests.helpers import D, make_batch
+from tests.helpers import CallTask, D, make_batch
 from tests.rollout.scripted import ScriptedEngine
 from workbench import registry
 from workbench.advantages.group import grpo
@@ -18,10 +18,9 @@ from workbench.advantages.igpo import (
     turn_advantages,
 )
 from workbench.context import StepContext
-from workbench.envs.base import Env, tool, user
 from workbench.models import build_tiny
 from workbench.rollout import Sampling, policy_forward, turns
-from workbench.tasks import Example, Task
+from workbench.tasks import Example
 
 pytestmark = pytest.mark.covers("igpo")
 
@@ -165,31 +164,8 @@ def test_bad_inputs_are_clear_errors():
 
 # ----------------------------------------------------------------------------- the belief, scored by the policy
 
-class CallEnv(Env):
-    """Calls end with ";" and answer "=<n>\\n"; any other action answers (reward 1 iff "A:xy")."""
-
-    stop = (";",)
-    max_turns = 4
-
-    def reset(self, example, seed=None):
-        self.calls = 0
-        return [user(example.prompt)], {"state": 0}
-
-    def step(self, action):
-        if action.endswith(";"):
-            self.calls += 1
-            return [tool(f"={self.calls}\n")], 0.0, False, {"state": self.calls}
-        return [], float(action == "A:xy"), True, {"state": None}
 
 
-class CallTask(Task):
-    name = "calls"
-
-    def make_env(self):
-        return CallEnv()
-
-    def expert_actions(self, example):
-        return ["k;", "A:xy"]
 
 
 def test_the_teacher_forced_belief_is_the_policy_forward_on_the_answer():
@@ -200,9 +176,9 @@ def test_the_teacher_forced_belief_is_the_policy_forward_on_the_answer():
     rows = iter([0, 1, 0, 0])
     engine = ScriptedEngine(tok, lambda history: texts[next(rows)][history.count("=")])
     example = Example("q?", "", "")
-    batch = turns(engine, CallTask(), [example], group_size=2, sampling=Sampling(8))
+    batch = turns(engine, CallTask(("k;", "A:xy"), answer="A:xy", prefix="="), [example], group_size=2, sampling=Sampling(8))
     ctx = StepContext(step=0, total_steps=1, seed=0, group_size=2, prompts_per_step=1, max_new_tokens=8,
-                      examples=[example], task=CallTask(), engine=SimpleNamespace(tokenizer=tok),
+                      examples=[example], task=CallTask(("k;", "A:xy"), answer="A:xy", prefix="="), engine=SimpleNamespace(tokenizer=tok),
                       score=lambda b, T: policy_forward(model, b.prompt_ids, b.prompt_mask, b.response_ids, b.mask,
                                                         T)[0] * b.mask)
     out = igpo_rewards(batch, ctx)

@@ -6,16 +6,22 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tests.helpers import D, make_batch
+from tests.helpers import CallTask, D, make_batch
 from tests.rollout.scripted import ScriptedEngine
 from workbench import registry
 from workbench.advantages.group import grpo
-from workbench.advantages.infopo import PLACEHOLDER, infopo, infopo_signal, neutral_ids, outcome_gate, turn_normalized
+from workbench.advantages.infopo import (
+    PLACEHOLDER,
+    infopo,
+    infopo_signal,
+    neutral_ids,
+    outcome_gate,
+    turn_normalized,
+)
 from workbench.context import StepContext
-from workbench.envs.base import Env, tool, user
 from workbench.models import build_tiny
 from workbench.rollout import Sampling, policy_forward, turns
-from workbench.tasks import Example, Task
+from workbench.tasks import Example
 
 pytestmark = pytest.mark.covers("infopo")
 
@@ -115,41 +121,15 @@ def test_bad_inputs_are_clear_errors():
 
 # ----------------------------------------------------------------------------- the signal, scored by the policy
 
-class TalkEnv(Env):
-    """Calls end with ";" and are answered with `reply` (or "v<n>\\n"); any other action answers."""
-
-    stop = (";",)
-    max_turns = 4
-
-    def __init__(self, reply=None):
-        self.reply = reply
-
-    def reset(self, example, seed=None):
-        self.calls = 0
-        return [user(example.prompt)], {"state": 0}
-
-    def step(self, action):
-        if action.endswith(";"):
-            self.calls += 1
-            return [tool(self.reply or f"v{self.calls}\n")], 0.0, False, {"state": self.calls}
-        return [], float(action == "ok"), True, {"state": None}
 
 
-class TalkTask(Task):
-    name = "talk"
-
-    def __init__(self, reply=None):
-        self.reply = reply
-
-    def make_env(self):
-        return TalkEnv(self.reply)
 
 
 def rollout(reply=None, group_size=2):
     model, tok = build_tiny(seed=5)
     texts = ["ab;", "cde;", "ok<eos>"]
     engine = ScriptedEngine(tok, lambda history: texts[min(history.count(";"), 2)])
-    batch = turns(engine, TalkTask(reply), [Example("q:", "", "")], group_size=group_size, sampling=Sampling(8))
+    batch = turns(engine, CallTask(answer="ok", prefix="v", reply=reply), [Example("q:", "", "")], group_size=group_size, sampling=Sampling(8))
     score = lambda b, T: policy_forward(model, b.prompt_ids, b.prompt_mask, b.response_ids, b.mask, T)[0] * b.mask
     ctx = StepContext(step=0, total_steps=1, seed=0, group_size=group_size, prompts_per_step=1, max_new_tokens=8,
                       engine=SimpleNamespace(tokenizer=tok), score=score)

@@ -4,44 +4,18 @@ import random
 import pytest
 import torch
 
+from tests.helpers import CallTask
 from workbench import registry
-from workbench.envs.base import Env, tool, user
 from workbench.rollout import Sampling, turns
-from workbench.rollout.turns import action_ids
-from workbench.tasks import Example, Task, get_task
 from workbench.rollout.offpolicy_guidance import offpolicy_guidance
+from workbench.rollout.turns import action_ids
+from workbench.tasks import get_task
 
 pytestmark = pytest.mark.covers("policy-shaping")
 
 
-class CallEnv(Env):
-    """Actions ending in ';' are tool calls (reward 0.25, observation 'ok<n>\\n'); 'end' ends the episode (1.0)."""
-
-    stop = (";",)
-    max_turns = 4
-
-    def reset(self, example, seed=None):
-        self.calls = 0
-        return [user(example.prompt)], {"state": 0}
-
-    def step(self, action):
-        if action.endswith(";"):
-            self.calls += 1
-            return [tool(f"ok{self.calls}\n")], 0.25, False, {"state": self.calls, "tool_error": None}
-        return [], float(action == "end"), True, {"state": None}
 
 
-class CallTask(Task):
-    name = "calls"
-
-    def make_example(self, rng):
-        return Example(prompt=f"{rng.randrange(10)}?", answer="", target="end")
-
-    def make_env(self):
-        return CallEnv()
-
-    def expert_actions(self, example):
-        return ["go;", "go;", "end"]
 
 
 def test_registered_as_the_methods_rollout():
@@ -82,7 +56,7 @@ def test_each_group_ends_with_the_reference_solution_scored_by_the_verifier(engi
 
 
 def test_a_multi_turn_reference_keeps_observations_off_the_masks(engine):
-    task = CallTask()
+    task = CallTask(("go;", "go;", "end"), call_reward=0.25)
     examples = task.sample(2, random.Random(1))
     batch = offpolicy_guidance(engine, task, examples, group_size=2, sampling=Sampling(4))
     ref = batch.select(torch.tensor([1, 3]))

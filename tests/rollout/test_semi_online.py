@@ -3,48 +3,25 @@ threshold, the match rule, and the batch the `ui-s1` advantage reads."""
 import pytest
 import torch
 
+from tests.helpers import CallEnv, CallTask
 from tests.rollout.scripted import ScriptedEngine
 from workbench.advantages.uis1 import uis1
-from workbench.envs.base import Env, tool, user
 from workbench.models import char_tokenizer
 from workbench.rollout import Sampling
 from workbench.rollout.semi_online import PatchedEnv, executed_action, semi_online
-from workbench.tasks import Example, Task, get_task
+from workbench.tasks import Example, get_task
 
 pytestmark = pytest.mark.covers("ui-s1")
 
 
-class CallEnv(Env):
-    """Tool calls end with ";" and answer "ok<n>\\n"; any other action ends the episode (reward 1 iff "end")."""
-
-    stop = (";",)
-    max_turns = 5
-
-    def reset(self, example, seed=None):
-        self.calls = 0
-        return [user(example.prompt)], {"state": 0}
-
-    def step(self, action):
-        if action.endswith(";"):
-            self.calls += 1
-            return [tool(f"ok{self.calls}\n")], 0.0, False, {"state": self.calls}
-        return [], float(action == "end"), True, {"state": None}
 
 
-class CallTask(Task):
-    name = "calls"
-
-    def make_env(self):
-        return CallEnv()
-
-    def expert_actions(self, example):
-        return ["a;", "b;", "end"]
 
 
 def play(turn_texts, patch_threshold=2, group_size=1):
     tok = char_tokenizer()
     engine = ScriptedEngine(tok, lambda history: turn_texts[history.count("ok")])
-    batch = semi_online(engine, CallTask(), [Example("p:", "", "")], group_size=group_size, sampling=Sampling(8),
+    batch = semi_online(engine, CallTask(max_turns=5), [Example("p:", "", "")], group_size=group_size, sampling=Sampling(8),
                         patch_threshold=patch_threshold)
     return tok, batch
 
@@ -109,7 +86,7 @@ def test_the_advantage_reads_the_rollout():
     texts = {0: ["a;", "b;", "end<eos>"], 1: ["a;", "x;", "end<eos>"]}
     calls = iter([0, 1, 0, 1, 0, 1])
     engine = ScriptedEngine(tok, lambda history: texts[next(calls)][history.count("ok")])
-    batch = semi_online(engine, CallTask(), [Example("p:", "", "")], group_size=2, sampling=Sampling(8))
+    batch = semi_online(engine, CallTask(max_turns=5), [Example("p:", "", "")], group_size=2, sampling=Sampling(8))
     assert [[i["expert_match"] for i in row] for row in batch.turn_info] == [[True, True, True], [True, False, True]]
     A = uis1(batch, gamma=0.5, mode="mean_norm")
     # R = [3, 2]: A_ep = +-0.5; G row 0 = [1.75, 1.5, 1], row 1 = [1, 0, 1]: step 0 +-0.375, step 1 +-0.75, step 2 0

@@ -39,6 +39,17 @@ def step_returns(step_rewards: torch.Tensor, n_steps: list[int], gamma: float) -
     return out
 
 
+def step_counts(per_step: list, rows: int, name: str) -> list[int]:
+    """n_i, the number of steps of every row, from a per-row list of per-step entries (anchor states, expert
+    matches), checked against the batch's `rows`."""
+    if len(per_step) != rows:
+        raise ValueError(f"{name} has {len(per_step)} rows but the batch has {rows}")
+    n_steps = [len(row) for row in per_step]
+    if min(n_steps) < 1:
+        raise ValueError(f"every row needs at least one step in `{name}`")
+    return n_steps
+
+
 def anchor_groups(states, group: torch.Tensor) -> dict:
     """{(prompt group, state): [(row, step), ...]} over every step of every row."""
     clusters = defaultdict(list)
@@ -180,11 +191,7 @@ def gigpo(batch: RolloutBatch, *, states=None, step_rewards=None, omega=1.0, gam
         return _episode_advantage(batch, mode, eps, episode_stats, n_steps, allow_singletons)
     batch.require("turn")
     B = batch.size
-    if len(states) != B:
-        raise ValueError(f"states has {len(states)} rows but the batch has {B}")
-    n_steps = [len(row) for row in states]
-    if min(n_steps) < 1:
-        raise ValueError("every row needs at least one step in `states`")
+    n_steps = step_counts(states, B, "states")
     step_rewards = step_rewards_of(batch, n_steps, step_rewards)
     check_turn_ids(batch, n_steps, "gigpo")
     a_episode = _episode_advantage(batch, mode, eps, episode_stats, n_steps, allow_singletons)

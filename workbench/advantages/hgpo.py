@@ -35,7 +35,8 @@ from __future__ import annotations
 import torch
 
 from workbench import registry
-from workbench.advantages.gigpo import MODES, episode_advantage, per_token, step_returns, step_rewards_of
+from workbench.advantages.gigpo import (MODES, episode_advantage, per_token, step_counts, step_returns,
+                                        step_rewards_of)
 from workbench.advantages.group import keyed_normalize
 from workbench.batch import RolloutBatch
 
@@ -128,11 +129,7 @@ def hgpo(batch: RolloutBatch, *, history_length=2, length_weight_alpha=1.0, gamm
         states = [[info["state"] for info in row] for row in batch.turn_info]
         if step_rewards is None:
             step_rewards = batch.turn_rewards
-    if len(states) != batch.size:
-        raise ValueError(f"states has {len(states)} rows but the batch has {batch.size}")
-    n_steps = [len(row) for row in states]
-    if min(n_steps) < 1:
-        raise ValueError("every row needs at least one step in `states`")
+    n_steps = step_counts(states, batch.size, "states")
     returns = step_returns(step_rewards_of(batch, n_steps, step_rewards), n_steps, gamma)
     base = None
     if base_group:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 
 from workbench import registry
-from workbench.advantages.gigpo import MODES, episode_advantage, per_token, step_rewards_of
+from workbench.advantages.gigpo import MODES, episode_advantage, per_token, step_counts, step_rewards_of
 from workbench.advantages.group import keyed_normalize
 from workbench.batch import RolloutBatch
 
@@ -113,11 +113,7 @@ def uis1(batch: RolloutBatch, *, gamma=0.5, episode_advantage_w=1.0, step_advant
         matches = expert_matches(batch)
         if step_rewards is None:
             step_rewards = batch.turn_rewards
-    if len(matches) != batch.size:
-        raise ValueError(f"matches has {len(matches)} rows but the batch has {batch.size}")
-    n_steps = [len(row) for row in matches]
-    if min(n_steps) < 1:
-        raise ValueError("every row needs at least one step in `matches`")
+    n_steps = step_counts(matches, batch.size, "matches")
     r = step_rewards_of(batch, n_steps, step_rewards)
     if reference_bug:
         a_episode = step_score_advantages(r, n_steps, batch.group, mode=mode, eps=eps)

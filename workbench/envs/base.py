@@ -44,6 +44,7 @@ class Env:
     stop: tuple[str, ...] = ()
     max_turns: int = 1
     copyable: bool = True  # `copy()` gives an independent episode in the same state (False: an env wrapping outside state)
+    subgoals: bool = False  # info["subgoal"] names the subgoal window each step is in (hierarchical credit)
 
     def reset(self, example, seed: int | None = None) -> tuple[list[Message], dict]:
         raise NotImplementedError

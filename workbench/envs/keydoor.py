@@ -73,14 +73,14 @@ class KeydoorTask(Task):
     def __init__(self, *, min_length: int = 3, max_length: int = 5, slack: int = 2, key_turns: int = 2,
                  skip: float = 0.5, detour: float = 0.2, distractors: int = 0):
         problems = [text for bad, text in [
-            (not 3 <= min_length <= max_length <= 20, f"3 <= min_length <= max_length <= 20 (the walk to the door "
-                                                      f"takes >= 3 moves), got {min_length}, {max_length}"),
+            (not 3 <= min_length <= max_length <= 20,
+             f"3 <= min_length <= max_length <= 20 (the walk takes >= 3 moves), got {min_length}, {max_length}"),
             (slack < 0, f"slack >= 0, got {slack}"),
             (key_turns < 1, f"key_turns >= 1 (the key must be reachable), got {key_turns}"),
             (not 0 <= skip < 1, f"0 <= skip < 1, got {skip}"),
             (skip > 0 and (key_turns < 2 or slack < 1),
-             f"skip > 0 only with key_turns >= 2 and slack >= 1 (a skipped turn must leave the key reachable and "
-             f"the door within the budget), got skip={skip}, key_turns={key_turns}, slack={slack}"),
+             (f"skip > 0 only with key_turns >= 2 and slack >= 1 (a skipped turn must leave the key reachable and "
+              f"the door within the budget), got skip={skip}, key_turns={key_turns}, slack={slack}")),
             (not 0 <= detour < 1, f"0 <= detour < 1, got {detour}"),
             (not 0 <= distractors <= len(DISTRACTORS), f"0 <= distractors <= {len(DISTRACTORS)}, got {distractors}"),
         ] if bad]
@@ -113,9 +113,9 @@ class KeydoorTask(Task):
 
     def expert_actions(self, example: Example) -> list[str]:
         """K, the walk, O; with probability `skip` a bump into the wall behind the start before K (again with
-        probability `skip`, up to key_turns - 1 bumps: K stays within reach), and with
-        probability `detour` per move a step back first, while the budget still reaches the door. Seeded by the
-        example: the same example always gets the same actions."""
+        probability `skip`, up to key_turns - 1 bumps: K stays within reach), and with probability `detour` per
+        move a step back first, while the budget still reaches the door. Seeded by the example: the same example
+        always gets the same actions."""
         budget, start, door = parse_answer(example.answer)
         rng = random.Random(hashlib.sha256(example.answer.encode()).hexdigest())
         spare = budget - (door - start) - 2  # turns the noise may spend
@@ -134,7 +134,7 @@ class KeydoorTask(Task):
             room = walked(start, door, room, "R")
         return actions + [OPEN]
 
-    def make_env(self) -> "KeydoorEnv":
+    def make_env(self) -> KeydoorEnv:
         return KeydoorEnv(self)
 
     def __repr__(self) -> str:
@@ -145,6 +145,8 @@ class KeydoorTask(Task):
 
 class KeydoorEnv(Env):
     """One episode of a KeydoorTask example; the state is the room (not the key, which `subgoal` reports)."""
+
+    subgoals = True  # info["subgoal"]: 0 before the key, 1 after (HiPER's windows)
 
     def __init__(self, task: KeydoorTask):
         self.task = task

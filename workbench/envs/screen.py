@@ -85,8 +85,8 @@ class ScreenTask(Task):
     def __init__(self, *, fields: int = 2, vocab: int = 4, slack: int = 2, shuffle: bool = False,
                  detour: float = 0.25):
         problems = [text for bad, text in [
-            (not 2 <= fields <= MAX_FIELDS, f"2 <= fields <= {MAX_FIELDS} (longer episodes outgrow the tiny model's "
-                                            f"256 positions), got {fields}"),
+            (not 2 <= fields <= MAX_FIELDS,
+             f"2 <= fields <= {MAX_FIELDS} (longer episodes outgrow the tiny model's 256 positions), got {fields}"),
             (not 2 <= vocab <= len(VALUES), f"2 <= vocab <= {len(VALUES)}, got {vocab}"),
             (slack < 0, f"slack >= 0, got {slack}"),
             (not 0 <= detour < 1, f"0 <= detour < 1, got {detour}"),
@@ -144,7 +144,7 @@ class ScreenTask(Task):
             actions.append(action)
         return actions
 
-    def make_env(self) -> "ScreenEnv":
+    def make_env(self) -> ScreenEnv:
         return ScreenEnv(self)
 
     def __repr__(self) -> str:
@@ -154,6 +154,8 @@ class ScreenTask(Task):
 
 class ScreenEnv(Env):
     """One episode of a ScreenTask example; the state is the screen's text."""
+
+    subgoals = True  # info["subgoal"]: how many fields hold their instructed value (HiPER's windows)
 
     def __init__(self, task: ScreenTask):
         self.task = task

@@ -69,7 +69,8 @@ def task_capabilities(task) -> dict[str, bool]:
     env = task.make_env()
     return {"multi_turn": env.max_turns > 1, "env_copy": bool(getattr(env, "copyable", False)),
             "env_actions": callable(getattr(env, "actions", None)),
-            "expert": env.max_turns > 1 and type(task).expert_actions is not Task.expert_actions}
+            "expert": env.max_turns > 1 and type(task).expert_actions is not Task.expert_actions,
+            "subgoals": bool(getattr(env, "subgoals", False))}
 
 
 @dataclass

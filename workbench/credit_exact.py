@@ -28,8 +28,8 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
@@ -52,6 +52,7 @@ class EpisodeMDP:
     step: Callable
     start: object
     name: str = ""
+    info: Callable | None = None  # info(history) -> extra turn_info entries after it (e.g. the subgoal window)
 
     def histories(self) -> list[History]:
         """Every history a turn can be taken from (episode not ended), shortest first."""
@@ -86,7 +87,8 @@ def keydoor_mdp(length: int = 3, slack: int = 1) -> EpisodeMDP:
         opened = actions[a] == "O" and pos == length and key
         return float(opened), opened or len(history) + 1 >= horizon, f"cell{pos}"
 
-    return EpisodeMDP(actions, horizon, step, "cell0", name=f"keydoor(length={length}, slack={slack})")
+    return EpisodeMDP(actions, horizon, step, "cell0", name=f"keydoor(length={length}, slack={slack})",
+                      info=lambda history: {"subgoal": int(state(history)[1])})
 
 
 def random_tree(depth: int = 3, branching: int = 2, p_success: float = 0.4, n_obs: int = 2,
@@ -116,7 +118,7 @@ def two_level_tree() -> tuple[EpisodeMDP, dict]:
         h = history + (a,)
         return (leaves[h] if len(h) == 2 else 0.0), len(h) == 2, f"o{len(h)}"
 
-    table = lambda p: torch.tensor([p, 1 - p], dtype=torch.float64)  # noqa: E731
+    table = lambda p: torch.tensor([p, 1 - p], dtype=torch.float64)
     return EpisodeMDP(("a", "b"), 2, step, "o0", name="two-level tree"), {(): table(0.25), (0,): table(0.5),
                                                                           (1,): table(0.8)}
 
@@ -133,6 +135,11 @@ def tabular_policy(mdp: EpisodeMDP, *, temperature: float = 1.0, seed: int = 0) 
         out[h] = torch.softmax(logits / temperature, -1) if math.isfinite(temperature) else \
             torch.full((len(mdp.actions),), 1 / len(mdp.actions), dtype=torch.float64)
     return out
+
+
+def uniform_policy(mdp: EpisodeMDP) -> dict[History, torch.Tensor]:
+    """pi(a | h) = 1 / |A| everywhere (ROVER's and ProAct's random policy)."""
+    return tabular_policy(mdp, temperature=math.inf)
 
 
 def optimal_actions(mdp: EpisodeMDP, gamma: float = 1.0) -> dict[History, int]:
@@ -229,7 +236,8 @@ def episode_batch(mdp: EpisodeMDP, episodes: list[Episode], group_size: int, pol
                 ids[i, t + 1], turn[i, t + 1] = 1 + len(mdp.actions), s
                 value[i, t + 1] = v
             turn_rewards[i, s] = e.rewards[s]
-            rows.append({"state": e.observations[s], "action": mdp.actions[a], "tool_error": None})
+            extra = mdp.info(tuple(e.actions[:s + 1])) if mdp.info else {}
+            rows.append({"state": e.observations[s], "action": mdp.actions[a], "tool_error": None, **extra})
         info.append(rows)
     returns = torch.tensor([sum(e.rewards) for e in episodes])
     return RolloutBatch(
@@ -260,14 +268,39 @@ class Estimator:
     kw: dict = field(default_factory=dict)
     critic: bool = False
     note: str = ""
+    fill: Callable | None = None  # fill(batch, episodes, mdp) -> None: what the estimator's shaping stage provides
 
 
-# The F1 baselines and the F4 estimators that run on sampled groups of this problem as they are. Estimators that
-# need what an enumerable tabular problem does not have (a language model to score beliefs, an expert to patch
-# from, budgets, checklists) are listed in `NOT_HERE` with the reason.
+def exact_segment_values(batch: RolloutBatch, episodes: list, mdp: EpisodeMDP, exact: Exact) -> None:
+    """SPO-chain with a cut before every turn and the exact V(h_t) as each cut's Monte Carlo value (infinitely many
+    continuations): `segment` = the turn, `segment_values[i, t]` = V(h_t)."""
+    batch.segment = torch.where(batch.mask > 0, batch.turn, torch.full_like(batch.turn, -1))
+    values = torch.zeros(batch.size, batch.turn_rewards.shape[1], dtype=torch.float64)
+    for i, e in enumerate(episodes):
+        values[i, :len(e.actions)] = torch.tensor([exact.V[tuple(e.actions[:s])] for s in range(len(e.actions))])
+    batch.segment_values = values
+
+
+def uniform_q(batch: RolloutBatch, episodes: list, mdp: EpisodeMDP, exact: Exact) -> None:
+    """ProAct's Monte Carlo critic with infinitely many rollouts: Q of the *uniform random* policy (not the current
+    one) of each turn's action in `turn_q`, and of every action in `turn_info[i][s]["q_moves"]`."""
+    q = exact_values(mdp, uniform_policy(mdp)).Q
+    table = torch.zeros(batch.size, batch.turn_rewards.shape[1], dtype=torch.float64)
+    for i, e in enumerate(episodes):
+        for s, a in enumerate(e.actions):
+            h = tuple(e.actions[:s])
+            table[i, s] = q[h][a]
+            batch.turn_info[i][s] = {**batch.turn_info[i][s], "q_moves": dict(zip(mdp.actions, q[h]))}
+    batch.turn_q = table
+
+
+# The F1 baselines and the F4 estimators that run on sampled groups of this problem, each as its recipe calls it
+# (whitening off where it would only rescale). Those that need what an enumerable tabular problem does not have
+# are in `NOT_HERE`, with the reason.
 ESTIMATORS = (
     Estimator("grpo", "grpo", note="episode z-score broadcast to every turn"),
-    Estimator("grpo (no std)", "grpo", {"scale": "none"}, note="Dr. GRPO: episode return minus the group mean"),
+    Estimator("grpo (no std)", "grpo", {"scale": "none"},
+              note="Dr. GRPO: return minus the group mean (= seeupo's GRAE, ipa's default credit)"),
     Estimator("rloo", "rloo", note="leave-one-out baseline, broadcast"),
     Estimator("gae λ=1, exact V", "gae", {"gamma": 1.0, "lam": 1.0, "whiten": False}, critic=True,
               note="return-to-go minus the exact V(h_t)"),
@@ -277,7 +310,39 @@ ESTIMATORS = (
     Estimator("gigpo", "gigpo", {"gamma": 1.0}, note="episode z-score + step return z-scored over anchor states"),
     Estimator("gigpo (mean_norm)", "gigpo", {"gamma": 1.0, "mode": "mean_norm"},
               note="no std division: comparable in scale"),
+    Estimator("hgpo", "hgpo", {"gamma": 1.0}, note="step returns in groups keyed by the last k observations"),
+    Estimator("hgpo (mean_norm)", "hgpo", {"gamma": 1.0, "mode": "mean_norm"}, note="no std division"),
+    Estimator("flow-grpo", "flow-grpo", note="episode z-score over turn-samples (long episodes weigh more)"),
+    Estimator("vl-dac, exact V", "vl-dac", {"gamma": 1.0, "lam": 0.95, "whiten": False}, critic=True,
+              note="GAE over environment steps with the exact V"),
+    Estimator("poad, exact V", "poad", {"gamma": 1.0, "lam": 0.95, "whiten": False}, critic=True,
+              note="token-level GAE, no discount inside an action (one-token actions here: = gae)"),
+    Estimator("hiper, exact V", "hiper", {"gamma": 1.0, "lam": 0.95, "whiten": False}, critic=True,
+              note="planner advantage per subgoal window (before / after the key), executor GAE inside"),
+    Estimator("spo-segment, exact V", "spo-segment", {"whiten": False, "prob_threshold": None},
+              note="a cut before every turn valued exactly: V(h_{t+1}) - V(h_t)", fill=exact_segment_values),
+    Estimator("proact-mc-critic, uniform Q", "proact-mc-critic",
+              note="Q of the uniform random policy, normalized over turns from the same observation", fill=uniform_q),
 )
+
+NOT_HERE = {
+    "igpo": "the belief is a language model's probability of the answer; its exact analogue, V(h), gives the "
+            "TD error of `gae λ=0, exact V`",
+    "infopo": "scores the next action with the observation replaced by a neutral text: a language model's signal",
+    "ui-s1": "rewards matching an expert's action, a different reward than this problem's",
+    "cm2-advantage": "needs checklist items judged per turn",
+    "spa-rl": "reads a progress estimate and a critic from different tokens of a turn; actions here are one token",
+    "digirl": "its critic is a success classifier trained on Monte Carlo returns, read as a logit",
+    "ipa": "its default credit is the episode's group z-score (`grpo`); the chunk ratio acts in the loss",
+    "seeupo": "its advantage is GRAE (`grpo (no std)`); the reverse-order update acts in the optimizer",
+    "adora": "re-weights whole groups by response lengths, which barely vary here",
+    "xrpo-sharpening": "a bonus on correct responses the policy finds unlikely: it acts on the loss weight, not on "
+                       "which turn earned the reward",
+    "hbpo-advantage": "needs length budgets",
+    "spo-single": "one response per prompt with a value tracked across steps",
+    "rover": "an objective (regression on the uniform policy's Q), not a per-turn advantage",
+    "b-coder": "an objective (token Q-learning), not a per-turn advantage",
+}
 
 
 def sample_groups(mdp: EpisodeMDP, policy: dict, *, n_groups: int, group_size: int, seed: int = 0) -> list:
@@ -286,13 +351,15 @@ def sample_groups(mdp: EpisodeMDP, policy: dict, *, n_groups: int, group_size: i
     return [[sample_episode(mdp, policy, rng) for _ in range(group_size)] for _ in range(n_groups)]
 
 
-def estimates_per_pair(mdp: EpisodeMDP, policy: dict, est: Estimator, groups: list, values: dict) -> dict:
-    """{(h, a): [A_hat of every sampled turn that took a after h]} of estimator `est` over `groups`; `values` is
-    the exact V, given as the critic to estimators that read one."""
+def estimates_per_pair(mdp: EpisodeMDP, policy: dict, est: Estimator, groups: list, exact: Exact) -> dict:
+    """{(h, a): [A_hat of every sampled turn that took a after h]} of estimator `est` over `groups`; the exact V is
+    the critic of estimators that read one."""
     entry = registry.get("advantage", est.key)
     out: dict = {}
     for episodes in groups:
-        batch = episode_batch(mdp, episodes, len(episodes), policy, values if est.critic else None)
+        batch = episode_batch(mdp, episodes, len(episodes), policy, exact.V if est.critic else None)
+        if est.fill:
+            est.fill(batch, episodes, mdp, exact)
         for e, row in zip(episodes, turn_advantages(entry.fn(batch, **est.kw), batch)):
             for s, value in enumerate(row):
                 out.setdefault((tuple(e.actions[:s]), e.actions[s]), []).append(value)
@@ -306,7 +373,7 @@ def bias_variance(mdp: EpisodeMDP, policy: dict, estimators=ESTIMATORS, *, n_gro
     the same groups."""
     exact = exact_values(mdp, policy, gamma)
     groups = sample_groups(mdp, policy, n_groups=n_groups, group_size=group_size, seed=seed)
-    return [summarize(est, estimates_per_pair(mdp, policy, est, groups, exact.V), exact) for est in estimators]
+    return [summarize(est, estimates_per_pair(mdp, policy, est, groups, exact), exact) for est in estimators]
 
 
 def summarize(est: Estimator, per_pair: dict, exact: Exact) -> dict:
@@ -325,3 +392,35 @@ def summarize(est: Estimator, per_pair: dict, exact: Exact) -> dict:
     corr = float(torch.corrcoef(torch.tensor([xs, ys], dtype=torch.float64))[0, 1]) if len(xs) > 1 else float("nan")
     return {"estimator": est.label, "key": est.key, "abs_bias": bias, "variance": var, "mse": mse, "corr": corr,
             "visits": n, "note": est.note}
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """The bias/variance rows as a Markdown table (the README's)."""
+    lines = ["| estimator | abs bias | variance | MSE | corr with exact A |", "|---|---|---|---|---|"]
+    lines += [f"| {r['estimator']} | {r['abs_bias']:.3f} | {r['variance']:.3f} | {r['mse']:.3f} | {r['corr']:.2f} |"
+              for r in rows]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    """python -m workbench.credit_exact [--length 3] [--slack 1] [--eps 0.5] [--groups 2000] [--group-size 8]
+    [--seed 0]: the bias/variance table of every estimator on the key-door problem, as Markdown."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m workbench.credit_exact", description=main.__doc__)
+    for name, default in (("length", 3), ("slack", 1), ("groups", 2000), ("group-size", 8), ("seed", 0)):
+        parser.add_argument(f"--{name}", type=int, default=default)
+    parser.add_argument("--eps", type=float, default=0.5)
+    args = parser.parse_args(argv)
+    if args.length < 1 or args.slack < 0 or args.groups < 1 or args.group_size < 2 or not 0 <= args.eps <= 1:
+        parser.error("need length >= 1, slack >= 0, groups >= 1, group-size >= 2 and 0 <= eps <= 1")
+    mdp = keydoor_mdp(args.length, args.slack)
+    policy = noisy_optimal_policy(mdp, eps=args.eps, seed=args.seed)
+    print(f"{mdp.name}, policy eps={args.eps} seed={args.seed}: V(start) = {exact_values(mdp, policy).V[()]:.3f}; "
+          f"{args.groups} groups of {args.group_size}")
+    print(markdown_table(bias_variance(mdp, policy, n_groups=args.groups, group_size=args.group_size,
+                                       seed=args.seed)))
+
+
+if __name__ == "__main__":
+    main()

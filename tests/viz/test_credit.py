@@ -1,0 +1,36 @@
+"""The credit figures draw the numbers the exact comparison computes."""
+import math
+
+import pytest
+
+from workbench import credit_exact as ce
+from workbench.viz.credit import advantage_heatmaps, bias_variance_figure, table_rows, turn_grid
+
+
+def group():
+    mdp = ce.keydoor_mdp(length=2, slack=1)
+    policy = ce.noisy_optimal_policy(mdp, eps=0.4)
+    return mdp, policy, ce.exact_values(mdp, policy), ce.sample_groups(mdp, policy, n_groups=1, group_size=4)[0]
+
+
+def test_the_exact_grid_is_each_actions_exact_advantage_and_nan_past_the_end():
+    mdp, policy, exact, episodes = group()
+    grid = turn_grid(mdp, policy, episodes, None, exact)
+    for e, row in zip(episodes, grid):
+        assert row[:len(e.actions)] == pytest.approx([exact.advantage(tuple(e.actions[:s]), a)
+                                                      for s, a in enumerate(e.actions)])
+        assert all(math.isnan(v) for v in row[len(e.actions):])
+    td = next(est for est in ce.ESTIMATORS if est.label == "gae λ=0, exact V")
+    for ours, theirs in zip(turn_grid(mdp, policy, episodes, td, exact), grid):
+        assert ours == pytest.approx(theirs, nan_ok=True, abs=1e-6)
+
+
+def test_the_heatmaps_share_one_symmetric_scale_and_the_bars_rank_by_mse():
+    mdp, policy, exact, episodes = group()
+    fig = advantage_heatmaps(mdp, policy, episodes, ce.ESTIMATORS[0], exact)
+    assert len(fig.data) == 2 and fig.data[0].zmax == fig.data[1].zmax == -fig.data[0].zmin
+    rows = [{"estimator": "a", "abs_bias": 0.1, "variance": 0.04, "mse": 0.05, "corr": 0.5, "note": ""},
+            {"estimator": "b", "abs_bias": 0.0, "variance": 0.0, "mse": 0.0, "corr": 1.0, "note": ""}]
+    bars = bias_variance_figure(rows)
+    assert list(bars.data[0].y) == ["a", "b"] and list(bars.data[1].x) == pytest.approx([0.2, 0.0])  # best on top
+    assert table_rows(rows)[0]["|bias|"] == 0.1

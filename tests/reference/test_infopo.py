@@ -14,8 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tests.advantages.test_infopo import TalkTask
-from tests.helpers import D
+from tests.helpers import CallTask, D
 from tests.reference import formulas_infopo as ref
 from tests.rollout.scripted import ScriptedEngine
 from workbench.advantages.infopo import infopo, infopo_signal
@@ -33,7 +32,7 @@ def test_the_signal_matches_their_counterfactual_kl():
     model, tok = build_tiny(seed=7)
     texts = ["xy;", "abc;", "d;", "ok<eos>"]
     engine = ScriptedEngine(tok, lambda history: texts[min(history.count(";"), 3)])
-    batch = turns(engine, TalkTask(), [Example("p1?", "", "")], group_size=2, sampling=Sampling(8))
+    batch = turns(engine, CallTask(answer="ok", prefix="v"), [Example("p1?", "", "")], group_size=2, sampling=Sampling(8))
     score = lambda b, T: policy_forward(model, b.prompt_ids, b.prompt_mask, b.response_ids, b.mask, T)[0] * b.mask
     ctx = StepContext(step=0, total_steps=1, seed=0, group_size=2, prompts_per_step=1, max_new_tokens=8,
                       engine=SimpleNamespace(tokenizer=tok), score=score)

@@ -69,11 +69,19 @@ from workbench.viz.zoo import (advantage_comparison, advantage_table_html, advan
 torch.set_num_threads(1)
 torch.manual_seed(seed)
 MULTI_TURN = {"turn", "turn_info", "turn_rewards"}  # fields only a multi-turn episode has
-estimators = [e for e in registry.entries("advantage") if not MULTI_TURN & set(e.reads)]
+
+
+def one_turn(e) -> bool:
+    """Does the estimator score a one-turn batch? (Credit assignment's turn-level ones: notebook 13.)"""
+    return not MULTI_TURN & set(e.reads) and "multi_turn" not in e.needs and e.family != "credit"
+
+
+estimators = [e for e in registry.entries("advantage") if one_turn(e)]
 for e in estimators:
     print(f"{e.key:30} {e.summary[:90]}")
-left_out = [e.key for e in registry.entries("advantage") if MULTI_TURN & set(e.reads)]
-print(f"\nleft out (they score the turns of a multi-turn episode, which a one-turn batch has none of): {left_out}")
+left_out = [e.key for e in registry.entries("advantage") if not one_turn(e)]
+print(f"\nleft out (they score the turns of a multi-turn episode, or belong to F4's credit assignment, notebook 13): "
+      f"{left_out}")
 
 # %% [markdown]
 # ## 1. The same groups through every estimator

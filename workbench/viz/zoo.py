@@ -33,12 +33,16 @@ WEIGHT_SCALE = "RdBu"   # red: the token is pushed down, blue: pushed up
 # The per-token gradient weight of every policy objective
 
 
+OWN_FIGURES = {"surrogate": "workbench.viz.beyond (notebook 10)", "credit": "notebook 13"}
+
+
 def policy_objectives() -> list:
-    """Registered policy objectives (registry entries) outside family F2, sorted by key; new registrations appear
-    here. F2's objectives read inputs besides (r, A) (a token's entropy, GBPO's target, the off-policy flag, ...):
-    `workbench.viz.beyond` draws them with those inputs as knobs (notebook 10). The critic's loss is a `value`
+    """Registered policy objectives (registry entries) outside families F2 and F4, sorted by key; new registrations
+    appear here. F2's objectives read inputs besides (r, A) (a token's entropy, GBPO's target, the off-policy flag,
+    ...): `workbench.viz.beyond` draws them with those inputs as knobs (notebook 10). F4's act on a turn's or a
+    chunk's tokens together or regress values from the LM head (notebook 13). The critic's loss is a `value`
     component, not an objective, so every entry here takes logp first."""
-    return [e for e in registry.entries("objective") if e.family != "surrogate"]
+    return [e for e in registry.entries("objective") if e.family not in OWN_FIGURES]
 
 
 def extra_inputs(fn, old_logp: torch.Tensor) -> dict:

@@ -118,6 +118,9 @@ print(f"observation after R:   {mdp.observation((R,))}  V = {exact.V[(R,)]:.3f}"
 
 # %%
 labels = {e.label: e for e in ce.ESTIMATORS}
+shown = next(g for g in range(seed, seed + 100)  # the first group with a success and a failure: a signal to credit
+             if len({sum(e.rewards) for e in ce.sample_groups(mdp, policy, n_groups=1, group_size=group_size,
+                                                              seed=g)[0]}) > 1)
 
 
 def show_group(estimator, group_seed):
@@ -126,13 +129,10 @@ def show_group(estimator, group_seed):
 
 
 explorer({"estimator": W.Dropdown(options=list(labels), value="grpo", description="estimator"),
-          "group_seed": W.IntSlider(value=seed, min=0, max=20, description="group", continuous_update=False)},
+          "group_seed": W.IntSlider(value=shown, min=0, max=seed + 100, description="group", continuous_update=False)},
          show_group)
 
 # %%
-shown = next(g for g in range(seed, seed + 100)  # the first group with a success and a failure: a signal to credit
-             if len({sum(e.rewards) for e in ce.sample_groups(mdp, policy, n_groups=1, group_size=group_size,
-                                                              seed=g)[0]}) > 1)
 episodes = ce.sample_groups(mdp, policy, n_groups=1, group_size=group_size, seed=shown)[0]
 for label in ("grpo", "rloo", "gae λ=0, exact V"):
     advantage_heatmaps(mdp, policy, episodes, labels[label], exact).show()

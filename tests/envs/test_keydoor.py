@@ -164,3 +164,9 @@ def test_without_the_key_window_it_is_the_exact_credit_problem_of_credit_exact()
             env = replay(task, EX, 0, [mdp.actions[h] for h in history])
             _, reward, done, info = env.step(letter)
             assert (reward, done, f"cell{info['state'] - 409}") == mdp.step(history, a), (history, letter)
+
+
+@pytest.mark.parametrize("knobs", [{"key_turns": "two"}, {"min_length": 3.5}, {"skip": True}])
+def test_knobs_of_the_wrong_type_are_refused(knobs):
+    with pytest.raises(ValueError, match="keydoor: wrong type for"):
+        get_task("keydoor", **knobs)

@@ -133,3 +133,9 @@ def test_held_out_set_is_shipped_for_the_defaults_and_never_sampled_for_training
     assert not train & {e.prompt for e in held_out}
     other = get_task("screen", shuffle=True)
     assert len(other.eval_set()) == 200 and other.eval_set() != held_out
+
+
+@pytest.mark.parametrize("knobs", [{"shuffle": "no"}, {"fields": "3"}, {"detour": None}])
+def test_knobs_of_the_wrong_type_are_refused(knobs):
+    with pytest.raises(ValueError, match="screen: wrong type for"):
+        get_task("screen", **knobs)

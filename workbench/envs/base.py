@@ -63,6 +63,17 @@ class Env:
         return twin
 
 
+def check_knob_types(task: str, knobs: dict, kinds: dict) -> None:
+    """Refuse a task knob of the wrong type before anything runs ("no" for a bool, "two" for an int): `kinds` maps
+    each knob to int, float or bool (a bool is not an int here, an int is a float)."""
+    ok = {int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+          float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+          bool: lambda v: isinstance(v, bool)}
+    bad = [f"{k}={knobs[k]!r} (need {t.__name__})" for k, t in kinds.items() if not ok[t](knobs[k])]
+    if bad:
+        raise ValueError(f"{task}: wrong type for {', '.join(bad)}; e.g. --set task_kw.{bad[0].split('=')[0]}=...")
+
+
 def replay(task, example, seed: int, actions: list[str]) -> Env:
     """A fresh environment of `task` reset on (example, seed) and stepped through `actions`: the state a recorded
     episode was in after them (a row's seed is `episode_seed(example, row % group_size)`, its actions

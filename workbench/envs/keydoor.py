@@ -28,7 +28,7 @@ import hashlib
 import random
 
 from workbench import registry
-from workbench.envs.base import Env, tool, user
+from workbench.envs.base import Env, check_knob_types, tool, user
 from workbench.tasks.base import Example, Task
 
 KEY, OPEN, MOVES = "K", "O", {"L": -1, "R": 1}
@@ -72,6 +72,8 @@ class KeydoorTask(Task):
 
     def __init__(self, *, min_length: int = 3, max_length: int = 5, slack: int = 2, key_turns: int = 2,
                  skip: float = 0.5, detour: float = 0.2, distractors: int = 0):
+        check_knob_types("keydoor", locals(), {"min_length": int, "max_length": int, "slack": int, "key_turns": int,
+                                               "skip": float, "detour": float, "distractors": int})
         problems = [text for bad, text in [
             (not 3 <= min_length <= max_length <= 20,
              f"3 <= min_length <= max_length <= 20 (the walk takes >= 3 moves), got {min_length}, {max_length}"),

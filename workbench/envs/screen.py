@@ -28,7 +28,7 @@ import hashlib
 import random
 
 from workbench import registry
-from workbench.envs.base import Env, tool, user
+from workbench.envs.base import Env, check_knob_types, tool, user
 from workbench.tasks.base import Example, Task
 
 LABELS = "NAEPZD"        # field labels (name, age, email, phone, zip, date); never C or T: actions show in a transcript
@@ -84,6 +84,8 @@ class ScreenTask(Task):
 
     def __init__(self, *, fields: int = 2, vocab: int = 4, slack: int = 2, shuffle: bool = False,
                  detour: float = 0.25):
+        check_knob_types("screen", locals(), {"fields": int, "vocab": int, "slack": int, "shuffle": bool,
+                                              "detour": float})
         problems = [text for bad, text in [
             (not 2 <= fields <= MAX_FIELDS,
              f"2 <= fields <= {MAX_FIELDS} (longer episodes outgrow the tiny model's 256 positions), got {fields}"),

@@ -91,6 +91,38 @@ REFERENCES = {
               "recipe_overrides.agg=token-mean", "kl_coef=0.01"),
         question="Does GiGPO's step-level advantage over anchor states (the same grid cell in a group's episodes) "
                  "raise held-out success on the grid world above GRPO's episode advantage?"),
+    # F4 on the key-door corridor, where the first action (take the key) decides a reward 5-7 turns later and the
+    # observation never shows it. The 30-step warm start leaves greedy success at 0.99 but sampled success (pass@1 of
+    # 4 samples at temperature 1) at 0.48, in the 0.2-0.6 band where GRPO has room: GRPO alone reaches 0.83 in 40
+    # steps of 4 corridors x G = 8 (seed 0). Each recipe runs as its paper's script (its own clip, KL and loss
+    # aggregation); a run takes about 70 s, the comparison about 45 min on one core.
+    "f4-keydoor": Reference(
+        recipes=("grpo", "gigpo", "hgpo", "flow-grpo", "ipa", "seeupo", "proact-mc-critic", "proact-mc-ppo", "vl-dac",
+                 "poad", "hiper", "digirl", "spa-rl"),
+        task="keydoor", seeds=3,
+        sets=("sft_steps=30", "steps=40", "prompts_per_step=4", "eval_size=100", "pass_k=4", "eval_every=10",
+              "checkpoint_every=20"),
+        question="Where an early action decides a late reward, does any step-, turn- or critic-level credit raise "
+                 "held-out sampled success faster than GRPO's episode advantage?"),
+    # The GUI and device keys on the text form, whose 375-step warm start leaves sampled success at 0.565.
+    "f4-screen": Reference(
+        recipes=("grpo", "ui-s1", "digirl", "vl-dac", "hiper"), task="screen", seeds=3,
+        sets=("sft_steps=375", "steps=40", "prompts_per_step=4", "eval_size=100", "pass_k=4", "eval_every=10",
+              "checkpoint_every=20"),
+        question="On a text screen filled field by field, do semi-online rollouts along the expert (UI-S1), a "
+                 "success-classifier critic (DigiRL), a step critic (VL-DAC) or subgoal windows (HiPER) raise "
+                 "held-out sampled success above GRPO's?"),
+    # The one-turn F4 keys in f2-countdown's setting (the same warm start and lr 3e-4 as F2_SETS, so grpo's runs
+    # are the same runs): outcome reshaping per group (adora, xrpo-sharpening), one sample per prompt with a tracked
+    # baseline (spo-single at equal samples per step: 128 prompts x 1 against 16 x 8), segment Monte Carlo values
+    # (spo-segment's chain, spo-tree) and the value-based objectives (rover, b-coder).
+    "f4-countdown": Reference(
+        recipes=("grpo", "adora", "xrpo-sharpening", "spo-single", "spo-segment", "spo-tree", "rover", "b-coder"),
+        task="countdown", seeds=3,
+        sets=F2_SETS,
+        recipe_sets={"spo-single": ("group_size=1", "prompts_per_step=128")},
+        question="On one-turn countdown, do group reshaping, a single-sample tracked baseline, segment Monte Carlo "
+                 "credit or value-based objectives beat GRPO on held-out accuracy or pass@8?"),
     # The same sharpening setting for the F2 objectives: which of them trade accuracy, pass@8 or entropy
     # differently from GRPO's clip? (hispo, dots-rr-clip and safe-kl-control need a rollout-trainer mismatch, a
     # replay buffer or a KL budget to act on; their claims say why they are not run here.)

@@ -1,4 +1,6 @@
 """The pipeline: stages run in their fixed order, parts that don't fit are refused at start, state resumes."""
+import json
+
 import pytest
 import torch
 
@@ -7,6 +9,8 @@ from workbench import registry
 from workbench.batch import RolloutBatch
 from workbench.recipes import RECIPES, Recipe, get_recipe, use, with_overrides
 from workbench.train import Trainer, make_config
+from workbench.train.glossary import unexplained
+from workbench.train.metrics import read_rows
 from workbench.train.pipeline import Pipeline
 
 
@@ -191,11 +195,18 @@ def test_a_component_that_needs_what_the_task_lacks_is_refused_before_anything_r
 
 
 @pytest.mark.parametrize("recipe", RL_RECIPES)
-def test_every_recipe_resumes_exactly(recipe, tmp_path):
-    """Killed after step 2 (checkpoint 2) and resumed, each recipe logs row for row what a straight run logs (a
-    recipe that needs multi-turn episodes runs on three-turn DigitSteps)."""
-    overrides, task = task_for(recipe, **TINY)
+def test_every_recipe_trains_end_to_end_and_resumes_exactly(recipe, tmp_path):
+    """Each recipe trains (a gradient on some step, every metric explained, its value loss when it has a critic, the
+    held-out accuracy after), and killed after step 2 (checkpoint 2) and resumed, it logs row for row what the
+    straight run logs (a recipe that needs multi-turn episodes runs on three-turn DigitSteps)."""
+    overrides, task = task_for(recipe, **TINY)  # partly solvable from scratch: a learning signal
     assert resumes_exactly(make_config("smoke", recipe=recipe, **overrides), tmp_path, task=task)
+    rows = read_rows(tmp_path / "straight" / "metrics.jsonl")
+    assert len(rows) == TINY["steps"] and all(r["grad_norm"] >= 0 for r in rows) and any(r["grad_norm"] > 0 for r in rows)
+    assert not unexplained(set().union(*rows)), unexplained(set().union(*rows))
+    if RECIPES[recipe].value is not None:
+        assert "value/loss" in rows[0]
+    assert "accuracy_after" in json.loads((tmp_path / "straight" / "summary.json").read_text())
 
 
 @pytest.mark.parametrize("recipe", PREFERENCE_RECIPES)

@@ -4,7 +4,13 @@ import math
 import pytest
 
 from workbench import credit_exact as ce
-from workbench.viz.credit import advantage_heatmaps, bias_variance_figure, table_rows, turn_grid
+from workbench.viz.credit import (
+    advantage_heatmaps,
+    against_baseline_grid,
+    bias_variance_figure,
+    table_rows,
+    turn_grid,
+)
 
 
 def group():
@@ -34,3 +40,19 @@ def test_the_heatmaps_share_one_symmetric_scale_and_the_bars_rank_by_mse():
     bars = bias_variance_figure(rows)
     assert list(bars.data[0].y) == ["a", "b"] and list(bars.data[1].x) == pytest.approx([0.2, 0.0])  # best on top
     assert table_rows(rows)[0]["|bias|"] == 0.1
+
+
+def test_each_method_gets_a_panel_with_its_band_and_the_baselines():
+    def seed(values):  # eval rows at steps 0 and 10
+        return [{"step": 0, "eval/pass@1": values[0]}, {"step": 10, "eval/pass@1": values[1]}]
+
+    groups = {"grpo": [seed([0.4, 0.5]), seed([0.4, 0.7])], "a": [seed([0.4, 0.9]), seed([0.4, 0.8])],
+              "b": [seed([0.4, 0.2]), seed([0.4, 0.4])]}
+    fig = against_baseline_grid(groups, cols=2)
+    assert [a.text for a in fig.layout.annotations] == ["a", "b"]  # one panel per method, the baseline in each
+    lines = [t for t in fig.data if t.mode == "lines+markers"]
+    assert [t.name for t in lines] == ["grpo", "a", "grpo", "b"]
+    assert list(lines[1].y) == pytest.approx([0.4, 0.85]) and list(lines[2].y) == pytest.approx([0.4, 0.6])
+    bands = [t for t in fig.data if t.fill == "toself"]
+    assert list(bands[3].y) == pytest.approx([0.4, 0.4, 0.2, 0.4])  # b: max at steps 0, 10, then min back
+    assert [t.showlegend for t in lines] == [True, False, False, False]

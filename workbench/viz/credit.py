@@ -1,5 +1,6 @@
 """Figures for credit assignment against the exact answer (notebook 13): every estimator's per-turn advantage on the
-same sampled episodes beside the exact advantage, and each estimator's bias and variance.
+same sampled episodes beside the exact advantage, each estimator's bias and variance, and each trained method's
+held-out curve against GRPO's (one panel per method, from the stored reference runs).
 
     from workbench import credit_exact as ce
     from workbench.viz.credit import turn_grid, advantage_heatmaps, bias_variance_figure
@@ -10,13 +11,14 @@ prints the numbers a heatmap draws.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from workbench import credit_exact as ce
 from workbench import registry
+from workbench.viz.figures import RUN_COLORS, seed_band
 
 SCALE = "RdBu"
 
@@ -88,3 +90,31 @@ def table_rows(rows: Sequence[dict]) -> list[dict]:
     """The rows rounded for a table: estimator, |bias|, variance, MSE, correlation, note."""
     return [{"estimator": r["estimator"], "|bias|": round(r["abs_bias"], 4), "variance": round(r["variance"], 4),
              "MSE": round(r["mse"], 4), "corr": round(r["corr"], 3), "what it is": r["note"]} for r in rows]
+
+
+def against_baseline_grid(groups: Mapping[str, list[list[dict]]], key: str = "eval/pass@1", baseline: str = "grpo",
+                          title: str | None = None, cols: int = 4) -> go.Figure:
+    """One small panel per method: its mean-over-seeds `key` (line) and min–max band against the baseline's (grey),
+    on one shared y scale, so each method is read against the same reference. `groups` as `seed_band_curves`."""
+    methods = [m for m in groups if m != baseline]
+    rows = max(1, math.ceil(len(methods) / cols))
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=methods, shared_yaxes=True, shared_xaxes=True,
+                        horizontal_spacing=0.03, vertical_spacing=min(0.12, 0.6 / rows))
+    for i, method in enumerate(methods):
+        where = dict(row=i // cols + 1, col=i % cols + 1)
+        for name, color in ((baseline, "#9e9e9e"), (method, RUN_COLORS[i % len(RUN_COLORS)])):
+            steps, mean, lo, hi = seed_band(groups.get(name, []), key)
+            if not steps:
+                continue
+            first = i == 0 or name == method
+            fig.add_trace(go.Scatter(x=steps + steps[::-1], y=hi + lo[::-1], fill="toself", fillcolor=color,
+                                     opacity=0.2, line=dict(width=0), hoverinfo="skip", showlegend=False), **where)
+            fig.add_trace(go.Scatter(x=steps, y=mean, name=name, line=dict(color=color), mode="lines+markers",
+                                     marker=dict(size=4), showlegend=first and name == baseline,
+                                     hovertemplate=f"{name}<br>step %{{x}}<br>{key} %{{y:.3f}}<extra></extra>"),
+                          **where)
+    fig.update_layout(template="plotly_white", height=90 + 190 * rows, margin=dict(l=10, r=10, t=80, b=30),
+                      title=dict(text=title or f"{key} of each method (colour) against {baseline} (grey); lines: mean "
+                                                f"over seeds, bands: min–max", y=0.98),
+                      legend=dict(orientation="h", y=1.0, x=1, xanchor="right", yanchor="bottom"))
+    return fig

@@ -228,8 +228,7 @@ def collect_covers(tests_dir: Path = TESTS_DIR) -> dict[str, list[str]]:
 
 RECIPE_TESTS = "tests/recipes/"  # a recipe shares its key with a component ("grpo"): these files test recipes
 EVERY_RECIPE_TESTS = {  # parametrized over every recipe of a loop (tests/test_book.py checks they exist)
-    "rl": ["tests/train/test_rl.py::test_every_recipe_trains_end_to_end",
-           "tests/train/test_pipeline.py::test_every_recipe_resumes_exactly"],
+    "rl": ["tests/train/test_pipeline.py::test_every_recipe_trains_end_to_end_and_resumes_exactly"],
     "preference": ["tests/train/test_preference.py::test_every_preference_recipe_trains",
                    "tests/train/test_pipeline.py::test_every_preference_recipe_resumes_exactly"],
 }

@@ -65,6 +65,10 @@ GAMES = ("a judge with cycles would test it: workbench/preference/games.py runs 
 TRANSITIVE = ("our preferences come from the verifier (right over wrong), which is transitive: the Nash policy is "
               "then just the right answer, and win rates against the policy order answers as the 0/1 reward does; "
               + GAMES)
+NO_BUDGET_SFT = ("the warm start never saw a budget sentence: with one the tiny model almost never answers right (10 "
+                 "steps, seed 0: training accuracy 0.0 at every step with it before the question, one right answer in "
+                 "1280 samples with it after; length 9.8-10 of 10), so the reward is almost always 0; it needs SFT on "
+                 "budget prompts")
 CREDIT_PENDING = ("the comparison that tests it (against GRPO, 3 seeds, on the long-horizon environments keydoor / "
                   "screen / search / calculator with the warm starts chosen in issue 21) is not run yet; what is "
                   "measured so far is each estimator against the exact advantage (notebook 13)")
@@ -254,26 +258,21 @@ CLAIMS = (
                   "every group (4/7 at G = 8), so the advantage is dr_grpo's times a constant; the claim is about "
                   "intransitive or stochastic preferences, which a verifier never gives; " + GAMES),
     Claim("adora", "Damping groups whose longest correct answer is shorter than their wrong ones (weight 0.1) favours "
-          "long reasoning and raises accuracy over GRPO.",
-          why_not=CREDIT_PENDING),
+          "long reasoning and raises accuracy over GRPO.", "f4-countdown"),
     Claim("xrpo-sharpening", "A novelty bonus on correct answers the policy finds unlikely sharpens exploitation and "
-          "raises accuracy over GRPO.",
-          why_not=CREDIT_PENDING),
+          "raises accuracy over GRPO.", "f4-countdown"),
     Claim("hbpo-advantage", "Intra-budget plus inter-group advantages teach a model to fit its reasoning length to the "
           "problem, cutting tokens at equal or higher accuracy.",
-          why_not=CREDIT_PENDING),
+          why_not="the same budget rollout and reward as hbpo-reward: " + NO_BUDGET_SFT),
     Claim("spo-single", "One response per prompt with a persistent Beta value tracker matches or beats GRPO's groups "
-          "at a fraction of the rollouts.",
-          why_not=CREDIT_PENDING),
+          "at a fraction of the rollouts.", "f4-countdown", direction=0),
     Claim("hgpo", "Groups keyed by the last k observations remove GiGPO's context inconsistency and raise long-horizon "
-          "agent success (ALFWorld, WebShop).",
-          why_not=CREDIT_PENDING),
+          "agent success (ALFWorld, WebShop).", "f4-keydoor", metric="pass@1_after"),
+    Claim("hgpo", "(same paper) ... above GiGPO's.", "f4-keydoor", metric="pass@1_after", baseline="gigpo"),
     Claim("flow-grpo", "Broadcasting the trajectory's outcome to every planner turn trains a planner that uses tools "
-          "better than with a trajectory-level update.",
-          why_not=CREDIT_PENDING),
+          "better than with a trajectory-level update.", "f4-keydoor", metric="pass@1_after"),
     Claim("ui-s1", "Semi-online rollouts along expert trajectories with patched mismatches and step returns raise "
-          "multi-turn GUI success over offline and online RL.",
-          why_not=CREDIT_PENDING),
+          "multi-turn GUI success over offline and online RL.", "f4-screen", metric="pass@1_after"),
     Claim("igpo", "Information-gain turn rewards give dense credit where outcome rewards are all equal, raising "
           "multi-turn search accuracy over GRPO.",
           why_not=CREDIT_PENDING),
@@ -283,44 +282,31 @@ CLAIMS = (
     Claim("cm2-advantage", "Checklist advantages at the step level learn faster than turn or trajectory ones early on.",
           why_not=CREDIT_PENDING),
     Claim("ipa", "Credit and ratios over interaction chunks stabilise long-horizon agent training over token-level "
-          "PPO.",
-          why_not=CREDIT_PENDING),
+          "PPO.", "f4-keydoor", metric="pass@1_after"),
     Claim("seeupo", "Reverse-order sequential turn updates improve monotonically where simultaneous PPO-style updates "
-          "do not, and reach higher agent success.",
-          why_not=CREDIT_PENDING),
+          "do not, and reach higher agent success.", "f4-keydoor", metric="pass@1_after"),
     Claim("spo-segment", "Segment-level Monte Carlo advantages (cuts at low-probability tokens) give finer credit than "
-          "GRPO and raise accuracy at equal rollouts.",
-          why_not=CREDIT_PENDING),
+          "GRPO and raise accuracy at equal rollouts.", "f4-countdown"),
     Claim("spo-tree", "(SPO-tree) Tree-structured sampling with node values from the leaves below raises accuracy over "
-          "GRPO at equal rollouts.",
-          why_not=CREDIT_PENDING),
+          "GRPO at equal rollouts.", "f4-countdown"),
     Claim("proact-mc-critic", "A random-policy Monte Carlo critic gives turn-level advantages that raise agent success "
-          "in planning games (2048, Sokoban).",
-          why_not=CREDIT_PENDING),
+          "in planning games (2048, Sokoban).", "f4-keydoor", metric="pass@1_after"),
     Claim("proact-mc-ppo", "(ProAct MC-PPO) Mixing the Monte Carlo value into the critic's baseline stabilises "
-          "turn-level PPO.",
-          why_not=CREDIT_PENDING),
+          "turn-level PPO.", "f4-keydoor", metric="pass@1_after", baseline="vl-dac"),
     Claim("vl-dac", "An environment-step critic with token-level PPO transfers from synthetic worlds to real agent "
-          "tasks.",
-          why_not=CREDIT_PENDING),
+          "tasks.", "f4-keydoor", metric="pass@1_after"),
     Claim("poad", "Token-level credit inside multi-token actions (no discount within an action) learns faster than "
-          "action-level PPO.",
-          why_not=CREDIT_PENDING),
+          "action-level PPO.", "f4-keydoor", metric="pass@1_after", baseline="vl-dac"),
     Claim("hiper", "Hierarchical advantages over subgoal windows lower variance and raise long-horizon success over "
-          "flat GAE.",
-          why_not=CREDIT_PENDING),
+          "flat GAE.", "f4-keydoor", metric="pass@1_after", baseline="vl-dac"),
     Claim("digirl", "Filtered advantage-weighted regression with a success-classifier critic trains device-control "
-          "agents past imitation and prompting.",
-          why_not=CREDIT_PENDING),
+          "agents past imitation and prompting.", "f4-screen", metric="pass@1_after"),
     Claim("spa-rl", "Progress attribution (learned per-step rewards that sum to the outcome) raises agent success over "
-          "outcome-only PPO.",
-          why_not=CREDIT_PENDING),
+          "outcome-only PPO.", "f4-keydoor", metric="pass@1_after"),
     Claim("rover", "Regressing onto the uniform random policy's Q values is enough for verifiable-reward reasoning: "
-          "higher pass@k and more distinct correct answers than GRPO.",
-          why_not=CREDIT_PENDING),
+          "higher pass@k and more distinct correct answers than GRPO.", "f4-countdown", metric="pass@k_after"),
     Claim("b-coder", "Value-based learning with a conservative Bellman operator trains program synthesis competitively "
-          "with policy-gradient methods.",
-          why_not=CREDIT_PENDING),
+          "with policy-gradient methods.", "f4-countdown", direction=0),
     Claim("gigpo", "Step-level advantages over anchor states that a group's episodes share give agents finer credit "
           "than GRPO's episode advantage, and higher success (ALFWorld, WebShop).", "f4-gridworld",
           metric="pass@1_after", reading=GIGPO_READING),
@@ -440,10 +426,7 @@ CLAIMS = (
           "responses ...", "f6-length", metric="final:response_length/mean", direction=-1, reading=ARLCP_READING),
     Claim("arlcp", "(same paper) ... without losing accuracy.", "f6-length", direction=0, reading=ARLCP_READING),
     Claim("hbpo-reward", "Budget-conditioned rewards teach one model to reason at several lengths.",
-          why_not="the warm start never saw a budget sentence: with one the tiny model almost never answers right (10 "
-                  "steps, seed 0: training accuracy 0.0 at every step with it before the question, one right answer "
-                  "in 1280 samples with it after; length 9.8-10 of 10), so the reward is almost always 0; it needs "
-                  "SFT on budget prompts"),
+          why_not=NO_BUDGET_SFT),
     Claim("srpo-reflection", "Rewarding reflections that fix a first answer improves multimodal reasoning.",
           why_not=NO_REFLECTION),
     Claim("reflexicoder", "Rewarding multi-round self-correction teaches code models to fix their own answers.",
@@ -518,7 +501,8 @@ VERDICT_KINDS = {  # the words a verdict starts with -> a short slug (filters an
     "reproduced": "reproduced", "contradicted": "contradicted", "no difference beyond seed noise": "no-difference",
     "not testable here": "not-testable", "not run yet": "not-run", "no data": "not-run",
 }
-COMPARISON_FAMILY = {"f1": "canonical", "f2": "surrogate", "f3": "entropy", "f6": "rewards", "f7": "preference"}
+COMPARISON_FAMILY = {"f1": "canonical", "f2": "surrogate", "f3": "entropy", "f4": "credit", "f6": "rewards",
+                     "f7": "preference"}
 
 
 def verdict_kind(said: str) -> str:

@@ -274,11 +274,9 @@ CLAIMS = (
     Claim("ui-s1", "Semi-online rollouts along expert trajectories with patched mismatches and step returns raise "
           "multi-turn GUI success over offline and online RL.", "f4-screen", metric="pass@1_after"),
     Claim("igpo", "Information-gain turn rewards give dense credit where outcome rewards are all equal, raising "
-          "multi-turn search accuracy over GRPO.",
-          why_not=CREDIT_PENDING),
+          "multi-turn search accuracy over GRPO.", "f4-search", metric="pass@1_after"),
     Claim("infopo", "A counterfactual information signal per turn, fused by a variance gate, helps agents that must "
-          "ask for information.",
-          why_not=CREDIT_PENDING),
+          "ask for information.", "f4-search", metric="pass@1_after"),
     Claim("cm2-advantage", "Checklist advantages at the step level learn faster than turn or trajectory ones early on.",
           why_not=CREDIT_PENDING),
     Claim("ipa", "Credit and ratios over interaction chunks stabilise long-horizon agent training over token-level "

@@ -112,6 +112,15 @@ REFERENCES = {
         question="On a text screen filled field by field, do semi-online rollouts along the expert (UI-S1), a "
                  "success-classifier critic (DigiRL), a step critic (VL-DAC) or subgoal windows (HiPER) raise "
                  "held-out sampled success above GRPO's?"),
+    # The belief and information keys on 3-hop search, after the default 600-step warm start: sampled success 0.54
+    # with most groups all right or all wrong (no reward spread, so GRPO's advantage is 0): the setting IGPO's dense
+    # turn rewards are for. 16 tokens a turn (a search "[Bov]" or an answer "A:Kel").
+    "f4-search": Reference(
+        recipes=("grpo", "igpo", "infopo"), task="search", seeds=3,
+        sets=("max_new_tokens=16", "steps=40", "prompts_per_step=4", "eval_size=100", "pass_k=4", "eval_every=10",
+              "checkpoint_every=20"),
+        question="Where most groups' outcomes are all equal, do IGPO's information-gain turn rewards or InfoPO's "
+                 "counterfactual signal raise held-out sampled success above GRPO's?"),
     # The one-turn F4 keys in f2-countdown's setting (the same warm start and lr 3e-4 as F2_SETS, so grpo's runs
     # are the same runs): outcome reshaping per group (adora, xrpo-sharpening), one sample per prompt with a tracked
     # baseline (spo-single at equal samples per step: 128 prompts x 1 against 16 x 8), segment Monte Carlo values

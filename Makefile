@@ -39,11 +39,14 @@ browser:
 demo: install
 	$(BIN)/workbench run grpo --task countdown --preset smoke --out runs/demo
 
+# TEST_WORKERS pytest-xdist processes, one torch thread each (2 on this 2-core machine; TEST_WORKERS=0 runs everything
+# in this process). The notebooks run once and the book is built once, shared by the workers (tests/conftest.py).
+TEST_WORKERS ?= 2
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist load
 
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist load -m "not slow"
 
 lab: install
 	$(BIN)/jupytext --to ipynb --update notebooks/*.py >/dev/null  # writes the untracked .ipynb only (--sync rewrote the .py headers)

@@ -19,33 +19,44 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "covers(*keys): catalog keys a test checks")
 
 
+def shared_dir(tmp_path_factory, name: str):
+    """A folder every pytest-xdist worker of this session shares (`make test` runs -n 2): the session's base temp,
+    whose parent holds each worker's own base temp; without xdist, the base temp."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 class NotebookRuns:
-    """Executes notebooks/*.py at preset "smoke" on first request, once per session."""
+    """Executes notebooks/*.py at preset "smoke" on first request, once per session: the first worker to ask for a
+    notebook runs it under a file lock, the others wait for it and read its outcome (<stem>.ok or <stem>.error)."""
 
     def __init__(self, out_dir):
         self.dir = out_dir
-        self.errors: dict[str, Exception] = {}
-        self.done: set[str] = set()
 
     def run(self, source):
+        from filelock import FileLock
+
         from workbench.book import execute_notebook
 
-        if source.stem not in self.done:
-            self.done.add(source.stem)
-            try:
-                # the headless run checks the exercises' solutions (notebooks that have a `solutions` parameter)
-                params = {"solutions": True} if "solutions =" in source.read_text() else {}
-                execute_notebook(source, self.dir / f"{source.stem}.ipynb", preset="smoke", parameters=params)
-            except Exception as e:  # BookError names the notebook and the failing cell
-                self.errors[source.stem] = e
-        if source.stem in self.errors:
-            error = self.errors[source.stem]
-            raise AssertionError(f"notebook {source.name} failed: {error}") from error
+        ok, failed = self.dir / f"{source.stem}.ok", self.dir / f"{source.stem}.error"
+        with FileLock(self.dir / f"{source.stem}.lock"):
+            if not ok.exists() and not failed.exists():
+                try:
+                    # the headless run checks the exercises' solutions (notebooks that have a `solutions` parameter)
+                    params = {"solutions": True} if "solutions =" in source.read_text() else {}
+                    execute_notebook(source, self.dir / f"{source.stem}.ipynb", preset="smoke", parameters=params)
+                    ok.touch()
+                except Exception as e:  # BookError names the notebook and the failing cell
+                    failed.write_text(f"{type(e).__name__}: {e}")
+        if failed.exists():
+            raise AssertionError(f"notebook {source.name} failed: {failed.read_text()}")
 
 
 @pytest.fixture(scope="session")
 def notebook_runs(tmp_path_factory) -> NotebookRuns:
-    return NotebookRuns(tmp_path_factory.mktemp("executed_notebooks"))
+    return NotebookRuns(shared_dir(tmp_path_factory, "executed_notebooks"))
 
 
 @pytest.fixture(scope="session")
@@ -60,13 +71,21 @@ def executed_notebooks(notebook_runs):
 
 @pytest.fixture(scope="session")
 def built_book(executed_notebooks, tmp_path_factory):
-    """(html folder, build log) of the book built once from the executed notebooks."""
+    """(html folder, build log) of the book built once (by the first worker that needs it) from the executed
+    notebooks."""
     import subprocess
     import sys
 
-    out = tmp_path_factory.mktemp("book")
-    proc = subprocess.run([sys.executable, "-m", "workbench.book", "build", "--executed", str(executed_notebooks),
-                           "--out", str(out)], capture_output=True, text=True)
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, log[-6000:]
+    from filelock import FileLock
+
+    out = shared_dir(tmp_path_factory, "book")
+    log_file, code_file = out / "build.log", out / "build.returncode"
+    with FileLock(out.parent / "book.lock"):
+        if not code_file.exists():
+            proc = subprocess.run([sys.executable, "-m", "workbench.book", "build", "--executed",
+                                   str(executed_notebooks), "--out", str(out)], capture_output=True, text=True)
+            log_file.write_text(proc.stdout + proc.stderr)
+            code_file.write_text(str(proc.returncode))
+    log = log_file.read_text()
+    assert code_file.read_text() == "0", log[-6000:]
     return out / "_build" / "html", log

@@ -207,7 +207,8 @@ for name in ("f4-keydoor", "f4-screen", "f4-search", "f4-countdown"):
     meta, groups, summaries = stored
     print(f"{meta['command']}  (commit {meta['commit']}, {meta['date']}, {meta['machine']}; {meta['seeds']} seeds)")
     against_baseline_grid(with_start(groups, summaries), key="eval/pass@1",
-                          title=f"{name}: held-out pass@1 of each method (colour) against grpo (grey)").show()
+                          title=f"{name}: held-out pass@1 against grpo (grey)<br><sup>colour: the method; lines: mean "
+                                "over seeds, bands: min–max; step -1: the warm start</sup>").show()
     before_after_table(summaries, title=f"{name}: held-out before → after (mean ± std over seeds)").show()
 
 # %% [markdown]

@@ -106,15 +106,17 @@ def against_baseline_grid(groups: Mapping[str, list[list[dict]]], key: str = "ev
             steps, mean, lo, hi = seed_band(groups.get(name, []), key)
             if not steps:
                 continue
-            first = i == 0 or name == method
             fig.add_trace(go.Scatter(x=steps + steps[::-1], y=hi + lo[::-1], fill="toself", fillcolor=color,
-                                     opacity=0.2, line=dict(width=0), hoverinfo="skip", showlegend=False), **where)
+                                     opacity=0.2, mode="lines", line=dict(width=0), hoverinfo="skip"), **where)
             fig.add_trace(go.Scatter(x=steps, y=mean, name=name, line=dict(color=color), mode="lines+markers",
-                                     marker=dict(size=4), showlegend=first and name == baseline,
+                                     marker=dict(size=4),
                                      hovertemplate=f"{name}<br>step %{{x}}<br>{key} %{{y:.3f}}<extra></extra>"),
                           **where)
-    fig.update_layout(template="plotly_white", height=90 + 190 * rows, margin=dict(l=10, r=10, t=80, b=30),
-                      title=dict(text=title or f"{key} of each method (colour) against {baseline} (grey); lines: mean "
-                                                f"over seeds, bands: min–max", y=0.98),
-                      legend=dict(orientation="h", y=1.0, x=1, xanchor="right", yanchor="bottom"))
+    for col in range(1, cols + 1):
+        fig.update_xaxes(title_text="step", row=rows, col=col)
+    fig.update_yaxes(title_text=key, col=1)
+    fig.update_layout(template="plotly_white", height=110 + 200 * rows, showlegend=False,
+                      margin=dict(l=10, r=10, t=100, b=40),
+                      title=title or f"{key} against {baseline} (grey)<br><sup>colour: the method; lines: mean over "
+                                     f"seeds, bands: min–max</sup>")
     return fig

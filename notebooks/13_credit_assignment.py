@@ -173,9 +173,9 @@ display(pd.DataFrame({"why not here": ce.NOT_HERE}))
 # ## 4. Does finer credit make a policy learn faster?
 #
 # Less bias and variance is a means; the claims are about success. The stored reference comparisons
-# (`python -m workbench.reference f4-keydoor f4-screen f4-search f4-countdown`, 3 seeds each; `workbench/reference.py`
-# says why each setting) train every credit recipe from the same warm start as GRPO, as its paper's script does
-# (its own clip, KL term and loss aggregation):
+# (`python -m workbench.reference f4-keydoor f4-screen f4-search f4-calculator f4-countdown`, 3 seeds each;
+# `workbench/reference.py` says why each setting) train every credit recipe from the same warm start as GRPO, as
+# its paper's script does (its own clip, KL term and loss aggregation):
 #
 # - `f4-keydoor`: the key-door corridor (take the key in the first two turns, walk 3-5 rooms, open the door;
 #   5-7 turns), warm-started to greedy 0.99 but sampled success 0.48, 40 steps of 4 corridors x 8 episodes;
@@ -183,6 +183,8 @@ display(pd.DataFrame({"why not here": ce.NOT_HERE}))
 #   success 0.565; the GUI and device keys;
 # - `f4-search`: 3-hop search (three searches, then the answer), warm-started to sampled success 0.54 with most
 #   groups all right or all wrong: IGPO's and InfoPO's setting;
+# - `f4-calculator`: 5-operand arithmetic by 4 tool calls and an answer, after the default warm start (sampled
+#   success 0.15); CM2's checklist of intermediate results;
 # - `f4-countdown`: the one-turn keys (group reshaping, one sample per prompt, segment Monte Carlo values,
 #   value-based objectives) in the setting of notebook 10.
 #
@@ -199,7 +201,7 @@ from workbench.viz.claims import claims_html
 from workbench.viz.credit import against_baseline_grid
 from workbench.viz.entropy import before_after_table, with_start
 
-for name in ("f4-keydoor", "f4-screen", "f4-search", "f4-countdown"):
+for name in ("f4-keydoor", "f4-screen", "f4-search", "f4-calculator", "f4-countdown"):
     stored = load(name)
     if stored is None:
         print(f"no stored reference comparison {name} yet: make it with `python -m workbench.reference {name}`")

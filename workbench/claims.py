@@ -69,9 +69,6 @@ NO_BUDGET_SFT = ("the warm start never saw a budget sentence: with one the tiny 
                  "steps, seed 0: training accuracy 0.0 at every step with it before the question, one right answer in "
                  "1280 samples with it after; length 9.8-10 of 10), so the reward is almost always 0; it needs SFT on "
                  "budget prompts")
-CREDIT_PENDING = ("the comparison that tests it (against GRPO, 3 seeds, on the long-horizon environments keydoor / "
-                  "screen / search / calculator with the warm starts chosen in issue 21) is not run yet; what is "
-                  "measured so far is each estimator against the exact advantage (notebook 13)")
 GIGPO_READING = ("on the grid world (state = the cell; reward 1 on reaching the goal) the step term does act: gigpo's "
                  "mean |advantage| is 0.72-0.91 where grpo's is 0.43-0.53; but the anchor groups only rank episodes "
                  "that reach the goal (a group whose episodes all fail has step returns all 0; 27-43% of groups have "
@@ -277,8 +274,7 @@ CLAIMS = (
           "multi-turn search accuracy over GRPO.", "f4-search", metric="pass@1_after"),
     Claim("infopo", "A counterfactual information signal per turn, fused by a variance gate, helps agents that must "
           "ask for information.", "f4-search", metric="pass@1_after"),
-    Claim("cm2-advantage", "Checklist advantages at the step level learn faster than turn or trajectory ones early on.",
-          why_not=CREDIT_PENDING),
+    Claim("cm2-advantage", "Checklist advantages at the step level learn faster than turn or trajectory ones early on.", "f4-calculator", metric="pass@1_after"),
     Claim("ipa", "Credit and ratios over interaction chunks stabilise long-horizon agent training over token-level "
           "PPO.", "f4-keydoor", metric="pass@1_after"),
     Claim("seeupo", "Reverse-order sequential turn updates improve monotonically where simultaneous PPO-style updates "

@@ -121,6 +121,16 @@ REFERENCES = {
               "checkpoint_every=20"),
         question="Where most groups' outcomes are all equal, do IGPO's information-gain turn rewards or InfoPO's "
                  "counterfactual signal raise held-out sampled success above GRPO's?"),
+    # CM2's checklist (rule judge of calculator states: each intermediate result among the tool results, then the
+    # answer) on 5-operand calculator episodes (4 tool calls, then the answer) after the default 600-step warm start:
+    # sampled success 0.15, just under the 0.2-0.6 band (2000 steps solve the task: 0.985), where GRPO still rises
+    # (0.15 -> 0.24 in 300 steps, README).
+    "f4-calculator": Reference(
+        recipes=("grpo", "cm2-advantage"), task="calculator", seeds=3,
+        sets=("max_new_tokens=16", "steps=40", "prompts_per_step=4", "eval_size=100", "pass_k=4", "eval_every=10",
+              "checkpoint_every=20"),
+        question="Do CM2's step-level checklist advantages (a reward for each intermediate result the episode "
+                 "reaches) raise held-out sampled success on the calculator faster than GRPO's outcome advantage?"),
     # The one-turn F4 keys in f2-countdown's setting (the same warm start and lr 3e-4 as F2_SETS, so grpo's runs
     # are the same runs): outcome reshaping per group (adora, xrpo-sharpening), one sample per prompt with a tracked
     # baseline (spo-single at equal samples per step: 128 prompts x 1 against 16 x 8), segment Monte Carlo values

@@ -69,6 +69,14 @@ NO_BUDGET_SFT = ("the warm start never saw a budget sentence: with one the tiny 
                  "steps, seed 0: training accuracy 0.0 at every step with it before the question, one right answer in "
                  "1280 samples with it after; length 9.8-10 of 10), so the reward is almost always 0; it needs SFT on "
                  "budget prompts")
+KEYDOOR = ("on the key-door corridor (f4-keydoor: 30-step warm start, greedy 0.99, sampled pass@1 0.46; 40 steps of 4 "
+           "corridors x 8 episodes) grpo reaches pass@1 0.81")
+HIDDEN_KEY = ("the observation is the room, never whether the key is held, so a group of steps that share the last "
+              "rooms mixes histories with and without the key: anchor or context groups cannot see what matters "
+              "(section 3 of notebook 13, the exact advantage: correlation 0.34 for gigpo, 0.31 for hgpo, 0.38 for "
+              "grpo)")
+SCREEN = ("on the text form (f4-screen: 375-step warm start, greedy 1.0, sampled pass@1 0.62; 40 steps of 4 forms x "
+          "8 episodes) grpo reaches pass@1 0.88")
 GIGPO_READING = ("on the grid world (state = the cell; reward 1 on reaching the goal) the step term does act: gigpo's "
                  "mean |advantage| is 0.72-0.91 where grpo's is 0.43-0.53; but the anchor groups only rank episodes "
                  "that reach the goal (a group whose episodes all fail has step returns all 0; 27-43% of groups have "
@@ -264,39 +272,78 @@ CLAIMS = (
     Claim("spo-single", "One response per prompt with a persistent Beta value tracker matches or beats GRPO's groups "
           "at a fraction of the rollouts.", "f4-countdown", direction=0),
     Claim("hgpo", "Groups keyed by the last k observations remove GiGPO's context inconsistency and raise long-horizon "
-          "agent success (ALFWorld, WebShop).", "f4-keydoor", metric="pass@1_after"),
+          "agent success (ALFWorld, WebShop).", "f4-keydoor", metric="pass@1_after",
+          reading=KEYDOOR + "; " + HIDDEN_KEY + "; its population-std normalisation of small groups adds spread"),
     Claim("hgpo", "(same paper) ... above GiGPO's.", "f4-keydoor", metric="pass@1_after", baseline="gigpo"),
     Claim("flow-grpo", "Broadcasting the trajectory's outcome to every planner turn trains a planner that uses tools "
-          "better than with a trajectory-level update.", "f4-keydoor", metric="pass@1_after"),
+          "better than with a trajectory-level update.", "f4-keydoor", metric="pass@1_after",
+          reading="it has the outcome advantage grpo broadcasts, pooled over turns instead of episodes, but also its "
+                  "script's clip-higher (0.3) and k3 KL 0.001 where grpo has 0.04: entropy ends at 1.33 vs 0.99, so the"
+                  " looser update may explain the gain as much as the pooling; " + KEYDOOR),
     Claim("ui-s1", "Semi-online rollouts along expert trajectories with patched mismatches and step returns raise "
-          "multi-turn GUI success over offline and online RL.", "f4-screen", metric="pass@1_after"),
+          "multi-turn GUI success over offline and online RL.", "f4-screen", metric="pass@1_after",
+          reading="the 375-step warm start already imitates the expert (greedy 1.0, sampled pass@1 0.62) and grpo "
+                  "raises sampled success to 0.88; patching mismatches with the expert's action (mask 0) and stopping "
+                  "after 2 keeps the episodes close to what SFT taught, which leaves less to learn from"),
     Claim("igpo", "Information-gain turn rewards give dense credit where outcome rewards are all equal, raising "
           "multi-turn search accuracy over GRPO.", "f4-search", metric="pass@1_after"),
     Claim("infopo", "A counterfactual information signal per turn, fused by a variance gate, helps agents that must "
           "ask for information.", "f4-search", metric="pass@1_after"),
-    Claim("cm2-advantage", "Checklist advantages at the step level learn faster than turn or trajectory ones early on.", "f4-calculator", metric="pass@1_after"),
+    Claim("cm2-advantage", "Checklist advantages at the step level learn faster than turn or trajectory ones early on.",
+          "f4-calculator", metric="pass@1_after"),
     Claim("ipa", "Credit and ratios over interaction chunks stabilise long-horizon agent training over token-level "
-          "PPO.", "f4-keydoor", metric="pass@1_after"),
+          "PPO.", "f4-keydoor", metric="pass@1_after",
+          reading=KEYDOOR + "; one-letter actions make a chunk one token, so the chunk ratio is the token ratio and "
+                            "only the aggregation differs"),
     Claim("seeupo", "Reverse-order sequential turn updates improve monotonically where simultaneous PPO-style updates "
-          "do not, and reach higher agent success.", "f4-keydoor", metric="pass@1_after"),
+          "do not, and reach higher agent success.", "f4-keydoor", metric="pass@1_after",
+          reading="one optimizer step per turn (5-7 per minibatch where grpo takes 1), so it also takes several times "
+                  "more optimizer steps per batch and ends sharper (entropy 0.59 vs 0.99): the order's own effect is "
+                  "isolated only in the tabular test (tests/objectives/test_seeupo.py); " + KEYDOOR),
     Claim("spo-segment", "Segment-level Monte Carlo advantages (cuts at low-probability tokens) give finer credit than "
           "GRPO and raise accuracy at equal rollouts.", "f4-countdown"),
     Claim("spo-tree", "(SPO-tree) Tree-structured sampling with node values from the leaves below raises accuracy over "
           "GRPO at equal rollouts.", "f4-countdown"),
     Claim("proact-mc-critic", "A random-policy Monte Carlo critic gives turn-level advantages that raise agent success "
-          "in planning games (2048, Sokoban).", "f4-keydoor", metric="pass@1_after"),
+          "in planning games (2048, Sokoban).", "f4-keydoor", metric="pass@1_after",
+          reading="the uniform random policy rarely takes the key and walks to the door, so its Monte Carlo Q values "
+                  "are near 0 (batch mean 0.08-0.2 where the policy succeeds half the time): the normalisation over a "
+                  "state's turns amplifies small differences, biased for the policy that samples (section 3: |bias| "
+                  "0.44); " + KEYDOOR),
     Claim("proact-mc-ppo", "(ProAct MC-PPO) Mixing the Monte Carlo value into the critic's baseline stabilises "
-          "turn-level PPO.", "f4-keydoor", metric="pass@1_after", baseline="vl-dac"),
+          "turn-level PPO.", "f4-keydoor", metric="pass@1_after", baseline="vl-dac",
+          reading="the mixed baseline is 0.9 x the random policy's V_MC (0.01-0.08 here) + 0.1 x a critic that has not "
+                  "learned yet: the TD errors of the turns before the last are small noise, which the batch z-score "
+                  "scales to unit size; within 4 steps training success falls 0.53 -> 0.06 and entropy rises 0.87 -> "
+                  "1.6, and it never recovers"),
     Claim("vl-dac", "An environment-step critic with token-level PPO transfers from synthetic worlds to real agent "
-          "tasks.", "f4-keydoor", metric="pass@1_after"),
+          "tasks.", "f4-keydoor", metric="pass@1_after",
+          reading="only training in one synthetic world is tested, not the transfer the claim is about; its step critic"
+                  " matches grpo there (and on the text screen)"),
+    Claim("vl-dac", "(on the text screen) ... the step critic trains a GUI agent as well as GRPO or better.",
+          "f4-screen", metric="pass@1_after", reading=SCREEN),
     Claim("poad", "Token-level credit inside multi-token actions (no discount within an action) learns faster than "
-          "action-level PPO.", "f4-keydoor", metric="pass@1_after", baseline="vl-dac"),
+          "action-level PPO.", "f4-keydoor", metric="pass@1_after", baseline="vl-dac",
+          reading="keydoor's actions are one letter each, so there is no token inside an action to credit and POAD is "
+                  "action-level PPO with a token critic (section 3: with the exact critic poad and vl-dac have the same"
+                  " error); it needs multi-token actions (calculator, search)"),
     Claim("hiper", "Hierarchical advantages over subgoal windows lower variance and raise long-horizon success over "
-          "flat GAE.", "f4-keydoor", metric="pass@1_after", baseline="vl-dac"),
+          "flat GAE.", "f4-keydoor", metric="pass@1_after", baseline="vl-dac",
+          reading="the key is its subgoal (window 0 until the key is taken, 1 after): the window's bootstrapped return "
+                  "does see the key, but a critic learned in 40 steps (coefficient 0.1) values states about as well as "
+                  "vl-dac's"),
+    Claim("hiper", "(on the text screen, subgoal = the fields filled) ... above flat GAE.", "f4-screen",
+          metric="pass@1_after", baseline="vl-dac", reading=SCREEN),
     Claim("digirl", "Filtered advantage-weighted regression with a success-classifier critic trains device-control "
-          "agents past imitation and prompting.", "f4-screen", metric="pass@1_after"),
+          "agents past imitation and prompting.", "f4-screen", metric="pass@1_after",
+          reading="it updates on the top 10% of episodes by R - V(s0) (3 of 32 a step), a tenth of grpo's samples; on "
+                  "the key-door corridor it barely moves (pass@1 0.46 -> 0.49, grpo 0.81)"),
     Claim("spa-rl", "Progress attribution (learned per-step rewards that sum to the outcome) raises agent success over "
-          "outcome-only PPO.", "f4-keydoor", metric="pass@1_after"),
+          "outcome-only PPO.", "f4-keydoor", metric="pass@1_after",
+          reading="its critic (coefficient 0.1, as the authors' trainer) does not fit the step returns in 40 steps "
+                  "(explained variance 0.03-0.10, value loss 1.8-3.6), and the grounding bonus (0.5 for every action "
+                  "that runs, up to 3.5 an episode against 1 for success) dominates them: the advantage ranks actions "
+                  "by how many steps follow them, not by success, which falls from 0.53 to 0.31 (seed 0)"),
     Claim("rover", "Regressing onto the uniform random policy's Q values is enough for verifiable-reward reasoning: "
           "higher pass@k and more distinct correct answers than GRPO.", "f4-countdown", metric="pass@k_after"),
     Claim("b-coder", "Value-based learning with a conservative Bellman operator trains program synthesis competitively "
@@ -305,6 +352,8 @@ CLAIMS = (
           "than GRPO's episode advantage, and higher success (ALFWorld, WebShop).", "f4-gridworld",
           metric="pass@1_after", reading=GIGPO_READING),
     Claim("gigpo", "(same paper) ... and higher greedy success.", "f4-gridworld", reading=GIGPO_READING),
+    Claim("gigpo", "(on the key-door corridor) ... higher sampled success where an early action decides the reward.",
+          "f4-keydoor", metric="pass@1_after", reading=KEYDOOR + "; " + HIDDEN_KEY),
     Claim("loop", "A critic-free, reference-free PPO with leave-one-out baselines (one model copy) trains "
           "long-horizon API agents (AppWorld) past much larger models.",
           why_not="the claim is about multi-step agents in a stateful app environment; on a one-turn task loop is "

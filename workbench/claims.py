@@ -343,7 +343,8 @@ CLAIMS = (
           reading="its critic (coefficient 0.1, as the authors' trainer) does not fit the step returns in 40 steps "
                   "(explained variance 0.03-0.10, value loss 1.8-3.6), and the grounding bonus (0.5 for every action "
                   "that runs, up to 3.5 an episode against 1 for success) dominates them: the advantage ranks actions "
-                  "by how many steps follow them, not by success, held-out sampled success falls from 0.46 to 0.17 (3 seeds)"),
+                  "by how many steps follow them, not by success; held-out sampled success falls from 0.46 to 0.17 "
+                  "(3 seeds)"),
     Claim("rover", "Regressing onto the uniform random policy's Q values is enough for verifiable-reward reasoning: "
           "higher pass@k and more distinct correct answers than GRPO.", "f4-countdown", metric="pass@k_after"),
     Claim("b-coder", "Value-based learning with a conservative Bellman operator trains program synthesis competitively "

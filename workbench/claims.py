@@ -295,9 +295,9 @@ CLAIMS = (
                   "after 2 keeps the episodes close to what SFT taught, which leaves less to learn from"),
     Claim("igpo", "Information-gain turn rewards give dense credit where outcome rewards are all equal, raising "
           "multi-turn search accuracy over GRPO.", "f4-search", metric="pass@1_after",
-          reading=("its turn rewards do act: the policy's belief in the answer rises from 0.001 before the first search to "
-                   "0.71 before the answer (seed 0, mean gain 0.22 a turn) and |advantage| is 1.04 where grpo's is "
-                   "0.32; but in 40 steps neither recipe moves held-out success; " + SEARCH)),
+          reading=("its turn rewards do act: the policy's belief in the answer rises from 0.001 before the first "
+                   "search to 0.71 before the answer (seed 0, mean gain 0.22 a turn) and |advantage| is 1.04 where "
+                   "grpo's is 0.32; but in 40 steps neither recipe moves held-out success; " + SEARCH)),
     Claim("infopo", "A counterfactual information signal per turn, fused by a variance gate, helps agents that must "
           "ask for information.", "f4-search", metric="pass@1_after",
           reading=("its counterfactual gain is large and almost always positive (seed 0: mean 5.2 nats, 99.8% of "

@@ -202,7 +202,8 @@ def test_every_recipe_trains_end_to_end_and_resumes_exactly(recipe, tmp_path):
     overrides, task = task_for(recipe, **TINY)  # partly solvable from scratch: a learning signal
     assert resumes_exactly(make_config("smoke", recipe=recipe, **overrides), tmp_path, task=task)
     rows = read_rows(tmp_path / "straight" / "metrics.jsonl")
-    assert len(rows) == TINY["steps"] and all(r["grad_norm"] >= 0 for r in rows) and any(r["grad_norm"] > 0 for r in rows)
+    assert len(rows) == TINY["steps"] and all(r["grad_norm"] >= 0 for r in rows)
+    assert any(r["grad_norm"] > 0 for r in rows)
     assert not unexplained(set().union(*rows)), unexplained(set().union(*rows))
     if RECIPES[recipe].value is not None:
         assert "value/loss" in rows[0]

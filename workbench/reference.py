@@ -48,6 +48,8 @@ class Reference:
 
 # Settings two comparisons share, so that their runs of the same recipe and seed are the same runs
 F7_SETS = ("sft_steps=500", "sft_lr=1e-3", "lr=1e-5", "steps=200", "eval_size=200", "checkpoint_every=50")  # f7-*
+F4_SETS = ("steps=40", "prompts_per_step=4", "eval_size=100", "pass_k=4", "eval_every=10",
+           "checkpoint_every=20")  # the multi-turn f4-* comparisons: 40 steps of 4 episodes x G, pass@1 of 4 samples
 F2_SETS = ("lr=3e-4", "steps=80", "pass_k=8", "eval_every=40", "eval_size=100", "checkpoint_every=40")  # f2, f1-more
 
 REFERENCES = {
@@ -100,15 +102,13 @@ REFERENCES = {
         recipes=("grpo", "gigpo", "hgpo", "flow-grpo", "ipa", "seeupo", "proact-mc-critic", "proact-mc-ppo", "vl-dac",
                  "poad", "hiper", "digirl", "spa-rl"),
         task="keydoor", seeds=3,
-        sets=("sft_steps=30", "steps=40", "prompts_per_step=4", "eval_size=100", "pass_k=4", "eval_every=10",
-              "checkpoint_every=20"),
+        sets=("sft_steps=30", *F4_SETS),
         question="Where an early action decides a late reward, does any step-, turn- or critic-level credit raise "
                  "held-out sampled success faster than GRPO's episode advantage?"),
     # The GUI and device keys on the text form, whose 375-step warm start leaves sampled success at 0.565.
     "f4-screen": Reference(
         recipes=("grpo", "ui-s1", "digirl", "vl-dac", "hiper"), task="screen", seeds=3,
-        sets=("sft_steps=375", "steps=40", "prompts_per_step=4", "eval_size=100", "pass_k=4", "eval_every=10",
-              "checkpoint_every=20"),
+        sets=("sft_steps=375", *F4_SETS),
         question="On a text screen filled field by field, do semi-online rollouts along the expert (UI-S1), a "
                  "success-classifier critic (DigiRL), a step critic (VL-DAC) or subgoal windows (HiPER) raise "
                  "held-out sampled success above GRPO's?"),
@@ -117,8 +117,7 @@ REFERENCES = {
     # turn rewards are for. 16 tokens a turn (a search "[Bov]" or an answer "A:Kel").
     "f4-search": Reference(
         recipes=("grpo", "igpo", "infopo"), task="search", seeds=3,
-        sets=("max_new_tokens=16", "steps=40", "prompts_per_step=4", "eval_size=100", "pass_k=4", "eval_every=10",
-              "checkpoint_every=20"),
+        sets=("max_new_tokens=16", *F4_SETS),
         question="Where most groups' outcomes are all equal, do IGPO's information-gain turn rewards or InfoPO's "
                  "counterfactual signal raise held-out sampled success above GRPO's?"),
     # CM2's checklist (rule judge of calculator states: each intermediate result among the tool results, then the
@@ -127,8 +126,7 @@ REFERENCES = {
     # (0.15 -> 0.24 in 300 steps, README).
     "f4-calculator": Reference(
         recipes=("grpo", "cm2-advantage"), task="calculator", seeds=3,
-        sets=("max_new_tokens=16", "steps=40", "prompts_per_step=4", "eval_size=100", "pass_k=4", "eval_every=10",
-              "checkpoint_every=20"),
+        sets=("max_new_tokens=16", *F4_SETS),
         question="Do CM2's step-level checklist advantages (a reward for each intermediate result the episode "
                  "reaches) raise held-out sampled success on the calculator faster than GRPO's outcome advantage?"),
     # The one-turn F4 keys in f2-countdown's setting (the same warm start and lr 3e-4 as F2_SETS, so grpo's runs

@@ -20,6 +20,8 @@ from workbench import credit_exact as ce
 from workbench import registry
 from workbench.viz.figures import RUN_COLORS, seed_band
 
+COLORS = RUN_COLORS[:10]  # plotly's ten hues: the darker extras read as the grey baseline
+
 SCALE = "RdBu"
 
 
@@ -102,7 +104,7 @@ def against_baseline_grid(groups: Mapping[str, list[list[dict]]], key: str = "ev
                         horizontal_spacing=0.03, vertical_spacing=min(0.12, 0.6 / rows))
     for i, method in enumerate(methods):
         where = dict(row=i // cols + 1, col=i % cols + 1)
-        for name, color in ((baseline, "#9e9e9e"), (method, RUN_COLORS[i % len(RUN_COLORS)])):
+        for name, color in ((baseline, "#9e9e9e"), (method, COLORS[i % len(COLORS)])):
             steps, mean, lo, hi = seed_band(groups.get(name, []), key)
             if not steps:
                 continue

@@ -36,8 +36,9 @@ def run_case(recipe: str, task: str, extra: dict) -> list[dict]:
 
 
 def numbers(row: dict) -> dict:
-    """The row's numbers but wall-clock times (time/*), which differ run to run."""
-    return {k: v for k, v in row.items() if isinstance(v, (int, float)) and not k.startswith("time/")}
+    """The row's numbers but wall-clock times and speeds (time/*, tokens_per_s/*), which differ run to run."""
+    clocked = ("time/", "tokens_per_s/")
+    return {k: v for k, v in row.items() if isinstance(v, (int, float)) and not k.startswith(clocked)}
 
 
 def differences(old: list[dict], new: list[dict]) -> list[str]:

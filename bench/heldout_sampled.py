@@ -11,7 +11,7 @@ import torch
 
 from workbench.rollout.engine import Sampling
 from workbench.train.config import RunConfig
-from workbench.train.rl import Trainer
+from workbench.train.trainer import Trainer
 
 
 def sampled_success(run: Path, k: int, restore: bool) -> float:

@@ -82,7 +82,7 @@ from workbench.preference import games
 from workbench.train import make_config, make_trainer, train
 from workbench.train.compare import compare
 from workbench.train.metrics import read_rows
-from workbench.train.preference import held_out_pairs, sequence_logps
+from workbench.train.evaluate import held_out_pairs, sequence_logps
 from workbench.viz.figures import seed_band_curves
 from workbench.viz.preference_figures import (comparison_table, exploitability_figure, game_dynamics, length_figure,
                                               logp_change_scatter, logp_trajectories, margin_curves, margin_figure,
@@ -447,7 +447,7 @@ check_answers([(1, my_weight, check_dpo_weight_at_zero),
 # %%
 from workbench.models import SMOLLM2_INSTALL, add_lora, frozen_reference, load_model, smollm2_installed
 from workbench.rollout.engine import HFEngine, encode_prompts
-from workbench.train.preference import list_logps
+from workbench.train.evaluate import list_logps
 
 have_smollm2 = smollm2_installed()
 if have_smollm2:

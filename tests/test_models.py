@@ -8,7 +8,8 @@ from workbench.models import (SMOLLM2_INSTALL, add_lora, build_tiny, load_model,
 from workbench.rollout import policy_forward
 from workbench.rollout.engine import HFEngine, encode_prompts
 from workbench.train import make_config
-from workbench.train.preference import PreferenceTrainer, list_logps
+from workbench.train import Trainer
+from workbench.train.evaluate import list_logps
 
 
 @pytest.fixture
@@ -167,8 +168,8 @@ def test_lora_dpo_step_with_adapter_disabled_reference(smollm2, tmp_path):
     the plain model, and a DPO step moves only the adapter while logging TRL's metrics."""
     plain, tokenizer = smollm2
     config = make_config(recipe="dpo", model="smollm2", chat_template=True, lora_r=4, task="addition", steps=2,
-                         pairs=4, prompts_per_step=2, max_new_tokens=4, sft_steps=0, eval_size=2, lr=1e-3)
-    trainer = PreferenceTrainer(config, tmp_path, progress=False).setup()
+                         pairs=4, prompts_per_step=2, max_new_tokens=4, sft_steps=0, eval_size=2, lr=1e-3, minibatches=1)
+    trainer = Trainer(config, tmp_path, progress=False).setup()
     base = trainer.model.get_base_model()
     assert {id(p) for p in trainer.ref.parameters()} == {id(p) for p in base.parameters()}
     policy_ptrs = {p.data_ptr() for p in trainer.model.parameters()}
@@ -180,9 +181,10 @@ def test_lora_dpo_step_with_adapter_disabled_reference(smollm2, tmp_path):
     assert changed and all("lora_" in name for name in changed), sorted(changed)[:5]
     assert {"rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies", "logps/chosen",
             "logps/rejected"} <= row.keys()
-    assert row["pairs"] == 2 and all(torch.isfinite(torch.tensor(v)) for v in row.values())
+    assert row["pairs"] == 2 and all(torch.isfinite(torch.tensor(v)) for v in row.values() if isinstance(v, float))
 
-    prompts, responses = trainer.items.prompts[:2], trainer.items.responses[:2]
+    items = trainer.pipeline.state["rollout:task-pairs"]  # the offline pairs, built at the first step
+    prompts, responses = items["prompts"][:2], items["responses"][:2]
     with torch.no_grad():
         ref, _ = list_logps(trainer.ref, tokenizer, prompts, responses)
         policy, _ = list_logps(trainer.model, tokenizer, prompts, responses)

@@ -47,6 +47,12 @@ class RolloutBatch:
     task_value: torch.Tensor | None = None       # [B] VSPO task value p(1 - p) of the row's prompt
     old_vocab_mean_logp: torch.Tensor | None = None  # [B, T] old policy's mean_v log pi(v | s_t) over the vocabulary
     ref_argmax: torch.Tensor | None = None       # [B, T] long, the reference's greedy token at s_t
+    prev_logp: torch.Tensor | None = None        # [B, T] log-probs of the previous iterate (iterated preference methods)
+    # Preference data: every group is one item, its rows the item's responses best first (K = 2: chosen, rejected)
+    preference_reward: torch.Tensor | None = None  # [B] the verifier's reward of each ranked response, where known
+    winrate: torch.Tensor | None = None          # [B] P(the response beats a sample of the policy) (SPPO)
+    step_value: torch.Tensor | None = None       # [B] Monte Carlo value Q of a reasoning step (sibling steps)
+    step_advantage: torch.Tensor | None = None   # [B] V(s + a) - V(s) of a reasoning step (step-level data)
     head: object = None  # context.Head: the LM head at a minibatch's training forward, when read (CAPO)
     completions: list[str] = field(default_factory=list)  # decoded responses, len B
     prompts: list[str] = field(default_factory=list)      # prompt text per row, len B

@@ -227,23 +227,20 @@ def collect_covers(tests_dir: Path = TESTS_DIR) -> dict[str, list[str]]:
 # ------------------------------------------------------------------------------------- catalog page
 
 RECIPE_TESTS = "tests/recipes/"  # a recipe shares its key with a component ("grpo"): these files test recipes
-EVERY_RECIPE_TESTS = {  # parametrized over every recipe of a loop (tests/test_book.py checks they exist)
+EVERY_RECIPE_TESTS = {  # parametrized over every recipe of a kind (tests/test_book.py checks they exist)
     "rl": ["tests/train/test_pipeline.py::test_every_recipe_trains_end_to_end_and_resumes_exactly"],
-    "preference": ["tests/train/test_preference.py::test_every_preference_recipe_trains",
-                   "tests/train/test_pipeline.py::test_every_preference_recipe_resumes_exactly"],
+    "preference": ["tests/train/test_pipeline.py::test_every_preference_recipe_resumes_exactly"],
 }
 
 
 def card_tests(entry, covers: dict[str, list[str]]) -> list[str]:
     """The tests a card lists: a recipe's own (tests/recipes/ marked with its key, and the tests every recipe of
-    its loop runs, as `id[key]`); a component's, never those of the recipe with the same key."""
+    its kind runs, as `id[key]`); a component's, never those of the recipe with the same key."""
     marked = covers.get(entry.key, [])
     if entry.kind != "recipe":
         return [t for t in marked if not t.startswith(RECIPE_TESTS)]
-    from workbench.recipes import PreferenceRecipe
-
-    loop = "preference" if isinstance(entry.fn, PreferenceRecipe) else "rl"  # a recipe entry holds the recipe
-    every = [f"{t}[{entry.key}]" for t in EVERY_RECIPE_TESTS[loop]]
+    kind = "preference" if entry.fn.objective.key == "preference" else "rl"  # a recipe entry holds the recipe
+    every = [f"{t}[{entry.key}]" for t in EVERY_RECIPE_TESTS[kind]]
     return [t for t in marked if t.startswith(RECIPE_TESTS)] + every
 
 def _assignment(name: str, value) -> str:

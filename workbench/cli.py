@@ -145,7 +145,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--out", help="run folder (default runs/RECIPE-TASK-PRESET-sSEED)")
     run.add_argument("--seed", type=int)
     run.add_argument("--set", action="append", metavar="KEY=VALUE",
-                     help="override a config field, e.g. --set steps=20 --set recipe_overrides.kl_coef=0")
+                     help="override a config field, e.g. --set steps=20 --set kl_coef=0")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
     run.set_defaults(fn=cmd_run)
 

@@ -38,6 +38,7 @@ class StepContext:
     state: Any = None
     metrics: dict = field(default_factory=dict)
     component: str = ""                            # "slot:key" of the component being called
+    round: int = 0                                 # sampling round of the step: > 0 when a transform resamples
 
     def rng(self, round: int = 0) -> random.Random:
         """This component's random stream for this step: seeded by (seed, step, round, component)."""
@@ -64,7 +65,7 @@ class Head:
     `exp_avg_sq` and `step` are the optimizer's Adam state of `weight` as of this update (None, None, 0 before
     its first step; a tied embedding's state counts both uses); `trained` is False when the optimizer does not
     update `weight` (a LoRA run's frozen head). The trainer sets it on a minibatch when a component reads "head"
-    (CAPO predicts each token's update from it)."""
+    (CAPO predicts each token's update from it), built by `Head.of`."""
 
     hidden: torch.Tensor                    # [B, T, H] the head's input at each response position, detached
     weight: torch.Tensor                    # [V, H], detached
@@ -77,3 +78,16 @@ class Head:
     exp_avg: torch.Tensor | None = None     # [V, H] first moment of the loss gradient
     exp_avg_sq: torch.Tensor | None = None  # [V, H] second moment
     step: int = 0                           # optimizer steps taken on `weight` so far
+
+    @classmethod
+    def of(cls, model, optimizer: torch.optim.Optimizer, hidden: torch.Tensor, temperature: float) -> "Head":
+        """`model`'s output layer as `optimizer`'s coming step sees it: weight, bias, the optimizer's lr, betas, eps
+        and Adam state of the weight right now, and `hidden` [B, T, H], its input at the training forward."""
+        layer = model.get_output_embeddings()
+        weight, bias = layer.weight, getattr(layer, "bias", None)
+        group = next((g for g in optimizer.param_groups if any(p is weight for p in g["params"])), {})
+        state = optimizer.state.get(weight, {}) if group else {}  # empty before the first step
+        return cls(hidden=hidden.detach(), weight=weight.detach(), bias=None if bias is None else bias.detach(),
+                   trained=bool(group) and weight.requires_grad, lr=group.get("lr", 0.0),
+                   betas=tuple(group.get("betas", ())), eps=group.get("eps", 0.0), temperature=temperature,
+                   exp_avg=state.get("exp_avg"), exp_avg_sq=state.get("exp_avg_sq"), step=int(state.get("step", 0)))

@@ -11,7 +11,6 @@
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import shlex
 import shutil
@@ -89,25 +88,6 @@ def warm_start_folder(run: Path, config, task, progress: bool = True, needed: bo
     return warm_start(config, task, progress=progress)
 
 
-class StartContext:
-    """What a reference builder reads of the trainer (`seed`, `load_sft`), for rebuilding the policy's start."""
-
-    def __init__(self, config, task, load_kw: dict, progress: bool):
-        self.config, self.task, self.load_kw, self.progress = config, task, load_kw, progress
-
-    @property
-    def seed(self) -> int:
-        return self.config.seed
-
-    def load_sft(self, seed: int):
-        from workbench.models import load_model
-        from workbench.train.sft import warm_start
-
-        other = warm_start(dataclasses.replace(self.config, seed=seed), self.task, progress=self.progress)
-        model, _ = load_model(str(other) if other else self.config.model, **{**self.load_kw, "seed": seed})
-        return model
-
-
 def base_name(config, folder: Path | None) -> str | None:
     """A name `from_pretrained` loads the policy's base from: the warm start folder, config.model's folder or
     hub id; None for a model built in code (`IN_CODE_MODELS`: "tiny", "qwen-0.5b-random"), saved into OUT/base."""
@@ -124,12 +104,11 @@ def base_name(config, folder: Path | None) -> str | None:
 
 def rebuild_start(run: Path, config, progress: bool = True):
     """(model, tokenizer, base) as the trainer built its policy before step 0, on the CPU, before LoRA wraps it:
-    the warm start (or config.model) and, for a LoRA run of an RL recipe, the recipe's reference builder (a full
+    the warm start (or config.model) and, for a LoRA run, the recipe's reference builder (a full
     fine-tuning checkpoint replaces every weight, so its start only gives the architecture and tokenizer).
     `base` is a name `from_pretrained` loads the same weights from, or None when they exist only in memory (the
     "tiny" model, SALSA's soup)."""
     from workbench.models import load_model
-    from workbench.recipes import PreferenceRecipe, get_recipe
     from workbench.tasks import get_task
 
     task = get_task(config.task, **config.task_kw)
@@ -143,9 +122,10 @@ def rebuild_start(run: Path, config, progress: bool = True):
     torch.set_num_threads(config.threads)
     model, tokenizer = load_model(str(folder) if folder else config.model, **load_kw)
     base = base_name(config, folder)
-    if lora and not isinstance(get_recipe(config.recipe), PreferenceRecipe):
+    if lora:
         from workbench.train.pipeline import Pipeline
-        from workbench.train.rl import resolve_recipe
+        from workbench.train.sft import StartContext
+        from workbench.train.trainer import resolve_recipe
 
         reference = Pipeline(resolve_recipe(config), track_kl=config.track_kl).parts["reference"][0]
         if reference.use.key != "sft":  # the policy starts elsewhere than the warm start (SALSA's soup)

@@ -19,31 +19,16 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from workbench import stages
 from workbench.paths import data_file  # noqa: F401  (re-exported for tests and tools)
 
-# One signature per kind; the pipeline stages run them in the order of `workbench.train.pipeline.STAGES`.
-SIGNATURES = {
-    "reward":          "fn(completions, **columns) -> list[float | None]          (TRL's convention)",
-    "reward_shaping":  "fn(batch, ctx, **hp) -> batch                             (rewards, token_rewards)",
-    "group_transform": "fn(batch, ctx, **hp) -> batch                             (filter, resample, inject)",
-    "advantage":       "fn(batch, **hp) -> A [B, T]                               (may read batch.advantages)",
-    "token_mask":      "fn(batch, **hp) -> mask [B, T]",
-    "objective":       "fn(logp, old_logp, advantages, mask, *, agg, denom, **hp) -> (loss, metrics)",
-    "aggregation":     "fn(per_token, mask, denom) -> scalar",
-    "regularizer":     "fn(forward, batch, *, agg, denom, **hp) -> (loss, metrics)",
-    "value":           "fn(values, batch, *, agg, denom, **hp) -> (loss, metrics)   (targets from the advantage)",
-    "kl":              "fn(logp, ref_logp) -> per-token KL estimate [B, T]",
-    "rollout":         "fn(engine, task, examples, *, group_size, sampling, **hp) -> RolloutBatch",
-    "env":             "reset(example, seed) -> (messages, info); step(action) -> (observations, reward, done, info)",
-    "sampler":         "init(**hp) -> state; select(state, task, n, rng) -> examples; update(state, batch) -> state",
-    "buffer":          "init(**hp) -> state; add(state, batch, step) -> state; draw(state, n, rng) -> (batch, state)",
-    "controller":      "init(**hp) -> state; update(state, batch, metrics) -> state; value(state) -> {param: x}",
-    "schedule":        "fn(step, total, **hp) -> float",
-    "reference":       "fn(model, ctx, **hp) -> model                             (policy start and KL reference)",
-    "preference":      "fn(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, **hp) -> (loss, metrics)",
-    "recipe":          "a named composition of the above",
-}
+# One signature per kind, in pipeline order (`workbench.stages`, where the order is written).
+SIGNATURES = {k.kind: k.signature for k in stages.KINDS}
 KINDS = tuple(SIGNATURES)
+# How a preference loss takes an item's K responses, best first ([N, K] summed log-probs s and reference r):
+LAYOUTS = {"pair": "fn(s[:, 0], s[:, -1], r[:, 0], r[:, -1])   the best against the worst (K >= 2)",
+           "list": "fn(s, None, r, None)                      the whole ranked list",
+           "one": "fn(s[:, 0], r[:, 0])                        one response per item (a step and its advantage)"}
 
 # What a component may need of the task it trains on, beyond batch fields: (what it is, tasks that offer it).
 # `workbench.train.pipeline.Pipeline.check_task` refuses a recipe whose task lacks one, before anything trains.
@@ -58,6 +43,12 @@ NEEDS = {
                "gridworld, calculator, search, keydoor, screen"),
     "subgoals": ("subgoal windows reported by the environment (`info['subgoal']` each step, `Env.subgoals`)",
                  "keydoor, screen"),
+}
+# Run-level coefficients, one name each: the config field, the CLI's --set NAME=X and the logged metric when a
+# controller drives it. A component declares which of its parameters is one (`Entry.coefficients`).
+COEFFICIENTS = {
+    "kl_coef": "weight of the KL-to-reference term: in the loss or in the reward (beta), or a preference loss's beta",
+    "entropy_coef": "weight of the entropy bonus in the loss (c_H)",
 }
 STATEFUL = {"sampler": ("init", "select", "update"), "buffer": ("init", "add", "draw"),
             "controller": ("init", "update", "value")}  # kinds registered as a class of static methods
@@ -74,23 +65,38 @@ class Entry:
     defaults: dict = field(default_factory=dict)
     family: str = ""
     confidence: str = ""
-    reads: tuple = ()                # batch fields / forward outputs the component needs
+    reads: tuple | Callable = ()     # batch fields / forward outputs the component needs; or reads(**hp) -> tuple
+    #                                  when they depend on its parameters (`Entry.reads_with`)
     provides: tuple = ()             # batch fields it fills
     state: Callable | None = None    # state(**hp) -> initial state kept by the pipeline (checkpointed)
     targets: Callable | None = None  # advantage: targets(batch, **hp) -> (returns, value_mask) for a critic
     needs: tuple = ()                # what the task must offer (`NEEDS`): multi-turn episodes, copyable envs, ...
     plan: Callable | None = None     # objective: plan(batch, **hp) -> [B, T] masks, one optimizer step each, in
     #                                  order, gradient through the mask's tokens only (None: one step, every token)
+    whole_groups: bool = False       # objective: its loss reads a group's rows together (a preference pair), so
+    #                                  minibatches split the batch between groups, never inside one
+    layout: str = ""                 # preference: how a loss takes an item's K ranked responses (`LAYOUTS`)
+    moves: Callable | None = None    # reference: moves(anchors, policy, step, **hp) after each step (iterated
+    #                                  preference methods move their anchors to the policy every few steps)
+    keeps: tuple = ()                # reference: the anchors it moves, each a frozen copy of its own ("ref", "prev")
+    coefficients: dict = field(default_factory=dict)  # {run coefficient (`COEFFICIENTS`): the parameter that is
+    #                                  it}: the run's --set kl_coef=X sets kl-penalty's beta, a preference loss's beta
+    check: Callable | None = None    # check(**hp) raises ValueError on parameters it cannot take, for a component
+    #                                  whose signature cannot say (one that passes keywords on to another)
 
     def __call__(self, *args, **kwargs):
         return self.fn(*args, **kwargs)
+
+    def reads_with(self, kw: dict) -> tuple:
+        """What the component reads with parameters `kw` (a preference loss's inputs decide its fields)."""
+        return tuple(self.reads(**kw)) if callable(self.reads) else self.reads
 
     def as_dict(self) -> dict:
         return {
             "key": self.key, "kind": self.kind, "family": self.family, "title": self.title,
             "confidence": self.confidence, "summary": self.summary, "equation": self.equation,
             "defaults": {k: _jsonable(v) for k, v in self.defaults.items()},
-            "reads": list(self.reads), "provides": list(self.provides), "needs": list(self.needs),
+            "reads": list(self.reads_with({})), "provides": list(self.provides), "needs": list(self.needs),
             "module": getattr(self.fn, "__module__", ""),
         }
 
@@ -116,13 +122,22 @@ def keyword_defaults(fn: Callable) -> dict:
 def register(kind: str, key: str, *, title: str, summary: str, equation: str = "",
              defaults: dict | None = None, confidence: str | None = None, family: str | None = None,
              reads: tuple = (), provides: tuple = (), state: Callable | None = None,
-             targets: Callable | None = None, needs: tuple = (), plan: Callable | None = None):
+             targets: Callable | None = None, needs: tuple = (), plan: Callable | None = None,
+             whole_groups: bool = False, layout: str = "", moves: Callable | None = None, keeps: tuple = (),
+             check: Callable | None = None, coefficients: dict | None = None):
     """Decorator registering `fn` under (kind, key) with what it reads, provides, keeps and needs of the task, and
     (an objective) the update schedule it asks of the trainer (`plan`)."""
     if kind not in KINDS:
         raise ValueError(f"unknown registry kind {kind!r}; kinds are {KINDS}")
     if plan is not None and kind != "objective":
         raise ValueError(f"{kind} {key!r}: only an objective can declare an update plan")
+    if (whole_groups and kind != "objective") or ((moves or keeps) and kind != "reference"):
+        raise ValueError(f"{kind} {key!r}: whole_groups is an objective's, moves and keeps a reference's")
+    if kind == "preference" and (layout or "pair") not in LAYOUTS:
+        raise ValueError(f"preference {key!r}: layout {layout!r} is not one of {sorted(LAYOUTS)}")
+    bad = sorted(set(coefficients or {}) - set(COEFFICIENTS))
+    if bad:
+        raise ValueError(f"{kind} {key!r} declares coefficients {bad}; run coefficients are {sorted(COEFFICIENTS)}")
     unknown = sorted(set(needs) - set(NEEDS))
     if unknown:
         raise ValueError(f"{kind} {key!r} needs {unknown}, which are not task capabilities; known: {sorted(NEEDS)}")
@@ -139,8 +154,10 @@ def register(kind: str, key: str, *, title: str, summary: str, equation: str = "
             defaults=defaults if defaults is not None else keyword_defaults(fn),
             family=family or row.get("family", ""),
             confidence=confidence or row.get("confidence", "exact"),
-            reads=tuple(reads), provides=tuple(provides), state=state, targets=targets, needs=tuple(needs),
-            plan=plan,
+            reads=reads if callable(reads) else tuple(reads), provides=tuple(provides), state=state, targets=targets,
+            needs=tuple(needs),
+            plan=plan, whole_groups=whole_groups, layout=(layout or "pair") if kind == "preference" else layout,
+            moves=moves, keeps=tuple(keeps), check=check, coefficients=dict(coefficients or {}),
         )
         return fn
 
@@ -157,6 +174,7 @@ group_transform = _decorator("group_transform")
 advantage = _decorator("advantage")
 token_mask = _decorator("token_mask")
 objective = _decorator("objective")
+loss_weight = _decorator("loss_weight")
 aggregation = _decorator("aggregation")
 regularizer = _decorator("regularizer")
 value = _decorator("value")
@@ -222,7 +240,7 @@ def _load_all() -> None:
     """Import every module that registers components (registration happens at import): each slot package and every
     module in it. Packages do not import their own modules (importing one component imports only what it uses)."""
     for module in ("advantages", "kl", "objectives", "ops", "preference", "regularizers", "rewards", "masks",
-                   "values", "transforms", "controllers", "schedules", "samplers", "buffers", "references",
+                   "values", "weights", "transforms", "controllers", "schedules", "samplers", "buffers", "references",
                    "rollout", "envs", "recipes"):
         package = importlib.import_module(f"workbench.{module}")
         if hasattr(package, "__path__"):

@@ -11,7 +11,7 @@ from workbench.advantages.group import grpo
 from workbench.context import StepContext
 from workbench.rollout import policy_forward
 from workbench.train.config import make_config
-from workbench.train.rl import Trainer
+from workbench.train.trainer import Trainer
 
 pytestmark = pytest.mark.covers("dcpo")
 
@@ -66,7 +66,7 @@ def test_alpha_zero_gives_grpo():
 
 def test_temperature_one_gives_rho_one():
     """Catalog (2): scored at T = 1 the old logits give pi^T = pi_old (ctx.score at 1 is the trainer's forward:
-    tests/train/test_rl.py), so rho = 1 and A' = (1 - alpha) A + alpha c."""
+    tests/train/test_trainer.py), so rho = 1 and A' = (1 - alpha) A + alpha c."""
     batch = random_case(4)
     batch.temp_logp = batch.old_logp.clone()
     alpha = dcpo_alpha(0.3, float((batch.scores > 0.05).double().mean()))

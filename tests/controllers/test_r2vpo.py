@@ -13,7 +13,7 @@ from workbench.recipes import get_recipe
 from workbench.train.config import make_config
 from workbench.train.metrics import read_rows
 from workbench.train.pipeline import Pipeline
-from workbench.train.rl import Trainer
+from workbench.train.trainer import Trainer
 
 
 def run(state, variances):

@@ -16,7 +16,7 @@ from workbench.objectives.ppo import ppo_clip, ppo_clip_per_token
 from workbench.recipes import RECIPES
 from workbench.rollout import policy_forward
 from workbench.train.config import make_config
-from workbench.train.rl import Trainer
+from workbench.train.trainer import Trainer
 
 BETAS, EPS = (0.9, 0.999), 1e-8
 
@@ -269,7 +269,7 @@ def test_end_to_end_masked_tokens_get_no_gradient(tmp_path):
     c, model = trainer.config, trainer.model
     logp, _, hidden = policy_forward(model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.mask,
                                      c.temperature, with_hidden=True)
-    head = trainer.head_view(hidden)
+    head = Head.of(model, trainer.optimizer, hidden, c.temperature)
     assert head.trained and head.step == c.minibatches and head.lr == c.lr
     logits = torch.log_softmax((head.hidden @ head.weight.T) / head.temperature, -1)
     valid = batch.mask > 0

@@ -18,7 +18,7 @@ from workbench.objectives.rover import (at_next_policy_token, head_stats, next_p
 from workbench.recipes import RECIPES, Recipe, use
 from workbench.rollout import policy_forward
 from workbench.train.config import make_config
-from workbench.train.rl import Trainer
+from workbench.train.trainer import Trainer
 
 pytestmark = pytest.mark.covers("rover")
 

@@ -49,10 +49,11 @@ def test_a_prev_input_without_a_previous_model_is_a_clear_error(tmp_path, monkey
 
     from workbench import recipes
 
-    broken = dataclasses.replace(recipes.RECIPES["inpo"], iteration_update="ref")
+    broken = dataclasses.replace(recipes.RECIPES["inpo"], reference=recipes.use("iterate", every=5))
     monkeypatch.setitem(recipes.RECIPES, "inpo", broken)
-    with pytest.raises(ValueError, match="keeps no previous model"):
-        make_trainer(make_config("smoke", recipe="inpo", **{**PREF, "steps": 1}), tmp_path, progress=False).run()
+    with pytest.raises(ValueError, match=r"prev_logp is the previous iterate's: give the recipe a reference that "
+                                         r"keeps one \(momentum, previous-iterate\)"):
+        make_trainer(make_config("smoke", recipe="inpo", **{**PREF, "steps": 1}), tmp_path, progress=False)
 
 
 @pytest.mark.covers("spo-prefdeg", "brain")
@@ -61,13 +62,13 @@ def test_list_recipes_feed_k_responses_per_prompt(recipe, k, tmp_path):
     config = make_config("smoke", recipe=recipe, **{**PREF, "steps": 2})
     trainer = make_trainer(config, tmp_path, progress=False)
     trainer.run()
-    items, _ = trainer.step_items(0)
-    assert all(len(r) == k for r in items.responses)
+    batch = trainer.make_batch(0)  # one group per item, its k responses as rows
+    assert torch.equal(batch.group, torch.arange(batch.size // k).repeat_interleave(k))
     rows = read_rows(tmp_path / "metrics.jsonl")
     key = "spo/degree_accuracy" if recipe == "spo-prefdeg" else "brain/alpha_ess"
     assert all(key in r for r in rows)
     if recipe == "brain":
-        assert items.inputs["list_rewards"].shape == (len(items), k)
+        assert batch.preference_reward.shape == (batch.size,)
         assert all(1.0 <= r["brain/alpha_ess"] <= k for r in rows)
 
 
@@ -78,8 +79,8 @@ def test_step_level_recipes_train_on_partial_steps(recipe, tmp_path):
     trainer = make_trainer(config, tmp_path, progress=False)
     trainer.run()
     if recipe == "direct-advantage-po":
-        items = trainer.items
-        assert (tmp_path / "items.json").exists() and trainer.ref_cache.shape == (len(items), 1)
-        assert any(not end[0] for end in items.ends)  # partial steps are scored without EOS
+        items = trainer.pipeline.state["rollout:advantage-steps"]  # built once, kept in every checkpoint
+        assert len(items["prompts"]) == len(items["ends"]) == len(items["labels"]["step_advantage"]) > 0
+        assert any(not end[0] for end in items["ends"])  # partial steps are scored without EOS
     rows = read_rows(tmp_path / "metrics.jsonl")
     assert len(rows) == 2 and all(r.get("grad_norm", 0) >= 0 for r in rows)

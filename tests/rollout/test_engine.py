@@ -41,7 +41,7 @@ def test_encode_responses_appends_eos_and_right_pads(engine):
 def test_chat_template_wraps_prompts_for_instruct_models(tmp_path):
     from workbench.models import build_tiny, load_model, save_model
     from workbench.rollout.engine import encode_prompts
-    from workbench.train.preference import list_logps
+    from workbench.train.evaluate import list_logps
 
     model, tok = build_tiny(seed=0)
     tok.chat_template = ("{% for m in messages %}U:{{ m['content'] }}\n{% endfor %}"

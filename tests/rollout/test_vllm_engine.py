@@ -21,7 +21,7 @@ from workbench.models import add_lora, build_tiny
 from workbench.rollout import HFEngine, make_engine, merged_state_dict
 from workbench.rollout.vllm_engine import check_plain_weights, import_vllm
 from workbench.train import make_config
-from workbench.train.rl import mismatch_metrics
+from workbench.train.trainer import mismatch_metrics
 
 CASES = Path(__file__).with_name("vllm_cases.py")
 ROOT = Path(__file__).resolve().parents[2]

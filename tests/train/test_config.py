@@ -12,8 +12,8 @@ from workbench.train.config import ConfigError, RunConfig, parse_value
 
 
 def test_overrides_and_bad_config():
-    config = apply_sets(make_config("smoke"), ["steps=3", "recipe_overrides.kl_coef=0", "task_kw.digits=3"])
-    assert config.steps == 3 and config.recipe_overrides == {"kl_coef": 0} and config.task_kw == {"digits": 3}
+    config = apply_sets(make_config("smoke"), ["steps=3", "recipe_overrides.agg=token-mean", "task_kw.digits=3"])
+    assert config.steps == 3 and config.recipe_overrides == {"agg": "token-mean"} and config.task_kw == {"digits": 3}
     with pytest.raises(ValueError, match="unknown config key"):
         apply_sets(config, ["stepz=3"])
     with pytest.raises(ValueError, match="unknown preset"):

@@ -10,7 +10,7 @@ import torch
 from workbench.batch import concat
 from workbench.train import make_config
 from workbench.train.distributed import DataParallel
-from workbench.train.rl import Trainer
+from workbench.train.trainer import Trainer
 
 WORKER = Path(__file__).parent / "workers" / "ddp_step.py"
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """The metric glossary (workbench.train.glossary): every metric has a definition and a healthy-curve note.
 
-That every metric a recipe logs is a GLOSSARY key is checked on real runs in tests/train/test_rl.py and
+That every metric a recipe logs is a GLOSSARY key is checked on real runs in tests/train/test_trainer.py and
 tests/train/test_preference.py.
 """
 import re

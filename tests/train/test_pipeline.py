@@ -105,7 +105,7 @@ def test_a_step_runs_the_stages_in_the_documented_order(probes, tmp_path, monkey
     row = trainer.step(0)
     assert probes == ["sampler", "rollout", "rewards", "group_transform", "reward_shaping", "advantage[1]",
                       "token_mask", "regularizer", "controller", "sampler.update"]
-    assert trainer.pipeline.state["controller:probe"]["steps"] == 1 and row["kl/beta"] == 0.1
+    assert trainer.pipeline.state["controller:probe"]["steps"] == 1 and row["kl_coef"] == 0.1
 
 
 def test_an_advantage_chain_entry_reads_the_previous_advantages(probes, tmp_path, monkeypatch):
@@ -172,8 +172,8 @@ def test_overrides_merge_replace_and_add_components():
 
 # ------------------------------------------------------------------------------ state and resume
 
-RL_RECIPES = sorted(k for k, r in RECIPES.items() if isinstance(r, Recipe))
-PREFERENCE_RECIPES = sorted(set(RECIPES) - set(RL_RECIPES))
+PREFERENCE_RECIPES = sorted(k for k, r in RECIPES.items() if r.objective.key == "preference")
+RL_RECIPES = sorted(set(RECIPES) - set(PREFERENCE_RECIPES))
 PREF = dict(TINY, pairs=16, sft_steps=20, max_new_tokens=5, group_size=4, steps=6, checkpoint_every=3)
 
 
@@ -215,6 +215,8 @@ def test_every_preference_recipe_resumes_exactly(recipe, tmp_path):
     """Killed after step 3, across the iteration boundary of the iterative ones (their anchors move every 5)."""
     config = make_config("smoke", recipe=recipe, **PREF)
     assert resumes_exactly(config, tmp_path, stop_after_step=3)
+    rows = read_rows(tmp_path / "straight" / "metrics.jsonl")
+    assert len(rows) == PREF["steps"] and not unexplained(set().union(*rows)), unexplained(set().union(*rows))
 
 
 def test_on_policy_steps_take_old_logp_from_the_training_forward(tmp_path, monkeypatch):
@@ -249,8 +251,8 @@ def reward_stage(recipe_rewards, completions=("12", "345", "6"), metrics=None, *
     pipeline = Pipeline(Recipe(key="r", title="t", summary="s", advantage=["grpo"], rewards=recipe_rewards,
                                **recipe_kw))
     ctx = StepContext(step=0, total_steps=1, seed=0, group_size=2, prompts_per_step=2, max_new_tokens=4,
-                      metrics={} if metrics is None else metrics)
-    return pipeline.reward(batch, examples, ctx)
+                      examples=examples, metrics={} if metrics is None else metrics)
+    return pipeline.reward(batch, ctx)
 
 
 @pytest.mark.covers("soft-overlong")

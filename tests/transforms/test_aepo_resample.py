@@ -11,7 +11,7 @@ from workbench.advantages.group import grpo
 from workbench.batch import RolloutBatch
 from workbench.context import StepContext
 from workbench.train.config import make_config
-from workbench.train.rl import Trainer
+from workbench.train.trainer import Trainer
 from workbench.transforms.aepo_resample import REFERENCE_N, aepo_resample, replaced_count
 
 pytestmark = pytest.mark.covers("aepo-arbitrary")

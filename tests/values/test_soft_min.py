@@ -5,7 +5,7 @@ import torch
 from tests.helpers import D, TINY, batch_with_mask, random_mask
 from workbench import registry
 from workbench.train.config import make_config
-from workbench.train.rl import Trainer
+from workbench.train.trainer import Trainer
 from workbench.values import ValueHead
 from workbench.values.soft_min import SoftMinValueHead, huber_value_loss, safe_value, soft_min
 

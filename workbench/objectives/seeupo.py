@@ -8,7 +8,7 @@ its advantage corrected by the ratios of the turns already updated.
     L         = sum_k L_k
     schedule  (`turn_plan`): for k = K-1, ..., 0 one optimizer step on L, gradient through turn k's tokens only
 
-The schedule is the registry entry's `plan`: the trainer (`workbench.train.rl.Trainer.train_on`) takes one optimizer
+The schedule is the registry entry's `plan`: the trainer (`workbench.train.trainer.Trainer.train_on`) takes one optimizer
 step per mask of `turn_plan`, in order, in every epoch and minibatch; each step's forward gives the current log-probs
 of every turn, so M_{i,k} for the turn being updated reads the later turns' movement since the rollout, s_{k'}(theta
 now) / s_{k'}(theta_old) (old_logp is the sampling policy: s_{k'}(theta_old) = 1). Before any later turn has moved,

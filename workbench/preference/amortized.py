@@ -27,8 +27,9 @@ def brain_weights(ref_logp: torch.Tensor, rewards: torch.Tensor, proposal_logp: 
 
 
 @registry.preference(
-    "brain", title="BRAIn: Bayesian Reward-conditioned Amortized Inference for natural language generation from "
-                   "feedback",
+    "brain", layout="list",
+    title="BRAIn: Bayesian Reward-conditioned Amortized Inference for natural language generation from "
+          "feedback",
     summary="Distil the reward-conditioned posterior pi_ref(y) p(G=1|x,y) into the policy by self-normalised "
             "importance sampling over n samples per prompt: KL(alpha || beta) between the posterior's and the "
             "policy's self-normalised weights (the self-normalised baseline zeroes the gradient at the posterior).",

@@ -98,7 +98,7 @@ def ndcg(labels: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
 
 
 @registry.preference(
-    "lipo", title="LiPO: Listwise Preference Optimization through Learning-to-Rank",
+    "lipo", layout="list", title="LiPO: Listwise Preference Optimization through Learning-to-Rank",
     summary="Pairwise logistic loss over every ordered pair of a ranked list of K responses, each pair weighted "
             "by its LambdaLoss (NDCG) weight; K = 2 with constant weights is DPO. Inputs [B, K].",
     equation=r"L = -\sum_{\psi_i>\psi_j}\Delta_{ij}\log\sigma(s_i - s_j),\ s_i = \beta\log\frac{\pi(y_i)}"

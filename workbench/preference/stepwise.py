@@ -200,7 +200,7 @@ def step_advantages(values: torch.Tensor, next_values: torch.Tensor) -> torch.Te
 
 
 @registry.preference(
-    "direct-advantage-po",
+    "direct-advantage-po", layout="one",
     title="Improving Multi-Step Reasoning Abilities of Large Language Models with Direct Advantage Policy "
           "Optimization",
     summary="Offline step-level regression of beta * log(pi/pi_ref) of each sampled reasoning step onto its "

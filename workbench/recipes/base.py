@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import asdict, dataclass, field
 
 from workbench import registry
+from workbench.stages import SINGLE, SLOTS  # recipe field -> registry kind, in pipeline order
 
 
 @dataclass(frozen=True)
@@ -27,14 +28,6 @@ def use(key: str, *, into: str = "", **kw) -> Use:
     return Use(key, kw, into)
 
 
-# recipe field -> registry kind; the order is the pipeline's (see workbench.train.pipeline.STAGES)
-SLOTS = {
-    "sampler": "sampler", "rollout": "rollout", "rewards": "reward", "group_transforms": "group_transform",
-    "reward_shaping": "reward_shaping", "advantage": "advantage", "token_masks": "token_mask",
-    "objective": "objective", "regularizers": "regularizer", "value": "value", "controllers": "controller",
-    "schedules": "schedule", "buffers": "buffer", "reference": "reference",
-}
-SINGLE = ("sampler", "rollout", "objective", "value", "reference")  # one component (value: or none)
 SCALARS = ("agg", "task_reward", "reward_aggregation")  # recipe fields an override sets directly
 KL_KEYS = {("regularizer", "kl-penalty"), ("reward_shaping", "kl-in-reward")}  # the two placements of kl-penalty
 
@@ -55,6 +48,7 @@ class Recipe:
     reward_shaping: tuple = ()         # batch -> batch on rewards / token rewards, after the forward passes
     group_transforms: tuple = ()       # finished groups edited before the forward passes
     token_masks: tuple = ()            # which response tokens the update trains on
+    loss_weights: tuple = ()           # per-token weights of the objective's loss (rollout importance correction)
     controllers: tuple = ()            # stateful values driving a component parameter (`into`)
     schedules: tuple = ()              # functions of training progress driving a parameter (`into`)
     buffers: tuple = ()                # replay storage kept across steps
@@ -101,34 +95,10 @@ def as_use(value) -> Use:
     raise ValueError(f"a recipe component is a key, [key, kwargs] or [key, kwargs, into]; got {value!r}")
 
 
-@dataclass(frozen=True)
-class PreferenceRecipe:
-    key: str
-    title: str                      # the paper the recipe follows
-    summary: str
-    loss: str                       # registered preference objective key
-    loss_kw: dict = field(default_factory=dict)
-    loss_inputs: tuple = ()         # extra per-item inputs by name, "kw=source" to rename (e.g. "rewards=list_rewards")
-    online: bool = False            # items from the current policy's samples each step (labelled by the verifier)
-    data: str = "pairs"             # offline: pairs | lists | degraded | steps; online: pairs | lists | siblings
-    iteration_steps: int = 0        # > 0: the anchors move (iteration_update) every this many steps
-    iteration_update: str = "ref"   # "ref": π_ref ← π; "prev": π_t ← π (π_ref fixed); "momentum": π̂_{t-1} ← π_ref ← π
-    list_size: int = 0              # K responses per prompt for data="lists" (ranked by the verifier)
-    degrade_fractions: tuple = (1 / 3, 2 / 3)  # data="degraded": share of the chosen answer's digits removed per copy
-    step_chars: int = 0             # step-level data: characters per reasoning step
-    rollouts_per_state: int = 4     # step-level data: continuations per state for the Monte Carlo value V̂(s)
-
-    def components(self) -> list[tuple[str, str]]:
-        return [("preference", self.loss)]
-
-    def as_dict(self) -> dict:
-        return asdict(self)
+RECIPES: dict[str, Recipe] = {}
 
 
-RECIPES: dict[str, Recipe | PreferenceRecipe] = {}
-
-
-def define(recipe: Recipe | PreferenceRecipe) -> Recipe | PreferenceRecipe:
+def define(recipe: Recipe) -> Recipe:
     RECIPES[recipe.key] = recipe
     registry.register("recipe", recipe.key, title=recipe.title, summary=recipe.summary,
                       defaults=recipe.as_dict(), family="canonical",
@@ -136,7 +106,7 @@ def define(recipe: Recipe | PreferenceRecipe) -> Recipe | PreferenceRecipe:
     return recipe
 
 
-def get_recipe(key: str) -> Recipe | PreferenceRecipe:
+def get_recipe(key: str) -> Recipe:
     if key not in RECIPES:
         raise KeyError(f"no recipe named {key!r}; recipes: {', '.join(sorted(RECIPES))}")
     return RECIPES[key]
@@ -147,8 +117,7 @@ def get_recipe(key: str) -> Recipe | PreferenceRecipe:
 LEGACY = {"objective_kw": "objective", "advantage_kw": "advantage"}  # run folders from before the pipeline
 
 
-def with_overrides(recipe: Recipe, overrides: dict, *, kl_coef: float | None = None,
-                   entropy_coef: float | None = None) -> Recipe:
+def with_overrides(recipe: Recipe, overrides: dict, **coefficients) -> Recipe:
     """The recipe with `overrides` applied, each key one of:
 
       "<slot>": {kwargs}            merged into the slot's component (the only one of a list slot)
@@ -156,30 +125,40 @@ def with_overrides(recipe: Recipe, overrides: dict, *, kl_coef: float | None = N
       "<slot>": "key" | [key, kw]   replaces a single slot (e.g. {"objective": "tis"})
       "<slot>": [[key, kw], ...]    replaces a list slot
       "agg": "token-mean"           (and "task_reward": 0.0, "reward_aggregation": "normalize_then_sum")
-    `kl_coef` sets the beta of the recipe's KL term (adding k3 KL in the loss when it has none and beta > 0);
-    `entropy_coef` the coefficient of the entropy bonus (added when absent).
+    then the run coefficients (`registry.COEFFICIENTS`: kl_coef=, entropy_coef=; None keeps the recipe's), set on the
+    components that declare them (`with_coefficients`). A coefficient has that one spelling: setting it through an
+    override is refused, naming it.
     """
     changes = {}
     for name, value in overrides.items():
         name = LEGACY.get(name, name)
-        if name == "kl_coef":
-            kl_coef = value
-            continue
+        if name in registry.COEFFICIENTS:
+            raise ValueError(f"recipe_overrides.{name}: {name} is a run setting, not a recipe part; use --set "
+                             f"{name}={value}")
         slot, _, key = name.partition(":")
         if slot in SCALARS:
             changes[slot] = value
         elif slot not in SLOTS:
-            valid = sorted([*SLOTS, *SCALARS, "kl_coef"])
+            valid = sorted([*SLOTS, *SCALARS])
             raise ValueError(f"unknown recipe override {name!r}; use a slot name ({', '.join(valid)}), optionally "
                              f"with ':<key>' to pick one component of a list slot")
         else:
             changes[slot] = _override_slot(recipe, slot, key, value, changes.get(slot, getattr(recipe, slot)))
-    recipe = dataclasses.replace(recipe, **changes)
-    if kl_coef is not None:
-        recipe = _set_kl_beta(recipe, kl_coef)
-    if entropy_coef is not None:
-        recipe = _set_param(recipe, "regularizers", "entropy-bonus", "coef", entropy_coef, add=entropy_coef != 0)
-    return recipe
+    return with_coefficients(dataclasses.replace(recipe, **changes), **coefficients)
+
+
+def _entry(kind: str, key: str):
+    """The registered component, or None for a key the pipeline will refuse with the list of known ones."""
+    return next((e for e in registry.entries(kind) if e.key == key), None)
+
+
+def _refuse_coefficients(slot: str, use: Use, kw: dict) -> None:
+    """A parameter that is a run coefficient has one spelling, --set NAME=X: an override of it is refused."""
+    entry = _entry(SLOTS[slot], use.key)
+    for name, param in (entry.coefficients.items() if entry else ()):
+        if param in kw:
+            raise ValueError(f"{param} of {SLOTS[slot]} {use.key!r} is the run's {name}: set it with --set "
+                             f"{name}={kw[param]}")
 
 
 def _override_slot(recipe: Recipe, slot: str, key: str, value, current):
@@ -187,6 +166,7 @@ def _override_slot(recipe: Recipe, slot: str, key: str, value, current):
         if isinstance(value, dict):
             if current is None:
                 raise ValueError(f"recipe {recipe.key!r} has no {slot} component to set {value} on")
+            _refuse_coefficients(slot, current, value)
             return Use(current.key, {**current.kw, **value}, current.into)
         return as_use(value)
     if isinstance(value, dict):
@@ -196,28 +176,58 @@ def _override_slot(recipe: Recipe, slot: str, key: str, value, current):
             raise ValueError(f"recipe {recipe.key!r}: override {slot}{':' + key if key else ''} must name exactly one "
                              f"component of {slot} ({have}); use '{slot}:<key>'")
         i = matches[0]
+        _refuse_coefficients(slot, current[i], value)
         return current[:i] + (Use(current[i].key, {**current[i].kw, **value}, current[i].into),) + current[i + 1:]
     return tuple(as_use(v) for v in value)
 
 
-def _set_kl_beta(recipe: Recipe, beta: float) -> Recipe:
-    """beta = 0 removes the KL term (no reference pass is needed for it) unless a controller drives it."""
-    for slot, kind in (("regularizers", "regularizer"), ("reward_shaping", "reward_shaping")):
-        if any((kind, u.key) in KL_KEYS for u in getattr(recipe, slot)):
-            key = "kl-penalty" if slot == "regularizers" else "kl-in-reward"
-            driven = any(u.into.startswith(f"{kind}:{key}.") for u in recipe.controllers)
-            if beta == 0 and not driven:
-                return dataclasses.replace(recipe, **{slot: tuple(u for u in getattr(recipe, slot) if u.key != key)})
-            return _set_param(recipe, slot, key, "beta", beta)
-    return _set_param(recipe, "regularizers", "kl-penalty", "beta", beta, add=beta != 0)
+# A recipe with no component taking a coefficient gets this one when the value is not 0; kl_coef = 0 removes a KL
+# term in the loss or the reward (and the reference pass it needs) unless a controller or schedule drives it.
+ADDED = {"kl_coef": ("regularizers", "kl-penalty"), "entropy_coef": ("regularizers", "entropy-bonus")}
+REMOVED_AT_ZERO = ("kl_coef",)
 
 
-def _set_param(recipe: Recipe, slot: str, key: str, param: str, value, add: bool = False) -> Recipe:
-    current = getattr(recipe, slot)
-    if any(u.key == key for u in current):
-        new = tuple(Use(u.key, {**u.kw, param: value}, u.into) if u.key == key else u for u in current)
-    elif add:
-        new = current + (Use(key, {param: value}),)
-    else:
-        return recipe
-    return dataclasses.replace(recipe, **{slot: new})
+def coefficient_holders(recipe: Recipe, name: str) -> list[tuple[str, Use, str]]:
+    """(slot, Use, parameter) of every component of `recipe` whose parameter is run coefficient `name`."""
+    slot_of = {kind: slot for slot, kind in SLOTS.items()}
+    out = []
+    for kind, u in recipe.uses():
+        entry = _entry(kind, u.key)
+        if entry is not None and name in entry.coefficients:
+            out.append((slot_of[kind], u, entry.coefficients[name]))
+    return out
+
+
+def with_coefficients(recipe: Recipe, **values) -> Recipe:
+    """Set each run coefficient (None: keep the recipe's) on the components that declare it (`ADDED`,
+    `REMOVED_AT_ZERO`)."""
+    unknown = sorted(set(values) - set(registry.COEFFICIENTS))
+    if unknown:
+        raise ValueError(f"unknown run coefficients {unknown}; they are {sorted(registry.COEFFICIENTS)}")
+    for name, value in values.items():
+        if value is not None:
+            recipe = _set_coefficient(recipe, name, value)
+    return recipe
+
+
+def _set_coefficient(recipe: Recipe, name: str, value: float) -> Recipe:
+    holders = coefficient_holders(recipe, name)
+    if not holders:
+        if value == 0:
+            return recipe
+        slot, key = ADDED[name]
+        param = registry.get(SLOTS[slot], key).coefficients[name]
+        return dataclasses.replace(recipe, **{slot: getattr(recipe, slot) + (Use(key, {param: value}),)})
+    drivers = {u.into for u in recipe.controllers + recipe.schedules}
+    for slot, u, param in holders:
+        driven = f"{SLOTS[slot]}:{u.key}.{param}" in drivers
+        removed = value == 0 and name in REMOVED_AT_ZERO and slot not in SINGLE and not driven
+        new = None if removed else Use(u.key, {**u.kw, param: value}, u.into)
+        if slot in SINGLE:
+            recipe = dataclasses.replace(recipe, **{slot: new})
+        else:
+            recipe = dataclasses.replace(recipe, **{slot: tuple(x for x in (new if v is u else v
+                                                                            for v in getattr(recipe, slot))
+                                                                if x is not None)})
+    return recipe
+

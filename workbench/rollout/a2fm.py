@@ -46,7 +46,7 @@ def check_modes(modes) -> tuple[str, ...]:
     equation=r"G = \sum_{m \in \{\mathrm{inst}, \mathrm{reas}, \mathrm{agent}\}} n_m,\ n_m \ge 1,\ "
              r"y \sim \pi(\cdot \mid \langle m\rangle\, x)",
     reads=(), provides=TURNS_PROVIDES)
-def a2fm_rollout(engine, task, examples, *, group_size: int, sampling, modes=MODES, max_turns=None,
+def a2fm_rollout(engine, task, examples, *, group_size: int, sampling, ctx=None, modes=MODES, max_turns=None,
                  max_total_tokens=None):
     """`turns` per mode on the examples with the mode's tag before their prompt (`mode_split` rows each), merged
     into one batch ordered by group (modes in `modes` order inside a group), group ids = the examples' indices."""

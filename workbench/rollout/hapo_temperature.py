@@ -82,7 +82,7 @@ def first_pass_stats(engine, task, examples, *, group_size: int, sampling, entro
     equation=r"T_t = T\,(1 + \tau\,\hat h_t),\quad \hat h_t = \mathrm{norm}\big(\log H(\pi(\cdot\mid y_{<t})/T)\big)"
              r"\in[-1, 1]",
     reads=(), provides=TURNS_PROVIDES)
-def hapo_temperature(engine, task, examples, *, group_size: int, sampling, tau=0.05, entropy_pivot=0.8,
+def hapo_temperature(engine, task, examples, *, group_size: int, sampling, ctx=None, tau=0.05, entropy_pivot=0.8,
                      reference_bug=False):
     """The `turns` rollout sampled at T_t = T (1 + tau h_hat_t) (T = `sampling.temperature`).
 

@@ -113,7 +113,7 @@ def check_template(template: str) -> None:
     equation=r"\{y_{i,j}\}_{j \le G/k} \sim \pi(\cdot \mid x \oplus \text{``within } b_i \text{ tokens''}),"
              r"\ b_i \in \{b_1, \dots, b_k\}",
     reads=(), provides=TURNS_PROVIDES)
-def hbpo_rollout(engine, task, examples, *, group_size: int, sampling, budgets=None, fractions=FRACTIONS,
+def hbpo_rollout(engine, task, examples, *, group_size: int, sampling, ctx=None, budgets=None, fractions=FRACTIONS,
                  template=TEMPLATE):
     """The `turns` rollout of G rows per example, subgroup j (G/k rows, `subgroup_sizes`) prompted with budget b_j
     (`budgets_for`); row i of the batch still answers examples[i // G] (`group`).

@@ -72,7 +72,7 @@ def reference_batch(engine, task, examples, *, index: int, temperature: float) -
     equation=r"\{y_1, \dots, y_{G-1}\} \sim \pi_\theta(\cdot\mid x),\quad y_G = y^\star(x),\quad "
              r"m^{\mathrm{off}}_{G,t} = m_{G,t}",
     reads=(), provides=TURNS_PROVIDES + ("offpolicy_mask",))
-def offpolicy_guidance(engine, task, examples, *, group_size: int, sampling):
+def offpolicy_guidance(engine, task, examples, *, group_size: int, sampling, ctx=None):
     """Rows grouped per example: G - 1 samples of the `turns` rollout, then the reference solution (LUFFY's
     `n_prefix=1` with prefix ratio 1: one of the G responses is the whole off-policy solution). Greedy rollouts
     (a baseline, evaluation) are the plain `turns` rollout. `offpolicy_mask` [B, T] is 1 on the reference rows'

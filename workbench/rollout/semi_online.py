@@ -105,7 +105,7 @@ class SemiOnlineTask:
             "the history; a mismatch is replaced by the expert's action (at most patch_threshold times, then the "
             "episode stops); step reward = action match.",
     provides=TURNS_PROVIDES, needs=("multi_turn", "expert"))
-def semi_online(engine, task, examples, *, group_size: int, sampling: Sampling, patch_threshold: int = 2,
+def semi_online(engine, task, examples, *, group_size: int, sampling: Sampling, ctx=None, patch_threshold: int = 2,
                 max_turns: int | None = None, max_total_tokens: int | None = None):
     """Episodes of `task` patched along `task.expert_actions(example)` (see the module docstring), as the `turns`
     rollout lays them out: rewards [B] = matched steps per episode, turn_rewards [B, S] = 1 per matched step,

@@ -166,7 +166,7 @@ def rows_batch(rows: list[dict], prompts: list[list[int]], prompt_texts: list[st
     equation=r"\text{children of } n: y^{(d+1)}_j \sim \pi_\theta(\cdot \mid x \oplus \text{path}(n)),\ "
              r"j = 1..b_d,\ |y^{(d+1)}_j| \le M",
     reads=(), provides=TREE_PROVIDES)
-def spo_tree(engine, task, examples, *, group_size: int, sampling, branch_factors=(6, 6, 6), segment_tokens=30,
+def spo_tree(engine, task, examples, *, group_size: int, sampling, ctx=None, branch_factors=(6, 6, 6), segment_tokens=30,
              shared="once"):
     """Trees for `examples` as one RolloutBatch (module docstring); `group_size` is not used (the tree sets it)."""
     if shared not in SHARED:

@@ -199,7 +199,7 @@ TURNS_PROVIDES = ("response_ids", "mask", "turn", "mu_logp", "rewards", "turn_re
     summary="Samples every row's episode turn by turn: actions from the policy (stopping at the env's stop "
             "strings or EOS), observations appended as token ids with mask 0; rewards are episode returns.",
     reads=(), provides=TURNS_PROVIDES)
-def turns(engine, task, examples, *, group_size: int, sampling: Sampling, max_turns: int | None = None,
+def turns(engine, task, examples, *, group_size: int, sampling: Sampling, ctx=None, max_turns: int | None = None,
           max_total_tokens: int | None = None) -> RolloutBatch:
     """Episodes of `task.make_env()` for `group_size` rows per example (row i answers examples[i // group_size]),
     as one RolloutBatch (layout in the module docstring; rewards [B] = episode returns, turn_rewards [B, S],

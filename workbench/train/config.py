@@ -347,7 +347,7 @@ def is_text(info: FieldInfo) -> bool:
 
 
 def apply_sets(config: RunConfig, assignments: list[str]) -> RunConfig:
-    """Apply "key=value" strings; dotted keys reach into dict fields ("recipe_overrides.kl_coef=0").
+    """Apply "key=value" strings; dotted keys reach into dict fields ("recipe_overrides.agg=token-mean").
 
     Values are JSON when they parse (else the raw text; always the raw text for a string field) and are then
     validated like any other config: `steps=2.7` is refused, not truncated."""

@@ -1,13 +1,54 @@
-"""Held-out evaluation: greedy accuracy (one greedy episode per example through the rollout) and the unbiased
-pass@k of sampled episodes."""
+"""Held-out evaluation: greedy accuracy (one greedy episode per example through the rollout), the unbiased
+pass@k of sampled episodes, and preference accuracy (the verified answer ranked above a near miss)."""
 from __future__ import annotations
 
 import math
+import random
 import statistics
 
-from workbench.rollout.engine import Sampling
+import torch
+
+from workbench.rollout import policy_forward
+from workbench.rollout.engine import Sampling, encode_prompts, encode_responses
 from workbench.rollout.turns import play
 from workbench.tasks import Example, Task
+from workbench.tasks.preferences import PreferencePair, corrupt
+
+
+def list_logps(model, tokenizer, prompts: list[str], lists: list[list[str]], temperature: float = 1.0,
+               ends: list[list[bool]] | None = None):
+    """Summed response log-probs and token counts of K responses per prompt, [B, K] each, in one forward pass.
+
+    `ends[b][k]` False scores a partial response (a reasoning step) without the EOS token."""
+    K = len(lists[0])
+    if any(len(responses) != K for responses in lists):
+        raise ValueError("every list needs the same number of responses")
+    device = next(model.parameters()).device
+    prompt_ids, prompt_mask = encode_prompts(tokenizer, [p for p in prompts for _ in range(K)], device)
+    ids, mask = encode_responses(tokenizer, [r for responses in lists for r in responses], device,
+                                 eos=None if ends is None else [e for row in ends for e in row])
+    logp, _, _ = policy_forward(model, prompt_ids, prompt_mask, ids, mask, temperature)
+    return (logp * mask).sum(-1).view(-1, K), mask.sum(-1).view(-1, K)
+
+
+def sequence_logps(model, tokenizer, pairs: list[PreferencePair], temperature: float = 1.0):
+    """Summed log-probs of chosen and rejected ([B] each) and their token counts: a pair is a list of two."""
+    logps, lengths = list_logps(model, tokenizer, [p.prompt for p in pairs], [[p.chosen, p.rejected] for p in pairs],
+                                temperature)
+    return logps[:, 0], logps[:, 1], lengths[:, 0], lengths[:, 1]
+
+
+def held_out_pairs(task, n: int) -> list[PreferencePair]:
+    """target ≻ corrupted target on the task's fixed held-out prompts."""
+    rng = random.Random("held-out-pairs")
+    return [PreferencePair(e.prompt, e.target, corrupt(e.target, rng)) for e in task.eval_set(n)]
+
+
+@torch.no_grad()
+def preference_accuracy(model, tokenizer, task, n: int, temperature: float = 1.0) -> float:
+    """Share of `n` held-out pairs (`held_out_pairs`) where the policy gives the verified answer the higher log-prob."""
+    chosen, rejected, _, _ = sequence_logps(model, tokenizer, held_out_pairs(task, n), temperature)
+    return float((chosen > rejected).float().mean())
 
 
 def greedy_accuracy(engine, task: Task, examples: list[Example], *, max_new_tokens: int, batch_size: int = 256,

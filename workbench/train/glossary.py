@@ -2,7 +2,7 @@
 
 `GLOSSARY`: metric name -> what it measures (one line). `HEALTHY`: metric name -> the healthy range or shape of
 its curve on these runs, and what a bad curve means. Both have exactly the same keys, in the same order; every
-metric a recipe logs is a key (tests/train/test_rl.py, tests/train/test_preference.py), and notebook 06 and the
+metric a recipe logs is a key (tests/train/test_trainer.py, tests/train/test_pipeline.py), and notebook 06 and the
 book's glossary page show them side by side.
 """
 from __future__ import annotations
@@ -82,7 +82,7 @@ GLOSSARY: dict[str, str] = {
                "means no exploration.",
     "kl": "Mean per-token KL(pi || ref) estimate (recipe's estimator) to the frozen reference; grows slowly "
           "when healthy. KTO logs its batch KL baseline z_ref under this name (0 here: no mismatched pairs).",
-    "kl/beta": "KL coefficient used this step when a controller drives it (adaptive-kl).",
+    "kl_coef": "KL coefficient used this step when a controller drives it (adaptive-kl).",
     "kl/k1_old": "mean(old_logp - logp): how far the update moved from the sampling policy (cleanrl old_approx_kl).",
     "kl/k3_old": "mean((r - 1) - log r), a non-negative estimate of the same drift (cleanrl approx_kl).",
     "clip/region": "Fraction of tokens where PPO's clipped branch is active (clip/low + clip/high); 0 on the "
@@ -427,7 +427,7 @@ HEALTHY: dict[str, str] = {
                "steady rise means the policy is diffusing (learning rate or entropy bonus too high).",
     "kl": "Starts at 0 and grows slowly and smoothly. A steep climb means the policy leaves the reference fast (raise "
           "the KL coefficient or lower the learning rate).",
-    "kl/beta": "Drifts slowly (at most 0.2 B/horizon relative change per step): up while kl is above the target, down "
+    "kl_coef": "Drifts slowly (at most 0.2 B/horizon relative change per step): up while kl is above the target, down "
                "while below. kl is per token here, so the default target 6 (per sequence) only lowers beta.",
     "kl/k1_old": "Tiny, about 0 with one optimizer step per batch. Can be negative: it is an unbiased but noisy "
                  "estimate.",

@@ -1,11 +1,7 @@
 """The pipeline: a recipe's components, checked against each other, with their state, run in one fixed order.
 
-A training step runs the stages of `STAGES` in that order (`Trainer.make_batch`, then `Trainer.train_on` and
-`Pipeline.after_step`); each stage runs, in order, the components the recipe lists for it.
-
-Token masks run after the advantage (DESIGN.md lists them before it): a mask may then read the advantages
-(LOOP drops rollouts with |A| < 0.01). Advantage estimators (and a critic's value targets) therefore see the
-rollout's mask; a token mask changes only which tokens the policy loss trains on.
+A training step runs the stages of `workbench.stages.STAGES` in that order (`Trainer.make_batch`, then
+`Trainer.train_on` and `Pipeline.after_step`); each stage runs, in order, the components the recipe lists for it.
 
 The loop never branches on a method. Each registration declares what it reads and provides; `Pipeline`
 refuses, before anything is built, a recipe whose parts don't fit. State kept across steps (controllers,
@@ -16,33 +12,19 @@ from __future__ import annotations
 
 import copy
 import inspect
-import itertools
 from dataclasses import dataclass, replace
 
 import torch
 
 from workbench import ops, registry
 from workbench.context import Forward, StepContext
-from workbench.recipes import SLOTS, Recipe, Use
+from workbench.recipes import Recipe, Use
 from workbench.rewards import aggregate, interop
 from workbench.rewards.stage import mask_unscorable, reward_columns, reward_metrics, run_reward
+from workbench.stages import BATCH_STAGES, SLOTS, STAGES
 from workbench.tasks.base import Task
 
-# The contract: (stage, the recipe slots it runs, what it does). The trainer runs them in this order.
-STAGES = (
-    ("sampler", ("sampler",), "which examples enter the step: select(state, task, n, rng)"),
-    ("rollout", ("rollout",), "generate over the task's environment: fn(engine, task, examples, *, group_size)"),
-    ("rewards", ("rewards",), "the environment's reward + weighted reward functions (TRL's signature)"),
-    ("group_transforms", ("group_transforms",), "edit finished groups: fn(batch, ctx) -> batch (dynamic sampling)"),
-    ("forward passes", (), "old log-probs and entropy, reference log-probs, values: only what a component reads"),
-    ("reward_shaping", ("reward_shaping",), "rewards -> rewards / token rewards: fn(batch, ctx) -> batch"),
-    ("advantage", ("advantage",), "a chain, later entries may read advantages: fn(batch) -> A [B, T] (+ targets)"),
-    ("token_masks", ("token_masks",), "which tokens the update trains on: fn(batch) -> mask [B, T]"),
-    ("update", ("objective", "regularizers", "value"), "objective + regularizers + value loss, per minibatch"),
-    ("after the step", ("controllers", "sampler", "buffers"), "controllers, samplers and buffers update"),
-)  # schedules are not a stage: each is evaluated where the parameter it drives is used
-BEFORE_UPDATE = [slot for _, slots, _ in itertools.takewhile(lambda stage: stage[0] != "update", STAGES)
-                 for slot in slots]
+BEFORE_UPDATE = [slot for stage in STAGES if stage.name in BATCH_STAGES for slot in stage.slots]
 
 REWARD_OPTIONS = ("weight", *interop.CALL_OPTIONS)  # a reward Use's keywords for the pipeline, not the function
 # Batch fields a rollout always fills; forward passes add old_logp, entropy, ref_logp, values.
@@ -86,6 +68,10 @@ class Part:
     def fn(self):
         return self.entry.fn
 
+    @property
+    def reads(self) -> tuple:
+        return self.entry.reads_with(self.use.kw)
+
 
 class Pipeline:
     def __init__(self, recipe: Recipe, *, track_kl: bool = True):
@@ -98,9 +84,10 @@ class Pipeline:
             self.parts[slot].append(self._part(slot, kind, u))
         self.drivers = {p.use.into: p for p in self.parts["controllers"] + self.parts["schedules"]}
         self._check_drivers()
-        self.needs_ref = track_kl or self._read_anywhere("ref_logp") or bool(self.forward_stats("ref"))
+        self.needs_ref = track_kl or self.reads_anywhere("ref_logp") or bool(self.forward_stats("ref"))
+        self.anchors = self.parts["reference"][0].entry.keeps if self.parts["reference"] else ()
         self.has_critic = bool(self.parts["value"])
-        self.train_entropy = any("entropy" in p.entry.reads for p in self.parts["regularizers"])
+        self.train_entropy = any("entropy" in p.reads for p in self.parts["regularizers"])
         self._check_reads()
         if recipe.reward_aggregation not in aggregate.AGGREGATIONS:
             raise ValueError(f"recipe {recipe.key!r}: unknown reward_aggregation {recipe.reward_aggregation!r}; "
@@ -129,6 +116,11 @@ class Pipeline:
     def _check_kwargs(self, entry: registry.Entry, u: Use, slot: str) -> None:
         fn = entry.fn.init if registry.STATEFUL.get(entry.kind) else entry.fn
         params = inspect.signature(fn).parameters
+        if entry.check is not None:
+            try:
+                entry.check(**u.kw)
+            except ValueError as err:
+                raise ValueError(f"recipe {self.recipe.key!r}: {entry.kind} {u.key!r}: {err}") from None
         if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
             return
         extra = set(REWARD_OPTIONS) if entry.kind == "reward" else set()
@@ -194,16 +186,16 @@ class Pipeline:
 
     def reads_before_update(self, *fields: str) -> bool:
         """Does a stage before the update read any of `fields` (so the forward passes must supply it)?"""
-        return any(f in p.entry.reads for slot in BEFORE_UPDATE for p in self.parts[slot] for f in fields)
+        return any(f in p.reads for slot in BEFORE_UPDATE for p in self.parts[slot] for f in fields)
 
-    def _read_anywhere(self, field: str) -> bool:
-        return any(field in p.entry.reads for ps in self.parts.values() for p in ps)
+    def reads_anywhere(self, field: str) -> bool:
+        return any(field in p.reads for ps in self.parts.values() for p in ps)
 
     def forward_stats(self, forward_pass: str) -> dict[str, str]:
         """{batch field: logit statistic} that forward pass `forward_pass` ("old" or "ref") must fill because a
         component reads the field (`FORWARD_STATS`)."""
         return {name: stat for name, (where, stat) in FORWARD_STATS.items()
-                if where == forward_pass and self._read_anywhere(name)}
+                if where == forward_pass and self.reads_anywhere(name)}
 
     def _check_reads(self) -> None:
         """Walk `STAGES` in order; every read must be provided by an earlier stage (or, for the update's and the
@@ -212,22 +204,26 @@ class Pipeline:
         forward = {"old_logp", "entropy", *self.forward_stats("old")}
         forward |= {"ref_logp", *self.forward_stats("ref")} if self.needs_ref else set()
         forward |= {"values", "old_values"} if self.has_critic else set()
+        forward |= {"prev_logp"} if "prev" in self.anchors else set()
         added = {"forward passes": forward, "update": {"logp", "head"},
                  "after the step": {"kl"} if self.needs_ref else set()}
         have = set(ROLLOUT_FIELDS)
-        for stage, slots, _ in STAGES:
-            have |= added.get(stage, set())
-            for p in (p for slot in slots for p in self.parts[slot]):
-                missing = [f for f in p.entry.reads if f not in have]
+        for stage in STAGES:
+            have |= added.get(stage.name, set())
+            for p in (p for slot in stage.slots for p in self.parts[slot]):
+                missing = [f for f in p.reads if f not in have]
                 if missing:
                     critic = ("; values and old_values come from a critic: give the recipe a value loss (value="
                               "use('value-loss'), or the method's own)" if {"values", "old_values"} & set(missing)
                               else "")
+                    prev = ("; prev_logp is the previous iterate's: give the recipe a reference that keeps one "
+                            f"({', '.join(e.key for e in registry.entries('reference') if 'prev' in e.keeps)})"
+                            if "prev_logp" in missing else "")
                     raise ValueError(f"recipe {self.recipe.key!r}: {p.name} reads {missing}, which no earlier stage "
                                      f"provides; components that provide them: {providers(missing)} (for ref_logp "
-                                     f"or kl: keep track_kl=true){critic}")
+                                     f"or kl: keep track_kl=true){critic}{prev}")
                 have |= set(p.entry.provides)
-                if stage == "advantage":
+                if stage.name == "advantage":
                     have |= {"advantages"} | ({"returns", "value_mask"} if p.entry.targets else set())
 
     def _initial_state(self, p: Part):
@@ -259,15 +255,17 @@ class Pipeline:
         return driver.fn(step, total, **driver.use.kw)
 
     def driven_metrics(self, step: int, total: int) -> dict:
-        """The values each controller set this step, logged as `<target>.<param>` ("kl/beta" for a KL beta); only
-        numbers are logged (a controller may also drive a list, e.g. a per-turn history)."""
+        """The values each controller set this step, logged as `<target>.<param>`, or by the run coefficient's name
+        when the parameter is one (`kl_coef` for an adaptive KL beta); only numbers are logged (a controller may also
+        drive a list, e.g. a per-turn history)."""
         out = {}
         for target, driver in self.drivers.items():
             if driver.slot == "controllers":
                 where = target.partition(".")[0]
+                names = {param: name for name, param in self.find(where).entry.coefficients.items()}
                 for param, value in self.driven_params(target, self.driven_value(driver, step, total)).items():
                     if isinstance(value, (int, float)) and not isinstance(value, bool):
-                        out["kl/beta" if param == "beta" and "kl" in where else f"{where}.{param}"] = float(value)
+                        out[names.get(param, f"{where}.{param}")] = float(value)
         return out
 
     def context(self, p: Part, base: StepContext) -> StepContext:
@@ -280,11 +278,14 @@ class Pipeline:
         p = self.parts["sampler"][0]
         return p.fn.select(self.state[p.name], task, n, rng)
 
-    def rollout(self, engine, task, examples: list, *, group_size: int, sampling):
+    def rollout(self, engine, task, examples: list, *, group_size: int, sampling, ctx: StepContext):
+        """The recipe's rollout strategy on `examples`; like every stage's component it sees its own state and the
+        parameters controllers and schedules drive (`ctx`)."""
         p = self.parts["rollout"][0]
-        return p.fn(engine, task, examples, group_size=group_size, sampling=sampling, **p.use.kw)
+        return p.fn(engine, task, examples, group_size=group_size, sampling=sampling, ctx=self.context(p, ctx),
+                    **self.kwargs(p, ctx.step, ctx.total_steps))
 
-    def reward(self, batch, examples: list, ctx: StepContext):
+    def reward(self, batch, ctx: StepContext):
         """`scores` = the environment's reward; `rewards` = the recipe's rewards combined: the environment's
         (weight `task_reward`) and each reward function's (weight `weight`), summed (`reward_aggregation`
         "sum_then_normalize") or each normalized within its groups first ("normalize_then_sum"). None means
@@ -295,7 +296,7 @@ class Pipeline:
         if not self.parts["rewards"]:
             batch.rewards = batch.rewards * self.recipe.task_reward
             return batch
-        columns = reward_columns(batch, examples, ctx)
+        columns = reward_columns(batch, ctx.examples, ctx)
         names, values, weights = [], [], []
         if self.recipe.task_reward:
             names.append("task"), values.append(batch.scores.double()), weights.append(self.recipe.task_reward)
@@ -335,24 +336,29 @@ class Pipeline:
                              "critic targets (use gae or t-ppo)")
         return batch
 
-    def mask_tokens(self, batch, ctx: StepContext, metrics: dict):
+    def mask_tokens(self, batch, ctx: StepContext):
         for p in self.parts["token_masks"]:
             had = batch.mask.sum(-1) > 0
             batch.mask = p.fn(batch, **self.kwargs(p, ctx.step, ctx.total_steps))
             dropped = had & (batch.mask.sum(-1) == 0)
-            metrics[f"filtered_frac/{p.use.key}"] = float(dropped.float().mean())
+            ctx.metrics[f"filtered_frac/{p.use.key}"] = float(dropped.float().mean())
         return batch
 
-    def loss(self, forward: Forward, mb, denom: ops.Denominators, value_denom, step: int, total: int,
-             policy_weights: torch.Tensor | None = None):
-        """(total loss, metrics) of a minibatch: objective + regularizers + value loss. `policy_weights` [B, T]
-        (the rollout importance correction) multiply the objective's per-token loss only, as verl does."""
+    def loss(self, forward: Forward, mb, denom: ops.Denominators, value_denom, step: int, total: int):
+        """(total loss, metrics) of a minibatch: objective + regularizers + value loss. The loss weights' product
+        [B, T] (the rollout importance correction) multiplies the objective's per-token loss only, as verl does."""
         agg = self.recipe.agg
+        weights, metrics = None, {}
+        for w in self.parts["loss_weights"]:
+            factor, m = w.fn(mb, **self.kwargs(w, step, total))
+            weights = factor if weights is None else weights * factor
+            metrics.update(m)
         p = self.parts["objective"][0]
-        inputs = {name: getattr(mb, name) for name in p.entry.reads}
-        objective_denom = denom if policy_weights is None else replace(denom, weights=policy_weights)
-        loss, metrics = p.fn(forward.logp, mb.old_logp, mb.advantages, mb.mask, agg=agg, denom=objective_denom,
-                             **self.kwargs(p, step, total), **inputs)
+        inputs = {name: getattr(mb, name) for name in p.reads}
+        objective_denom = denom if weights is None else replace(denom, weights=weights)
+        loss, m = p.fn(forward.logp, mb.old_logp, mb.advantages, mb.mask, agg=agg, denom=objective_denom,
+                       **self.kwargs(p, step, total), **inputs)
+        metrics.update(m)
         metrics["loss/policy"] = loss.item()
         total_loss = loss
         for r in self.parts["regularizers"]:

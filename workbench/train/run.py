@@ -1,18 +1,15 @@
-"""One entry point for every recipe: RL recipes run the RL loop, preference recipes the preference loop."""
+"""One entry point for every recipe: the trainer runs the pipeline of whatever components the recipe lists."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from workbench.recipes import PreferenceRecipe, get_recipe
 from workbench.train.config import RunConfig
 
 
 def make_trainer(config: RunConfig, out: str | Path, progress: bool = True, callback=None):
-    from workbench.train.preference import PreferenceTrainer
-    from workbench.train.rl import Trainer
+    from workbench.train.trainer import Trainer
 
-    cls = PreferenceTrainer if isinstance(get_recipe(config.recipe), PreferenceRecipe) else Trainer
-    return cls(config, out, progress=progress, callback=callback)
+    return Trainer(config, out, progress=progress, callback=callback)
 
 
 def train(config: RunConfig, out: str | Path, progress: bool = True, callback=None, report: bool = True,

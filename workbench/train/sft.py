@@ -7,6 +7,7 @@ tokens only, observation tokens condition them. A one-turn task's episode is its
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import random
@@ -114,3 +115,20 @@ def record_warm_start(out: Path, config, folder: Path | None) -> Path:
     record = ({"path": str(Path(folder).resolve()), "key": Path(folder).name, "sft_steps": config.sft_steps}
               if folder is not None else {"path": None, "key": None, "sft_steps": config.sft_steps})
     return write_atomic(Path(out) / WARM_START_FILE, json.dumps(record, indent=2))
+
+
+class StartContext:
+    """What a reference builder may read while the policy's start is built (`registry` kind "reference"): the run's
+    `seed`, and `load_sft(seed)`, this run's SFT warm start trained with another seed (SALSA's soup)."""
+
+    def __init__(self, config, task, load_kw: dict, progress: bool):
+        self.config, self.task, self.load_kw, self.progress = config, task, load_kw, progress
+
+    @property
+    def seed(self) -> int:
+        return self.config.seed
+
+    def load_sft(self, seed: int):
+        other = warm_start(dataclasses.replace(self.config, seed=seed), self.task, progress=self.progress)
+        model, _ = load_model(str(other) if other else self.config.model, **{**self.load_kw, "seed": seed})
+        return model

@@ -13,7 +13,7 @@ import torch
 from tests.helpers import DigitFirst
 from workbench.train import make_config
 from workbench.train.distributed import full_tensor
-from workbench.train.rl import Trainer
+from workbench.train.trainer import Trainer
 
 recipe, out, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 config = make_config("smoke", recipe=recipe, task="addition", steps=1, prompts_per_step=4, group_size=8,

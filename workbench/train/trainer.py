@@ -1,13 +1,16 @@
-"""The RL trainer: models, engine and run folder around the pipeline (`workbench.train.pipeline`).
+"""The trainer: models, engine and run folder around the pipeline (`workbench.train.pipeline`), for every recipe,
+RL and preference alike.
 
-A step is `make_batch` (sampler -> rollout -> rewards -> group transforms -> forward passes -> reward shaping ->
-advantage -> token masks, the order of `pipeline.STAGES`), then `train_on` (ppo_epochs x minibatches of the
-recipe's loss), then `Pipeline.after_step`. The trainer never branches on a method: the recipe's components
-decide everything. Every step is seeded from (seed, step), so a resumed run reproduces the steps it had not logged.
+A step is `make_batch` (the stages before the update, in the order of `workbench.stages.STAGES`: sampler ->
+rollout -> rewards -> group transforms -> forward passes -> reward shaping -> advantage -> token masks), then
+`train_on` (ppo_epochs x minibatches of the recipe's loss), then `Pipeline.after_step` and the reference's move.
+The trainer never branches on a method: the recipe's components decide everything. Every step is seeded from
+(seed, step), so a resumed run reproduces the steps it had not logged.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 import time
 from pathlib import Path
@@ -18,29 +21,61 @@ from workbench import ops, registry
 from workbench.advantages.group import group_stats
 from workbench.batch import RolloutBatch
 from workbench.context import Forward, Head, StepContext
-from workbench.models import add_lora, frozen_reference, load_model
-from workbench.objectives.tis import correction_metrics, tis_weights_and_drops
-from workbench.recipes import Recipe, get_recipe, with_overrides
+from workbench.models import (add_lora, checkpoint_state, frozen_copy, frozen_reference, load_checkpoint_state,
+                              load_model)
+from workbench.recipes import Recipe, get_recipe, use, with_overrides
 from workbench.rollout import make_engine, policy_forward
 from workbench.rollout.engine import Sampling
+from workbench.stages import BATCH_STAGES, SAMPLING_STAGES
 from workbench.tasks import get_task
 from workbench.train.checkpoint import load_latest_checkpoint
 from workbench.train.config import RunConfig
 from workbench.train.distributed import DataParallel
-from workbench.train.evaluate import greedy_accuracy, sampled_pass_at_k
+from workbench.train.evaluate import greedy_accuracy, preference_accuracy, sampled_pass_at_k
 from workbench.train.folder import claim_run_folder, write_run_results
 from workbench.train.guards import DeadGradientGuard, NonFiniteGuard
 from workbench.train.metrics import run_log
 from workbench.train.pipeline import Pipeline
-from workbench.train.sft import check_task_prompts, record_warm_start, warm_start
+from workbench.train.sft import StartContext, check_task_prompts, record_warm_start, warm_start
 from workbench.train.steps import run_steps
 from workbench.values import ValueHead
 
 
 def resolve_recipe(config: RunConfig) -> Recipe:
-    """The recipe with the config's overrides (kl_coef, entropy_coef, recipe_overrides) applied."""
-    return with_overrides(get_recipe(config.recipe), config.recipe_overrides, kl_coef=config.kl_coef,
-                          entropy_coef=config.entropy_coef)
+    """The recipe with the config's overrides (kl_coef, entropy_coef, recipe_overrides) and preference data settings
+    (pairs, data_path) applied."""
+    recipe = with_overrides(get_recipe(config.recipe), config.recipe_overrides, kl_coef=config.kl_coef,
+                            entropy_coef=config.entropy_coef)
+    recipe = with_preference_data(recipe, pairs=config.pairs, data_path=config.data_path)
+    return with_rollout_correction(recipe, config.rollout_is, cap=config.rollout_is_cap, low=config.rollout_is_low)
+
+
+def with_rollout_correction(recipe: Recipe, mode: str, *, cap: float, low: float | None) -> Recipe:
+    """`--set rollout_is=MODE` adds the `rollout-is` loss weight to any recipe, unless its objective already weights
+    by the rollout engine's log-probs (it would correct twice)."""
+    if mode == "none":
+        return recipe
+    objective = registry.get("objective", recipe.objective.key)
+    if "mu_logp" in objective.reads_with(recipe.objective.kw):
+        raise ValueError(f"rollout_is={mode!r} would correct twice: objective {recipe.objective.key!r} of recipe "
+                         f"{recipe.key!r} already weights by the rollout log-probs; leave rollout_is='none'")
+    return dataclasses.replace(recipe, loss_weights=recipe.loss_weights + (use("rollout-is", mode=mode, cap=cap,
+                                                                                 low=low),))
+
+
+def with_preference_data(recipe: Recipe, *, pairs: int, data_path: str) -> Recipe:
+    """`pairs` sets the size of an offline preference dataset the recipe's rollout builds; `data_path` replaces its
+    task pairs with the pairs of a JSONL file (`file-pairs`). A recipe whose rollout reads no pairs refuses a path."""
+    rollout = recipe.rollout
+    if data_path:
+        if rollout.key != "task-pairs":
+            raise ValueError(f"data_path={data_path!r} gives preference pairs, but recipe {recipe.key!r} samples with "
+                             f"rollout {rollout.key!r}, which reads none; use a recipe trained on offline pairs (dpo, "
+                             f"ipo, ...) or leave data_path empty")
+        return dataclasses.replace(recipe, rollout=use("file-pairs", path=data_path))
+    if "pairs" in registry.get("rollout", rollout.key).defaults:
+        return dataclasses.replace(recipe, rollout=use(rollout.key, **{**rollout.kw, "pairs": pairs}))
+    return recipe
 
 
 def mismatch_metrics(old_logp, mu_logp, mask) -> dict:
@@ -74,11 +109,6 @@ class Trainer:
         self.recipe = resolve_recipe(config)
         self.pipeline = Pipeline(self.recipe, track_kl=config.track_kl)  # refuses parts that don't fit
         self.pipeline.check_group_size(config.group_size)
-        objective = self.pipeline.parts["objective"][0]
-        if config.rollout_is != "none" and "mu_logp" in objective.entry.reads:
-            raise ValueError(f"rollout_is={config.rollout_is!r} would correct twice: objective {objective.use.key!r} "
-                             f"of recipe {config.recipe!r} already weights by the rollout log-probs; leave "
-                             f"rollout_is='none'")
         self.task = get_task(config.task, **config.task_kw)
         self.pipeline.check_task(self.task)  # a turn-level method on one-turn episodes, MC without env copies, ...
         self.log = run_log(self.out, config)  # metrics.jsonl (+ TensorBoard with report_to="tensorboard")
@@ -86,6 +116,9 @@ class Trainer:
         self.sampling = Sampling(config.max_new_tokens, config.temperature, config.top_p,
                                  tuple(config.stop) or None)
         self.dead_gradient, self.nonfinite = DeadGradientGuard(), NonFiniteGuard(config.nonfinite)
+        if self.parallel.sharded and self.pipeline.reads_anywhere("head"):
+            raise ValueError(f"recipe {config.recipe!r} reads the LM head's optimizer state (`head`), which FSDP shards "
+                             "across ranks; use distributed='ddp' or 'none'")
 
     # ------------------------------------------------------------------ set-up
 
@@ -98,10 +131,15 @@ class Trainer:
         self.model, self.tokenizer = load_model(str(folder) if folder else c.model, **c.model_kw())
         check_task_prompts(self.task, self.model, self.tokenizer, c.max_new_tokens)
         reference = pipeline.parts["reference"][0]
-        self.model = reference.fn(self.model, self, **reference.use.kw)
+        start = StartContext(c, self.task, c.model_kw(), progress=self.progress)
+        self.model = reference.fn(self.model, start, **reference.use.kw)
         if c.lora_r > 0:
             self.model = add_lora(self.model, r=c.lora_r, alpha=2 * c.lora_r)
-        self.ref = frozen_reference(self.model) if pipeline.needs_ref else None  # LoRA: the adapter-disabled base
+        # anchors a reference moves need weights of their own; a fixed one under LoRA is the adapter-disabled base
+        self.anchors = {name: frozen_copy(self.model) for name in pipeline.anchors}
+        self.ref = (self.anchors["ref"] if "ref" in self.anchors
+                    else frozen_reference(self.model) if pipeline.needs_ref else None)
+        self.prev = self.anchors.get("prev")
         critic = pipeline.parts["value"][0] if pipeline.has_critic else None  # a value entry may build its own head
         make_head = getattr(critic.fn, "head", lambda hidden, **_: ValueHead(hidden)) if critic else None
         self.value_head = make_head(self.model.config.hidden_size, **critic.use.kw).to(c.device) if critic else None
@@ -113,17 +151,6 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
         self.engine = make_engine(c, self.model, self.tokenizer, replica)
 
-    @property
-    def seed(self) -> int:
-        return self.config.seed
-
-    def load_sft(self, seed: int):
-        """This config's SFT warm start trained with another seed (reference builders, e.g. SALSA's soup)."""
-        c = self.config
-        other = warm_start(dataclasses.replace(c, seed=seed), self.task, progress=self.progress)
-        model, _ = load_model(str(other) if other else c.model, **{**c.model_kw(), "seed": seed})
-        return model
-
     def trained_modules(self) -> torch.nn.ModuleList:
         """Everything the optimizer updates, in its parameter order (policy, then value head)."""
         return torch.nn.ModuleList([self.model] + ([self.value_head] if self.value_head is not None else []))
@@ -134,10 +161,13 @@ class Trainer:
             self.engine.load_weights(self.parallel.full_weights(self.model))
 
     def state(self, step: int, accuracy_before: float, sampled_before: dict | None = None) -> dict:
+        """The checkpoint after `step` steps; `sampled_before` holds the held-out results before training beside
+        greedy accuracy (`held_out`)."""
         return {"step": step, "model": self.parallel.model_state(self.model),
                 "optimizer": self.parallel.optimizer_state(self.trained_modules(), self.optimizer),
                 "value_head": self.value_head.state_dict() if self.value_head else None,
                 "pipeline": self.pipeline.state_dict(), "accuracy_before": accuracy_before,
+                "anchors": {name: checkpoint_state(model) for name, model in self.anchors.items()},
                 "sampled_before": sampled_before or {}}
 
     def restore(self) -> tuple[int, dict | None]:
@@ -152,6 +182,8 @@ class Trainer:
         self.parallel.load_optimizer_state(self.trained_modules(), self.optimizer, state["optimizer"])
         if self.value_head is not None:
             self.value_head.load_state_dict(state["value_head"])
+        for name, model in self.anchors.items():  # references that move (iterated preference methods)
+            load_checkpoint_state(model, state["anchors"][name])
         if "pipeline" in state:
             self.pipeline.load_state_dict(state["pipeline"])
         else:
@@ -167,18 +199,34 @@ class Trainer:
         c = self.config
         ctx = StepContext(step=step, total_steps=c.steps, seed=c.seed, group_size=c.group_size,
                           prompts_per_step=c.prompts_per_step, max_new_tokens=c.max_new_tokens,
-                          pad_id=self.tokenizer.pad_token_id, rollout=self.rollout_on, score=self.score,
-                          gather=self.parallel.gather, task=self.task, engine=self.engine)
-        ctx.resample = lambda round: self.sample(step, round, ctx)
+                          pad_id=self.tokenizer.pad_token_id, score=self.score, gather=self.parallel.gather,
+                          task=self.task, engine=self.engine)
+        ctx.resample = lambda round: self.sample(ctx, round)
+        ctx.rollout = functools.partial(self.rollout_on, ctx=ctx)
         return ctx
 
-    def rollout_on(self, examples: list, *, group_size: int, greedy: bool = False,
+    def stage_runners(self) -> dict:
+        """{stage name: fn(batch, ctx) -> batch} for every stage of `stages.BATCH_STAGES` (the sampler leaves the
+        step's examples in `ctx.examples` and no batch yet)."""
+        p = self.pipeline
+        return {"sampler": self.select_examples, "rollout": self.generate, "rewards": p.reward,
+                "group_transforms": p.transform_groups, "forward passes": self.forward_passes,
+                "reward_shaping": p.shape_rewards, "advantage": p.advantages, "token_masks": p.mask_tokens}
+
+    def run_stages(self, names: tuple, batch, ctx: StepContext):
+        runners = self.stage_runners()
+        for name in names:
+            batch = runners[name](batch, ctx)
+        return batch
+
+    def rollout_on(self, examples: list, *, ctx: StepContext, group_size: int, greedy: bool = False,
                    temperature: float | None = None) -> RolloutBatch:
-        """The recipe's rollout strategy on given examples, with the environment's rewards only; `temperature`
-        overrides the run's sampling temperature for these samples."""
+        """The recipe's rollout strategy on given examples in step `ctx`, with the environment's rewards only;
+        `temperature` overrides the run's sampling temperature for these samples."""
         sampling = dataclasses.replace(self.sampling, greedy=greedy,
                                        temperature=self.sampling.temperature if temperature is None else temperature)
-        return self.pipeline.rollout(self.engine, self.task, examples, group_size=group_size, sampling=sampling)
+        return self.pipeline.rollout(self.engine, self.task, examples, group_size=group_size, sampling=sampling,
+                                     ctx=ctx)
 
     @torch.no_grad()
     def score(self, batch: RolloutBatch, temperature: float) -> torch.Tensor:
@@ -190,15 +238,22 @@ class Trainer:
                                     temperature)
         return logp * batch.mask
 
-    def sample(self, step: int, round: int = 0, ctx: StepContext | None = None) -> RolloutBatch:
-        """Stages sampler -> rollout -> rewards for (step, round); round > 0 only when a transform resamples."""
+    def sample(self, ctx: StepContext, round: int = 0) -> RolloutBatch:
+        """The sampling stages (sampler -> rollout -> rewards) of round `round` of the step; round > 0 only when a
+        group transform resamples."""
+        ctx.round = round
+        return self.run_stages(SAMPLING_STAGES, None, ctx)
+
+    def select_examples(self, batch: None, ctx: StepContext) -> None:
+        """Sampler stage: the step's examples (this rank's share) into `ctx.examples`, seeded by (seed, step, round)."""
         c = self.config
-        ctx = ctx or self.context(step)
-        examples = self.parallel.shard(self.pipeline.select(self.task, c.prompts_per_step,
-                                                            random.Random(f"{c.seed}-{step}-{round}")))
-        ctx.examples = examples
-        batch = self.rollout_on(examples, group_size=c.group_size)
-        return self.pipeline.reward(batch, examples, ctx)
+        ctx.examples = self.parallel.shard(self.pipeline.select(self.task, c.prompts_per_step,
+                                                                random.Random(f"{c.seed}-{ctx.step}-{ctx.round}")))
+        return batch
+
+    def generate(self, batch: None, ctx: StepContext) -> RolloutBatch:
+        """Rollout stage: the recipe's rollout strategy on the step's examples."""
+        return self.rollout_on(ctx.examples, ctx=ctx, group_size=self.config.group_size)
 
     @property
     def on_policy(self) -> bool:
@@ -211,10 +266,13 @@ class Trainer:
                 and self.pipeline.parts["objective"][0].entry.plan is None)  # a plan takes several steps per batch
 
     @torch.no_grad()
-    def forward_passes(self, batch: RolloutBatch) -> RolloutBatch:
+    def forward_passes(self, batch: RolloutBatch, ctx: StepContext | None = None) -> RolloutBatch:
         """old_logp and entropy (unless on-policy), ref_logp (when a reference exists), values (critic), and the
-        logit statistics a component reads (`pipeline.FORWARD_STATS`), 0 off the mask."""
+        logit statistics a component reads (`pipeline.FORWARD_STATS`), and the previous iterate's log-probs when the
+        reference keeps one; 0 off the mask. A batch of no rows (no preference pair this step) has nothing to score."""
         c, pipeline = self.config, self.pipeline
+        if batch.size == 0:
+            return batch
         if not self.on_policy:
             old_stats = pipeline.forward_stats("old")
             old_logp, entropy, hidden, *stats = policy_forward(
@@ -230,20 +288,18 @@ class Trainer:
                                                     batch.mask, c.temperature, stats=tuple(ref_stats.values()))
             batch.ref_logp = ref_logp * batch.mask
             fill_stats(batch, ref_stats, stats)
+        if self.prev is not None:
+            prev_logp, _, _ = policy_forward(self.prev, batch.prompt_ids, batch.prompt_mask, batch.response_ids,
+                                             batch.mask, c.temperature)
+            batch.prev_logp = prev_logp * batch.mask
         return batch
 
     def make_batch(self, step: int) -> RolloutBatch:
-        """The step's batch through every stage before the update, in `pipeline.STAGES` order. Metrics of the
+        """The step's batch through every stage before the update, in `stages.STAGES` order. Metrics of the
         components (sampling rounds, win rates, filtered shares) are left in `self.rollout_info`."""
-        c, pipeline = self.config, self.pipeline
-        torch.manual_seed(c.seed * 1_000_003 + step + 7_919 * self.parallel.rank)
+        torch.manual_seed(self.config.seed * 1_000_003 + step + 7_919 * self.parallel.rank)
         ctx = self.context(step)
-        batch = self.sample(step, 0, ctx)            # sampler, rollout, rewards
-        batch = pipeline.transform_groups(batch, ctx)
-        batch = self.forward_passes(batch)
-        batch = pipeline.shape_rewards(batch, ctx)
-        batch = pipeline.advantages(batch, ctx)
-        batch = pipeline.mask_tokens(batch, ctx, ctx.metrics)
+        batch = self.run_stages(BATCH_STAGES, None, ctx)
         self.rollout_info = ctx.metrics
         return batch
 
@@ -252,7 +308,7 @@ class Trainer:
         """(loss, metrics) of a minibatch; `moves` [B, T] (a plan's step): only those tokens' log-probs, entropies and
         values carry gradient, the loss is still the whole minibatch's."""
         c, pipeline = self.config, self.pipeline
-        wants_head = any("head" in p.entry.reads for p in pipeline.parts["objective"] + pipeline.parts["regularizers"])
+        wants_head = any("head" in p.reads for p in pipeline.parts["objective"] + pipeline.parts["regularizers"])
         logp, entropy, hidden = policy_forward(
             self.model, mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.mask, c.temperature,
             with_entropy=pipeline.train_entropy or mb.old_logp is None,
@@ -260,41 +316,14 @@ class Trainer:
         if mb.old_logp is None:  # on-policy: the policy that sampled is this one (ratio 1)
             mb.old_logp, mb.entropy = logp.detach(), entropy.detach() * mb.mask
         if wants_head:  # this update's LM head, its input and its optimizer state (CAPO predicts its step)
-            mb.head = self.head_view(hidden)
+            mb.head = Head.of(self.model, self.optimizer, hidden, c.temperature)
         values = self.value_head(hidden) if self.value_head is not None else None
         if moves is not None:
             logp, entropy, values = (x if x is None else torch.where(moves > 0, x, x.detach())
                                      for x in (logp, entropy, values))
         value_denom = value_denom or (ops.Denominators.of(mb.value_mask, denom.norm_constant) if values is not None
                                       else None)
-        weights, correction = self.rollout_correction(mb)
-        loss, metrics = pipeline.loss(Forward(logp, entropy, values), mb, denom, value_denom, step, c.steps, weights)
-        return loss, {**metrics, **correction}
-
-    def head_view(self, hidden: torch.Tensor) -> Head:
-        """The policy's output layer as the coming optimizer step sees it (`context.Head`): weight, bias, the
-        optimizer's lr, betas, eps and Adam state of the weight right now, and `hidden` [B, T, H], its input."""
-        if self.parallel.sharded:
-            raise ValueError("a component of this recipe reads the LM head's optimizer state, which FSDP shards "
-                             "across ranks; use distributed='ddp' or 'none'")
-        layer = self.model.get_output_embeddings()
-        weight, bias = layer.weight, getattr(layer, "bias", None)
-        group = next((g for g in self.optimizer.param_groups if any(p is weight for p in g["params"])), {})
-        state = self.optimizer.state.get(weight, {}) if group else {}  # empty before the first step
-        return Head(hidden=hidden.detach(), weight=weight.detach(), bias=None if bias is None else bias.detach(),
-                    trained=bool(group) and weight.requires_grad, lr=group.get("lr", 0.0),
-                    betas=tuple(group.get("betas", ())), eps=group.get("eps", 0.0), temperature=self.config.temperature,
-                    exp_avg=state.get("exp_avg"), exp_avg_sq=state.get("exp_avg_sq"), step=int(state.get("step", 0)))
-
-    def rollout_correction(self, mb: RolloutBatch):
-        """(w [B, T], metrics): `rollout_is` weights exp(old - mu) truncated or masked (`tis_weights`) for every
-        objective, as verl's `rollout_is`; (None, {}) when off."""
-        c = self.config
-        if c.rollout_is == "none":
-            return None, {}
-        w, dropped = tis_weights_and_drops(mb.old_logp, mb.mu_logp, mb.mask, mode=c.rollout_is,
-                                           cap=c.rollout_is_cap, low=c.rollout_is_low)
-        return w, correction_metrics(w, dropped, mb.old_logp, mb.mu_logp, mb.mask, prefix="rollout_is")
+        return pipeline.loss(Forward(logp, entropy, values), mb, denom, value_denom, step, c.steps)
 
     def plan(self, mb: RolloutBatch, step: int) -> list:
         """The objective's update schedule for a minibatch (`registry.Entry.plan`): [B, T] masks, one optimizer step
@@ -310,6 +339,15 @@ class Trainer:
                              "every rank must take the same number: fix the plan's length with its parameters (seeupo: "
                              "turns=<the environment's max_turns>)")
         return masks
+
+    def minibatch_rows(self, batch: RolloutBatch, gen: torch.Generator) -> tuple:
+        """Row indices of each of the epoch's `minibatches` minibatches, in a random order: rows one by one, or whole
+        groups when the objective reads a group's rows together (`whole_groups`: a preference item's responses)."""
+        if not self.pipeline.parts["objective"][0].entry.whole_groups:
+            return torch.randperm(batch.size, generator=gen).chunk(self.config.minibatches)
+        groups = torch.unique_consecutive(batch.group)
+        chosen = groups[torch.randperm(len(groups), generator=gen)].chunk(self.config.minibatches)
+        return tuple(torch.nonzero(torch.isin(batch.group, g)).flatten() for g in chosen)
 
     def train_on(self, batch: RolloutBatch, step: int) -> dict:
         """ppo_epochs passes, each split into `minibatches` optimizer steps (times the steps of the objective's
@@ -328,8 +366,7 @@ class Trainer:
             batch.old_logp, batch.entropy = torch.zeros_like(batch.mask), torch.zeros_like(batch.mask)
         self.model.train()
         for _ in range(c.ppo_epochs):
-            order = torch.randperm(batch.size, generator=gen)
-            for idx in order.chunk(c.minibatches):
+            for idx in self.minibatch_rows(batch, gen):
                 mb = batch.select(idx)
                 if on_policy:
                     mb.old_logp = None
@@ -346,7 +383,8 @@ class Trainer:
                     if live.sum() > 0:  # a rank with nothing to learn here still joins the gradient sum
                         loss, metrics = self.minibatch_loss(mb, denom, step, value_denom, moves)
                         (loss * parallel.loss_scale).backward()
-                        signal += float((mb.advantages.abs() * live).sum())
+                        # the learning signal: |A| on the trained tokens (a preference batch's is its ranking)
+                        signal += float(live.sum() if mb.advantages is None else (mb.advantages.abs() * live).sum())
                     if on_policy:
                         batch.old_logp[idx], batch.entropy[idx] = mb.old_logp * mb.mask, mb.entropy
                     parallel.sum_gradients(self.params)
@@ -367,6 +405,10 @@ class Trainer:
         return term.kw.get("estimator", "k3") if term else "k3"
 
     def rollout_metrics(self, batch: RolloutBatch) -> dict:
+        """What the step's batch looks like: rewards, accuracy, advantages (when estimated), entropy, lengths, KL
+        to the reference, the engine's mismatch; nothing for a batch of no rows (no preference pair this step)."""
+        if batch.size == 0:
+            return {}
         lengths = batch.lengths
         valid = batch.mask if batch.mask.sum() > 0 else torch.ones_like(batch.mask)
         _, std, _ = group_stats(batch.rewards.double(), batch.group)
@@ -375,14 +417,15 @@ class Trainer:
             "reward/std": float(batch.rewards.std()) if batch.size > 1 else 0.0,
             "accuracy": float((batch.scores >= 1.0).float().mean()),
             "frac_zero_std_groups": float((std == 0).double().mean()),
-            "advantage/mean": float(ops.masked_mean(batch.advantages, valid)),
-            "advantage/abs_mean": float(ops.masked_mean(batch.advantages.abs(), valid)),
             "entropy": float(ops.masked_mean(batch.entropy, valid)),
             "response_length/mean": float(lengths.mean()),
             "response_length/max": float(lengths.max()),
             "truncated_frac": float(batch.truncated.float().mean()),
             "kl": None,
         }
+        if batch.advantages is not None:  # a preference batch has none: its signal is the ranking
+            row.update({"advantage/mean": float(ops.masked_mean(batch.advantages, valid)),
+                        "advantage/abs_mean": float(ops.masked_mean(batch.advantages.abs(), valid))})
         if batch.ref_logp is not None:
             per_token = registry.get("kl", self.kl_estimator().rstrip("+")).fn(batch.old_logp, batch.ref_logp)
             row["kl"] = float(ops.masked_mean(per_token, valid))
@@ -402,21 +445,38 @@ class Trainer:
         t2 = time.perf_counter()
         tokens = float(batch.mask.sum())
         row = {"step": step, **self.rollout_metrics(batch), **self.rollout_info, **train_metrics,
-               "clip/region": train_metrics.get("clip/region"),
                **self.pipeline.driven_metrics(step, self.config.steps),  # the values this step used
                "time/rollout": t1 - t0, "time/train": t2 - t1, "time/step": t2 - t0,
                "tokens_per_s/rollout": float(batch.lengths.sum()) / max(t1 - t0, 1e-9),
                "tokens_per_s/train": tokens * self.config.ppo_epochs / max(t2 - t1, 1e-9)}
         self.pipeline.after_step(batch, row)
+        self.move_anchors(step)
         if self.config.eval_every and (step + 1) % self.config.eval_every == 0:
             row["eval/accuracy"], _ = self.evaluate()
             row.update({f"eval/{k}": v for k, v in self.evaluate_sampled().items()})
         return row
 
+    def move_anchors(self, step: int) -> None:
+        """The reference's own move after the step (`registry.Entry.moves`: iterated preference methods move their
+        anchors to the policy every few steps); nothing for a fixed reference."""
+        reference = self.pipeline.parts["reference"][0]
+        if reference.entry.moves is not None:
+            reference.entry.moves(self.anchors, self.model, step,
+                                  **self.pipeline.kwargs(reference, step, self.config.steps))
+
     def evaluate(self):
         examples = self.task.eval_set(self.config.eval_size)
         return greedy_accuracy(self.engine, self.task, examples, max_new_tokens=self.config.max_new_tokens,
                                stop=self.config.stop)
+
+    def held_out(self) -> dict:
+        """Held-out results beside greedy accuracy: pass@1 / pass@k / entropy of samples (when pass_k > 0) and, on a
+        one-turn task, preference accuracy (the verified answer's log-prob above a near miss's)."""
+        c, out = self.config, self.evaluate_sampled()
+        if self.task.make_env().max_turns == 1:
+            out["preference_accuracy"] = preference_accuracy(self.model, self.tokenizer, self.task, c.eval_size,
+                                                             c.temperature)
+        return out
 
     @torch.no_grad()
     def evaluate_sampled(self, chunk_rows: int = 512) -> dict:
@@ -470,22 +530,23 @@ class Trainer:
         self.setup()
         start, before = self.restore()
         if before is None:
-            before = {"accuracy": self.evaluate()[0], **self.evaluate_sampled()}
+            before = {"accuracy": self.evaluate()[0], **self.held_out()}
         accuracy_before, sampled_before = before.pop("accuracy"), before
         t_start = time.perf_counter()
         run_steps(self.step, lambda done: self.state(done, accuracy_before, sampled_before), out=self.out,
                   log=self.log, start=start, config=c, desc=f"{c.recipe} on {c.task}", progress=self.progress,
                   callback=self.callback, main=self.parallel.is_main,
-                  postfix=lambda row: {"reward": f"{row['reward/mean']:.2f}", "H": f"{row['entropy']:.2f}"})
+                  postfix=lambda row: {"reward": f"{row.get('reward/mean', 0.0):.2f}",
+                                       "H": f"{row.get('entropy', 0.0):.2f}"})
         accuracy_after, records = self.evaluate()
         summary = {"recipe": c.recipe, "task": c.task, "model": c.model, "preset": c.preset, "seed": c.seed,
                    "steps": c.steps, "accuracy_before": accuracy_before, "accuracy_after": accuracy_after,
                    "eval_size": len(records), "train_seconds_this_session": time.perf_counter() - t_start,
                    "ranks": self.parallel.world}
         if c.pass_k:  # pass@1 / pass@k / entropy of n samples per held-out prompt, before and after
-            summary.update({"pass_k": c.pass_k, "pass_samples": c.pass_samples or c.pass_k,
-                            **{f"{k}_before": v for k, v in sampled_before.items()},
-                            **{f"{k}_after": v for k, v in self.evaluate_sampled().items()}})
+            summary.update({"pass_k": c.pass_k, "pass_samples": c.pass_samples or c.pass_k})
+        summary.update({f"{k}_before": v for k, v in sampled_before.items()})
+        summary.update({f"{k}_after": v for k, v in self.held_out().items()})
         if self.parallel.is_main:
             write_run_results(self.out, summary, records)
         return summary

@@ -134,7 +134,7 @@ def test_adaptive_kl_controller_moves_beta_and_resumes_exactly(tmp_path):
     overrides = {"recipe_overrides": {"controllers": [controller]}, "kl_coef": 0.1}
     config = make_config("smoke", recipe="grpo", **{**TINY, **overrides})
     assert resumes_exactly(config, tmp_path, task=DigitFirst())
-    betas = [r["kl/beta"] for r in read_rows(tmp_path / "straight" / "metrics.jsonl")]
+    betas = [r["kl_coef"] for r in read_rows(tmp_path / "straight" / "metrics.jsonl")]
     assert betas[0] == 0.1 and betas[-1] > betas[0]  # KL above a tiny target: beta grows
 
 
@@ -306,3 +306,117 @@ def test_pass_at_k_and_held_out_entropy_are_reported_before_after_and_on_eval_st
     resumed.close()
     assert step == 4 and before == {"accuracy": summary["accuracy_before"], "pass@1": summary["pass@1_before"],
                                     "pass@k": summary["pass@k_before"], "entropy": summary["entropy_before"]}
+
+
+# ------------------------------------------------------------------------------ preference recipes, the same loop
+
+PREF = dict(task="addition", steps=4, prompts_per_step=8, pairs=32, sft_steps=20, eval_size=16,
+            checkpoint_every=2, lr=1e-3, max_new_tokens=5)
+TRL_NAMES = {"rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies", "logps/chosen",
+             "logps/rejected"}
+
+
+@pytest.mark.covers("dpo")
+def test_offline_dpo_run_logs_trl_metrics_and_resumes_exactly(tmp_path):
+    config = make_config("smoke", recipe="dpo", **PREF)
+    summary = train(config, tmp_path / "straight", progress=False)
+    rows = read_rows(tmp_path / "straight" / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [0, 1, 2, 3] and TRL_NAMES <= set(rows[0])
+    assert not unexplained(set().union(*rows)), unexplained(set().union(*rows))
+    assert (tmp_path / "straight" / "report.html").exists()
+    assert {"preference_accuracy_before", "preference_accuracy_after", "accuracy_before"} <= set(summary)
+    assert rows[-1]["rewards/margins"] > rows[0]["rewards/margins"]  # DPO widens the margin on its data
+    assert resumes_exactly(config, tmp_path / "again")  # the offline pairs are checkpointed with the pipeline
+
+
+def test_preference_run_from_a_local_jsonl(tmp_path):
+    from workbench.tasks import get_task
+    from workbench.tasks.preferences import task_pairs, write_pairs
+
+    pairs = task_pairs(get_task("addition"), 16, seed=3)
+    write_pairs(pairs, tmp_path / "pairs.jsonl")
+    config = make_config("smoke", recipe="dpo", **{**PREF, "steps": 2, "data_path": str(tmp_path / "pairs.jsonl")})
+    trainer = Trainer(config, tmp_path / "run", progress=False)
+    trainer.run()
+    assert len(read_rows(tmp_path / "run" / "metrics.jsonl")) == 2
+    assert trainer.pipeline.state["rollout:file-pairs"]["prompts"] == [p.prompt for p in pairs]
+
+
+def test_a_recipe_needing_rewards_refuses_jsonl_pairs_before_anything_is_built(tmp_path):
+    config = make_config("smoke", recipe="refuel", **{**PREF, "steps": 1, "data_path": str(tmp_path / "x.jsonl")})
+    with pytest.raises(ValueError, match=r"objective:preference reads \['preference_reward'\], which no earlier stage"):
+        Trainer(config, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_data_path_is_refused_by_a_recipe_that_reads_no_pairs(tmp_path):
+    with pytest.raises(ValueError, match="rollout 'sampled-pairs', which reads none"):
+        Trainer(make_config("smoke", recipe="online-dpo", **PREF, data_path="pairs.jsonl"), tmp_path)
+
+
+@pytest.mark.covers("sppo", "online-dpo")
+def test_iterative_sppo_moves_its_reference_and_resumes_exactly(tmp_path):
+    config = make_config("smoke", recipe="sppo", **{**PREF, "steps": 6, "sft_steps": 60, "group_size": 6,
+                                                    "checkpoint_every": 3})
+    trainer = Trainer(config, tmp_path / "straight", progress=False)
+    trainer.run()
+    rows = read_rows(tmp_path / "straight" / "metrics.jsonl")
+    assert sum(r.get("pairs", 0) for r in rows) > 0  # the verifier separated some of the policy's own samples
+    # the reference moved with the iterations: it is no longer the warm start a fresh set-up builds
+    fresh = Trainer(config, tmp_path / "straight", progress=False).setup()
+    assert not all(torch.equal(a, b) for a, b in zip(trainer.ref.parameters(), fresh.ref.parameters()))
+    fresh.close()
+    assert resumes_exactly(config, tmp_path / "again", stop_after_step=3)
+
+
+@pytest.mark.covers("lipo")
+def test_a_listwise_batch_holds_k_ranked_rows_per_list(tmp_path):
+    trainer = Trainer(make_config("smoke", recipe="lipo", **{**PREF, "steps": 2}), tmp_path, progress=False).setup()
+    batch = trainer.make_batch(0)
+    assert batch.size == 4 * PREF["prompts_per_step"] and batch.group.tolist() == [i // 4 for i in range(batch.size)]
+    assert batch.ref_logp is not None
+    assert trainer.train_on(batch, 0)["lipo/pairs_per_list"] > 0
+    trainer.close()
+
+
+def test_lora_dpo_uses_the_adapter_disabled_base_as_reference(tmp_path):
+    from workbench.models import AdapterDisabled
+    from workbench.train.evaluate import list_logps
+
+    config = make_config("smoke", recipe="dpo", task="addition", steps=2, pairs=16, prompts_per_step=8, sft_steps=0,
+                         eval_size=8, lr=1e-2, lora_r=4, max_new_tokens=4)
+    trainer = Trainer(config, tmp_path, progress=False)
+    trainer.run()
+    assert isinstance(trainer.ref, AdapterDisabled)
+    plain, _ = load_model("tiny", seed=config.seed)
+    items = trainer.pipeline.state["rollout:task-pairs"]
+    prompts, lists = items["prompts"][:3], items["responses"][:3]
+    with torch.no_grad():
+        ref, policy, base = (list_logps(m, trainer.tokenizer, prompts, lists)[0] for m in (trainer.ref, trainer.model,
+                                                                                            plain))
+    assert torch.allclose(ref, base, atol=1e-5) and not torch.allclose(policy, base, atol=1e-5)
+
+
+def test_a_preference_run_folder_holds_the_held_out_episodes_after_training(tmp_path):
+    config = make_config("smoke", recipe="dpo", **{**PREF, "steps": 1, "sft_steps": 0})
+    summary = Trainer(config, tmp_path, progress=False).run()
+    records = [json.loads(line) for line in (tmp_path / "eval_after.jsonl").read_text().splitlines()]
+    assert len(records) == summary["eval_size"] == PREF["eval_size"]
+    assert {"prompt", "completion", "answer", "correct"} <= set(records[0])
+    assert sum(r["correct"] for r in records) / len(records) == pytest.approx(summary["accuracy_after"])
+
+
+def test_loss_overrides_and_kl_coef_reach_the_preference_loss_or_are_refused(tmp_path):
+    trainer = Trainer(make_config("smoke", recipe="dpo", **PREF, kl_coef=0.5), tmp_path)
+    assert trainer.recipe.objective.kw["beta"] == 0.5 and not trainer.recipe.regularizers  # kl_coef is the loss's beta
+    trainer = Trainer(make_config("smoke", recipe="ipo", **PREF,
+                                  recipe_overrides={"objective": {"length_average": True}}), tmp_path)
+    assert trainer.recipe.objective.kw["length_average"] is True
+    with pytest.raises(ValueError, match=r"beta of objective 'preference' is the run's kl_coef: set it with --set "
+                                         r"kl_coef=2.0"):
+        Trainer(make_config("smoke", recipe="ipo", **PREF, recipe_overrides={"objective": {"beta": 2.0}}), tmp_path)
+    with pytest.raises(ValueError, match=r"preference loss 'dpo' takes no \['bta'\]; its keywords: \['beta'"):
+        Trainer(make_config("smoke", recipe="dpo", **PREF, recipe_overrides={"objective": {"bta": 1}}), tmp_path)
+    with pytest.raises(ValueError, match=r"unknown recipe override 'loss'"):
+        Trainer(make_config("smoke", recipe="dpo", **PREF, recipe_overrides={"loss": {}}), tmp_path)
+    assert not (tmp_path / "config.json").exists()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 
+from workbench import registry
 from workbench.tasks.base import Example, Task
 from workbench.text.answers import countdown_answer
 from workbench.text.arithmetic import apply, evaluate
@@ -19,6 +20,10 @@ PRECEDENCE = {"+": 1, "-": 1, "*": 2}
 MAX_TARGET = 99
 
 
+@registry.env(
+    "countdown", title="Countdown: combine the given numbers with + - * to hit a target", family="canonical",
+    summary="Write an expression using each given number exactly once that equals the target; reward 1 iff it is "
+            "legal and exact (parsed, never evaluated as code).")
 class CountdownTask(Task):
     """Use each of `n_numbers` numbers in [1, max_number] exactly once to make the target.
 
@@ -30,7 +35,7 @@ class CountdownTask(Task):
     name = "countdown"
     DEFAULTS = {"n_numbers": 3, "max_number": 9}
 
-    def __init__(self, n_numbers: int = 3, max_number: int = 9):
+    def __init__(self, *, n_numbers: int = 3, max_number: int = 9):
         if n_numbers < 2 or max_number < 1:
             raise ValueError(f"need n_numbers >= 2 and max_number >= 1, got {n_numbers}, {max_number}")
         self.n_numbers = n_numbers

@@ -1,9 +1,9 @@
-"""RolloutBatch: concatenation pads and joins every field."""
+"""RolloutBatch: concatenation pads and joins every field; prompts are left-padded."""
 import pytest
 import torch
 
 from tests.helpers import group_batch
-from workbench.batch import concat
+from workbench.batch import concat, left_pad
 
 
 @pytest.mark.covers("dynamic-sampling")
@@ -23,3 +23,9 @@ def test_concat_pads_and_joins_every_field():
     b.truncated = None
     with pytest.raises(ValueError, match="truncated"):
         concat([a, b])
+
+
+def test_left_pad_right_aligns_every_row_and_masks_the_padding():
+    ids, mask = left_pad([[5, 6, 7], [8], []], pad_id=0)
+    assert ids.tolist() == [[5, 6, 7], [0, 0, 8], [0, 0, 0]] and mask.tolist() == [[1, 1, 1], [0, 0, 1], [0, 0, 0]]
+    assert ids.dtype == mask.dtype == torch.long

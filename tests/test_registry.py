@@ -12,8 +12,8 @@ from workbench.recipes import RECIPES
 NOT_IN_CATALOG = {
     ("sampler", "uniform"), ("rollout", "turns"), ("reference", "sft"), ("schedule", "mdpo-inv-t"),
     ("reward_shaping", "kl-in-reward"), ("group_transform", "greedy-baseline"), ("token_mask", "min-abs-advantage"),
-    ("controller", "adaptive-kl"), ("env", "calculator"), ("env", "search"), ("env", "gridworld"), ("env", "keydoor"),
-    ("env", "screen"),
+    ("controller", "adaptive-kl"), ("env", "addition"), ("env", "countdown"), ("env", "calculator"), ("env", "search"),
+    ("env", "gridworld"), ("env", "keydoor"), ("env", "screen"),
     ("reward", "length-bias"),  # a hackable proxy for notebook 12, not a method
 }
 

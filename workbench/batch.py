@@ -120,6 +120,19 @@ def _pad_width(x: torch.Tensor, width: int, value, left: bool) -> torch.Tensor:
     return torch.cat([pad, x] if left else [x, pad], dim=1)
 
 
+def left_pad(rows: list[list[int]], pad_id: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token-id lists as left-padded ids and attention mask [B, P] (P = longest row): the layout of a batch's
+    `prompt_ids` / `prompt_mask` (`LEFT_PADDED`)."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros(len(rows), width, dtype=torch.long)
+    for i, row in enumerate(rows):
+        if row:
+            ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
+            mask[i, width - len(row):] = 1
+    return ids.to(device), mask.to(device)
+
+
 def concat(batches, *, pad_id: int = 0):
     """Rows of several batches of the same dataclass type as one batch.
 

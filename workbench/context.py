@@ -17,7 +17,7 @@ class StepContext:
     temperature); `score(batch, temperature)` is the current policy's log-probs [B, T] of the batch's responses at
     that temperature, without gradient (DCPO's target-temperature weight); `gather(x)` collects a per-row tensor from
     every rank, so that state a component keeps is the same on all of them. `task` is the run's task (its
-    `make_env()`, `expert_actions`, `score`: Monte Carlo continuations replay an episode with `envs.base.replay`);
+    `make_env()`, `expert_actions`, `score`: Monte Carlo continuations replay an episode with `episodes.replay`);
     `engine` is the rollout engine (`generate_ids(prefixes, ...)` continues token-id prefixes, `tokenizer`
     encodes text), for components that sample from a state mid-episode or score text the batch does not hold."""
 

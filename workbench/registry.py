@@ -241,7 +241,7 @@ def _load_all() -> None:
     module in it. Packages do not import their own modules (importing one component imports only what it uses)."""
     for module in ("advantages", "kl", "objectives", "ops", "preference", "regularizers", "rewards", "masks",
                    "values", "weights", "transforms", "controllers", "schedules", "samplers", "buffers", "references",
-                   "rollout", "envs", "recipes"):
+                   "rollout", "tasks", "envs", "recipes"):
         package = importlib.import_module(f"workbench.{module}")
         if hasattr(package, "__path__"):
             import_submodules(package.__name__)

@@ -4,7 +4,7 @@ import random
 import pytest
 
 from workbench import registry
-from workbench.envs.calculator import CalculatorEnv, solve_steps
+from workbench.envs.calculator import CalculatorEnv
 from workbench.tasks import Example, get_task
 
 pytestmark = pytest.mark.covers("calculator")
@@ -25,13 +25,6 @@ def test_registered_as_task_and_env_with_its_knobs():
     assert isinstance(TASK.make_env(), CalculatorEnv) and TASK.make_env().stop == ("]",)
     with pytest.raises(ValueError, match="n_operands"):
         get_task("calculator", n_operands=1)
-
-
-def test_precedence_and_left_to_right():
-    assert solve_steps("37*48+19=") == [(37, "*", 48, 1776), (1776, "+", 19, 1795)]
-    assert solve_steps("5-3-1=") == [(5, "-", 3, 2), (2, "-", 1, 1)]
-    assert solve_steps("2+3*4*5=") == [(3, "*", 4, 12), (12, "*", 5, 60), (2, "+", 60, 62)]
-    assert solve_steps("12-74*1=")[-1] == (12, "-", 74, -62)
 
 
 def test_the_tool_answers_one_operation_and_the_verifier_is_exact():

@@ -6,8 +6,8 @@ import random
 import pytest
 
 from workbench import registry
-from workbench.envs.base import replay
 from workbench.envs.keydoor import KeydoorEnv, parse_answer
+from workbench.episodes import replay
 from workbench.tasks import Example, get_task
 
 pytestmark = pytest.mark.covers("keydoor")

@@ -6,8 +6,8 @@ import random
 import pytest
 
 from workbench import registry
-from workbench.envs.base import replay
 from workbench.envs.screen import ScreenEnv, parse_answer, render, solution
+from workbench.episodes import replay
 from workbench.tasks import Example, get_task
 
 pytestmark = pytest.mark.covers("screen")

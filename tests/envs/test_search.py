@@ -4,8 +4,9 @@ import random
 import pytest
 
 from workbench import registry
-from workbench.envs.search import SearchEnv, chain, parse_answer, search
+from workbench.envs.search import SearchEnv, search
 from workbench.tasks import Example, get_task
+from workbench.text.answers import chain, search_answer
 
 pytestmark = pytest.mark.covers("search")
 
@@ -27,7 +28,7 @@ def test_registered_as_task_and_env():
 
 
 def test_search_returns_every_fact_naming_the_query_and_the_answer_needs_two_hops():
-    _, facts = parse_answer(EX.answer)
+    _, facts = search_answer(EX.answer)
     assert search(facts, "Kel", 4) == ["Mip>Kel", "Bov>Kel", "Kel>Zar"] and search(facts, "Kel", 1) == ["Mip>Kel"]
     assert chain(facts, "Bov") == ["Bov", "Kel", "Zar"]
     steps = play(SearchEnv(TASK), EX, ["[Bov]", "[Kel]", "[Nobody]", "[]", "A:Zar"])
@@ -51,7 +52,7 @@ def test_expert_episodes_solve_every_example_with_one_search_per_hop(kw):
         for (a, b), step in zip(zip(actions, actions[1:]), steps):
             assert f"{a[1:-1]}>{b[1:-1] if b.startswith('[') else b[2:]}" in step[0][0]["content"]
         # the answer is not in the prompt: it takes the searches to find it
-        assert parse_answer(ex.answer)[0] not in ex.prompt and task.score(ex.target, ex) == 1.0
+        assert search_answer(ex.answer)[0] not in ex.prompt and task.score(ex.target, ex) == 1.0
 
 
 def test_corpora_differ_per_example_and_the_held_out_set_is_fixed():

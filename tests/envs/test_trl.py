@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from tests.rollout.scripted import ScriptedEngine
-from workbench.envs.trl import TRLEnv, TRLTask, parse_tool_call, tool_methods
+from workbench.envs.trl import TRLEnv, TRLTask, tool_methods
 from workbench.models import char_tokenizer
 from workbench.rollout import Sampling, turns
 from workbench.tasks import Example
@@ -47,16 +47,6 @@ class Counter:
 
 def test_public_methods_other_than_reset_and_get_reward_are_the_tools():
     assert sorted(tool_methods(Counter())) == ["add", "fail"]
-
-
-def test_tool_call_syntax_json_keywords_and_positional():
-    assert parse_tool_call('<tool_call>{"name": "add", "arguments": {"n": 2}}</tool_call>') == ("add", [], {"n": 2})
-    assert parse_tool_call("think<tool_call>add(n=2)</tool_call>") == ("add", [], {"n": 2})
-    assert parse_tool_call("<tool_call>add(2)</tool_call>") == ("add", [2], {})
-    assert parse_tool_call("the answer is 5") is None
-    for bad in ["<tool_call>{oops}</tool_call>", "<tool_call>add(n=x)</tool_call>", "<tool_call>1+1</tool_call>"]:
-        with pytest.raises(ValueError, match="malformed"):
-            parse_tool_call(bad)
 
 
 def test_reset_row_tools_errors_and_the_environments_reward():

@@ -7,7 +7,7 @@ import torch
 from workbench.batch import RolloutBatch
 from workbench.recipes import get_recipe
 from workbench.rewards.judges import violations
-from workbench.tasks import CountdownTask
+from workbench.tasks.countdown import CountdownTask
 
 
 def flags_of_expert_answers(recipe: str):

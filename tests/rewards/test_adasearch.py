@@ -8,12 +8,12 @@ import pytest
 
 from tests.rollout.scripted import ScriptedEngine
 from workbench import registry
-from workbench.envs.search import parse_answer
 from workbench.models import char_tokenizer
 from workbench.rewards.adasearch import adasearch_reward, f1_aware, group_oracle
 from workbench.rewards.stage import reward_columns
 from workbench.rollout import Sampling, turns
 from workbench.tasks import get_task
+from workbench.text.answers import search_answer
 
 pytestmark = pytest.mark.covers("adasearch")
 
@@ -160,4 +160,4 @@ def test_on_the_search_environment_searching_is_rewarded_and_the_answer_counted(
     assert batch.scores.tolist() == [1.0, 1.0, 0.0, 0.0] * 2
     assert out == [2.0, 2.0, 0.0, 0.0] * 2
     assert metrics == {"search_rate": 0.5, "decision_acc": 0.5, "f1_aware": 0.0}
-    assert parse_answer(examples[0].answer)[0] in batch.completions[0]
+    assert search_answer(examples[0].answer)[0] in batch.completions[0]

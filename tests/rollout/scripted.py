@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from workbench.rollout.engine import (Generation, apply_stop_strings, cap_lengths, encode_prompts, left_pad,
-                                      response_mask)
+from workbench.batch import left_pad
+from workbench.rollout.engine import Generation, apply_stop_strings, cap_lengths, encode_prompts, response_mask
 
 LOGP = -0.5  # mu_logp of every scripted token
 

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from workbench import registry
-from workbench.envs.base import Env, episode_seed, user
+from workbench.envs.base import Env, user
+from workbench.episodes import episode_seed
 from workbench.rewards.hbpo import budget_of, row_budgets
 from workbench.rollout import Sampling
 from workbench.rollout.hbpo import Budgeted, BudgetEnv, budgets_for, hbpo_rollout, with_budget

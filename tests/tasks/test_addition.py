@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 
 from workbench.tasks import Example, get_task
-from workbench.tasks.make_eval import EVAL_SIZE
+from workbench.tasks.base import EVAL_SIZE
 
 
 def test_non_default_parameters_do_not_use_the_shipped_file():

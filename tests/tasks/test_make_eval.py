@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from workbench.paths import DATA_DIR
-from workbench.tasks import TASKS, get_task
-from workbench.tasks.make_eval import EVAL_SIZE, main as make_eval_main
+from workbench.tasks import get_task, task_names
+from workbench.tasks.base import EVAL_SIZE
+from workbench.tasks.make_eval import main as make_eval_main
 
 
 def test_shipped_eval_files(tmp_path):
     make_eval_main(["--out", str(tmp_path)])
-    for name in sorted(TASKS):
+    for name in task_names():
         task = get_task(name)
         shipped = DATA_DIR / "eval" / task.eval_file
         assert (tmp_path / task.eval_file).read_bytes() == shipped.read_bytes(), name

@@ -11,7 +11,8 @@ from __future__ import annotations
 import torch
 
 from workbench import registry
-from workbench.controllers.entropy_target import AEPO_TITLE
+
+AEPO_TITLE = "Arbitrary Entropy Policy Optimization: Entropy Is Controllable in Reinforcement Fine-tuning"
 
 
 @registry.advantage(

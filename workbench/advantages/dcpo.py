@@ -20,7 +20,8 @@ import torch
 
 from workbench import ops, registry
 from workbench.advantages.base import check_rewards
-from workbench.controllers.entropy_target import DCPO_TITLE
+
+DCPO_TITLE = "Distribution-Centric Policy Optimization Dominates Exploration-Exploitation Trade-off"
 
 
 def correct_rows(scores: torch.Tensor, threshold: float = 0.05) -> torch.Tensor:

@@ -41,8 +41,7 @@ from workbench import registry
 from workbench.advantages.base import check_rewards, sequence_rewards
 from workbench.advantages.gigpo import per_token
 from workbench.advantages.group import check_group_sizes, group_index, keyed_normalize
-from workbench.batch import RolloutBatch
-from workbench.rollout.engine import left_pad
+from workbench.batch import RolloutBatch, left_pad
 
 TITLE = ("Information Gain-based Policy Optimization: A Simple and Effective Approach for Multi-Turn LLM Agents")
 NORMS = ("joint", "separate")

@@ -10,7 +10,7 @@
     a turn's advantage is broadcast to its action tokens
 
 Two components. `reward_shaping:proact-mc-critic` rebuilds each row's environment at each turn
-(`envs.base.replay`: seed = `episode_seed(example, row % group_size)`, actions = `turn_info[row][s]["action"]`),
+(`episodes.replay`: seed = `episode_seed(example, row % group_size)`, actions = `turn_info[row][s]["action"]`),
 runs the rollouts on copies of it (`Env.copy()`) and writes `batch.turn_q` [B, S] (Q_MC of the action taken; mode
 "grpo", with Q_MC of every action in `turn_info[i][s]["q_moves"]` where the fallback needs them) or
 `batch.turn_values` [B, S] (V_MC; mode "ppo"). `advantage:proact-mc-critic` normalizes or runs the GAE.
@@ -58,7 +58,7 @@ from workbench.advantages.step_critic import (
     zscore,
 )
 from workbench.batch import RolloutBatch
-from workbench.envs.base import episode_seed, replay
+from workbench.episodes import episode_seed, replay
 
 TITLE = "ProAct: Agentic Lookahead in Interactive Environments"
 MODES = ("grpo", "ppo")

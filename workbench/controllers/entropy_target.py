@@ -14,9 +14,9 @@ import math
 from dataclasses import dataclass, replace
 
 from workbench import registry
+from workbench.advantages.aepo import AEPO_TITLE
+from workbench.advantages.dcpo import DCPO_TITLE
 
-DCPO_TITLE = "Distribution-Centric Policy Optimization Dominates Exploration-Exploitation Trade-off"
-AEPO_TITLE = "Arbitrary Entropy Policy Optimization: Entropy Is Controllable in Reinforcement Fine-tuning"
 DRIVES = ("temperature", "entropy_gap")  # what the controller can set on the component it drives
 SWITCH = r"T = \begin{cases} T_{high} & H \le H_{target} \\ T_{low} & H > H_{target} \end{cases}"
 

@@ -13,8 +13,6 @@ every task through this protocol: a one-turn task is the case max_turns = 1, not
 from __future__ import annotations
 
 import copy
-import hashlib
-from dataclasses import asdict, is_dataclass
 
 Message = dict  # {"role": "user" | "assistant" | "tool" | "system", "content": str}
 
@@ -25,13 +23,6 @@ def user(content: str) -> Message:
 
 def tool(content: str) -> Message:
     return {"role": "tool", "content": content}
-
-
-def episode_seed(example, index: int) -> int:
-    """A seed fixed by the example and the row's sample index in its group (the same in every process, unlike
-    `hash`): an environment with random dynamics replays identically, and a group's rows differ."""
-    key = repr(sorted(asdict(example).items())) if is_dataclass(example) else repr(example)
-    return int.from_bytes(hashlib.sha256(f"{key}\0{index}".encode()).digest()[:4], "little")
 
 
 class Env:
@@ -72,19 +63,6 @@ def check_knob_types(task: str, knobs: dict, kinds: dict) -> None:
     bad = [f"{k}={knobs[k]!r} (need {t.__name__})" for k, t in kinds.items() if not ok[t](knobs[k])]
     if bad:
         raise ValueError(f"{task}: wrong type for {', '.join(bad)}; e.g. --set task_kw.{bad[0].split('=')[0]}=...")
-
-
-def replay(task, example, seed: int, actions: list[str]) -> Env:
-    """A fresh environment of `task` reset on (example, seed) and stepped through `actions`: the state a recorded
-    episode was in after them (a row's seed is `episode_seed(example, row % group_size)`, its actions
-    `turn_info[row][s]["action"]`). Environments are deterministic given the seed, so this is exact."""
-    env = task.make_env()
-    env.reset(example, seed)
-    for s, action in enumerate(actions):
-        _, _, done, _ = env.step(action)
-        if done and s < len(actions) - 1:
-            raise ValueError(f"replay: action {s} ({action!r}) ends the episode but {len(actions) - 1 - s} follow")
-    return env
 
 
 class TaskEnv(Env):

@@ -9,61 +9,17 @@ Format, e.g. 37*48+19:
     action        "A:1795" + EOS   the final answer: any action that is not a tool call ends the episode
 The verifier is exact: reward 1 iff the final answer after the last "A:" equals the expression's value.
 The tool takes one operation per call, so the model has to split the expression (calling it on the whole
-prompt is an error); the state an action is taken from is the list of results seen so far.
+prompt is an error); the state an action is taken from is the list of results seen so far. The call syntax and
+the arithmetic (`call_result`, `solve_steps`) live in `workbench.text.arithmetic`, where the rewards read them too.
 """
 from __future__ import annotations
 
 import random
-import re
 
 from workbench import registry
 from workbench.envs.base import Env, tool, user
 from workbench.tasks.base import Example, Task
-
-CALL = re.compile(r"\[(-?\d+)([+\-*])(-?\d+)\]")   # the only tool call the calculator accepts
-TOKEN = re.compile(r"\d+|[+\-*]")
-MAX_OPERAND_CHARS = 12  # a longer number is junk; also bounds the tool's work
-
-
-def apply(a: int, op: str, b: int) -> int:
-    return a + b if op == "+" else a - b if op == "-" else a * b
-
-
-def first_operation(tokens: list) -> int:
-    """Index of the operator evaluated first: the leftmost `*`, else the leftmost `+`/`-`."""
-    ops = [i for i in range(1, len(tokens), 2)]
-    stars = [i for i in ops if tokens[i] == "*"]
-    return stars[0] if stars else ops[0]
-
-
-def solve_trace(expression: str) -> list[tuple[int, str, int, int, tuple[int, ...]]]:
-    """The (a, op, b, a op b, sources) calls that evaluate `expression` with the usual precedence, in order;
-    sources: the indices of the earlier calls whose results it takes as operands ("2*3+4*5" -> the third call
-    adds the results of calls 0 and 1). The process rewards' milestones follow this data flow."""
-    tokens = [t if t in "+-*" else int(t) for t in TOKEN.findall(expression)]
-    source = [None] * len(tokens)  # which call produced each operand (None: a number of the expression)
-    steps = []
-    while len(tokens) > 1:
-        i = first_operation(tokens)
-        a, op, b = tokens[i - 1], tokens[i], tokens[i + 1]
-        value, used = apply(a, op, b), tuple(s for s in (source[i - 1], source[i + 1]) if s is not None)
-        steps.append((a, op, b, value, used))
-        tokens[i - 1:i + 2], source[i - 1:i + 2] = [value], [len(steps) - 1]
-    return steps
-
-
-def solve_steps(expression: str) -> list[tuple[int, str, int, int]]:
-    """The (a, op, b, a op b) calls that evaluate `expression` with the usual precedence, in order."""
-    return [step[:4] for step in solve_trace(expression)]
-
-
-def call_result(action: str) -> int | None:
-    """What the tool answers to one action: the value of a well-formed call "[a op b]" (the whole stripped action,
-    operands of at most MAX_OPERAND_CHARS characters), None for anything else (a malformed call or an answer)."""
-    call = CALL.fullmatch(action.strip())
-    if call is None or max(len(call.group(1)), len(call.group(3))) > MAX_OPERAND_CHARS:
-        return None
-    return apply(int(call.group(1)), call.group(2), int(call.group(3)))
+from workbench.text.arithmetic import call_result, solve_steps
 
 
 def final_answer(text: str) -> str | None:

@@ -10,7 +10,8 @@ be looked up, one hop per search. Format, e.g. with hops=2 (the default is 3: on
     observation   "Mip>Kel Kel>Zar\n"             distractors: other people living in Kel
     action        "A:Zar" + EOS                   the final answer (any action that is not a search)
 The verifier is exact: reward 1 iff the text after the last "A:" is the end of the question's chain. The
-corpus rides in the example's answer ("Zar|Bov>Kel,Kel>Zar,...": answer, then the facts), like countdown's.
+corpus rides in the example's answer ("Zar|Bov>Kel,Kel>Zar,...": answer, then the facts, read by
+`workbench.text.answers.search_answer`), like countdown's.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from workbench import registry
 from workbench.envs.base import Env, tool, user
 from workbench.envs.calculator import final_answer
 from workbench.tasks.base import Example, Task
+from workbench.text.answers import chain, search_answer
 
 CONSONANTS = "bcdfghjklmnprstvz"
 VOWELS = "aeiou"
@@ -30,12 +32,6 @@ def random_name(rng: random.Random, length: int) -> str:
     """A pronounceable capitalized name: consonant-vowel alternation, e.g. "Bov"."""
     letters = [rng.choice(VOWELS if i % 2 else CONSONANTS) for i in range(length)]
     return "".join(letters).capitalize()
-
-
-def parse_answer(answer: str) -> tuple[str, list[tuple[str, str]]]:
-    """"Zar|Bov>Kel,Kel>Zar" -> ("Zar", [("Bov", "Kel"), ("Kel", "Zar")])."""
-    value, facts = answer.split("|")
-    return value, [tuple(f.split(">")) for f in facts.split(",")]
 
 
 def search(facts: list[tuple[str, str]], query: str, k: int) -> list[str]:
@@ -91,10 +87,10 @@ class SearchTask(Task):
         return Example(prompt=f"{person}?", answer=answer, target=f"A:{value}")
 
     def score(self, completion: str, example: Example) -> float:
-        return 1.0 if final_answer(completion) == parse_answer(example.answer)[0] else 0.0
+        return 1.0 if final_answer(completion) == search_answer(example.answer)[0] else 0.0
 
     def expert_actions(self, example: Example) -> list[str]:
-        _, facts = parse_answer(example.answer)
+        _, facts = search_answer(example.answer)
         path = chain(facts, example.prompt.rstrip("?"))
         return [f"[{e}]" for e in path[:-1]] + [example.target]
 
@@ -104,15 +100,6 @@ class SearchTask(Task):
     def __repr__(self) -> str:
         return (f"SearchTask(hops={self.hops}, width={self.width}, name_len={self.name_len}, k={self.k}, "
                 f"slack={self.slack})")
-
-
-def chain(facts: list[tuple[str, str]], start: str) -> list[str]:
-    """start, the entity it points to, ... until an entity that points nowhere."""
-    points = dict(facts)
-    path = [start]
-    while path[-1] in points:
-        path.append(points[path[-1]])
-    return path
 
 
 class SearchEnv(Env):
@@ -127,7 +114,7 @@ class SearchEnv(Env):
 
     def reset(self, example: Example, seed: int | None = None):
         self.example, self.searched = example, frozenset()
-        self.facts = parse_answer(example.answer)[1]
+        self.facts = search_answer(example.answer)[1]
         return [user(example.prompt)], {"state": self.searched}
 
     def step(self, action: str):

@@ -7,11 +7,10 @@ environment own the reward. A rollout ends when a completion calls no tool. Rewa
 `fn(prompts=..., completions=..., environments=[...], **columns)` and return one float (or None) per row;
 every source is summed with weight 1.
 
-Our tool-call syntax, one call per action turn (the closing tag is the env's stop string):
+Our tool-call syntax, one call per action turn (the closing tag is the env's stop string), is TRL's
+(`workbench.text.tool_calls`: Hermes / Qwen JSON or a Python call of literals):
 
-    <tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>     Hermes / Qwen JSON, as TRL parses
-    <tool_call>add(a=2, b=3)</tool_call>                                      or a Python call of literals
-    <tool_call>add(2, 3)</tool_call>                                          (positional arguments bind in order)
+    <tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>
 
 The result comes back as a `tool` message (`str(result)`, formatted by `response_format`); a failing call
 (unknown tool, bad arguments, an exception inside the tool) returns `{'error': ...}` as TRL does and sets
@@ -20,44 +19,20 @@ info["tool_error"]. An action without a tool call is the final answer: the episo
 """
 from __future__ import annotations
 
-import ast
 import inspect
-import json
 import random
 from dataclasses import asdict, is_dataclass
 from typing import Callable
 
 from workbench.envs.base import Env, user
 from workbench.tasks.base import Example, Task
-
-OPEN, CLOSE = "<tool_call>", "</tool_call>"
+from workbench.text.tool_calls import CLOSE, parse_tool_call
 
 
 def tool_methods(instance) -> dict[str, Callable]:
     """TRL's rule: public functions of the class other than reset and get_reward, bound to the instance."""
     return {name: getattr(instance, name) for name, _ in inspect.getmembers(type(instance), inspect.isfunction)
             if name not in ("reset", "get_reward") and not name.startswith("_")}
-
-
-def parse_tool_call(action: str) -> tuple[str, list, dict] | None:
-    """(name, args, kwargs) of the action's tool call, None when it has none; ValueError when it is malformed."""
-    if CLOSE not in action or OPEN not in action:
-        return None
-    body = action[action.rindex(OPEN) + len(OPEN):action.rindex(CLOSE)].strip()
-    if body.startswith("{"):
-        try:
-            call = json.loads(body)
-            return str(call["name"]), [], dict(call.get("arguments") or {})
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-            raise ValueError(f"malformed JSON tool call: {err}") from None
-    try:
-        node = ast.parse(body, mode="eval").body
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
-            raise ValueError("expected name(arguments)")
-        return (node.func.id, [ast.literal_eval(a) for a in node.args],
-                {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg is not None})
-    except (SyntaxError, ValueError, RecursionError) as err:
-        raise ValueError(f"malformed tool call {body[:60]!r}: {err}") from None
 
 
 def row_of(example) -> dict:

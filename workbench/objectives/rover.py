@@ -221,14 +221,8 @@ def rover(logp, old_logp, advantages, mask, *, head, response_ids, old_vocab_mea
 
 
 # ------------------------------------------------------------------------------ the claim, on enumerable trees
-
-
-def uniform_q(mdp, gamma: float = 1.0):
-    """`credit_exact.Exact` of the uniformly random policy on an enumerable episodic problem (`EpisodeMDP`):
-    Q^uniform(h, a) for every history h, by dynamic programming from the leaves."""
-    from workbench.credit_exact import exact_values, tabular_policy
-
-    return exact_values(mdp, tabular_policy(mdp, temperature=math.inf), gamma)
+# Q^uniform of a tree is `credit_exact.exact_values(mdp, uniform_policy(mdp))`: credit_exact runs registered estimators,
+# so it sits above the catalog and this module does not import it.
 
 
 def rover_policy(q: list[float] | torch.Tensor, rho: float = 1.0) -> torch.Tensor:

@@ -4,7 +4,8 @@ Both follow the references' EasyR1 set-up (597358816/DCPO, 597358816/AEPO `examp
 advantages, PPO clip 0.2 / 0.2 with dual clip 3, token-mean loss, no KL (`algorithm.disable_kl=true`), and the same
 switch T = 1.2 at or below H_target = 0.5, 0.8 above (`controller:dcpo` / `controller:aepo-arbitrary`).
 """
-from workbench.controllers.entropy_target import AEPO_TITLE, DCPO_TITLE
+from workbench.advantages.aepo import AEPO_TITLE
+from workbench.advantages.dcpo import DCPO_TITLE
 from workbench.recipes.base import Recipe, define, use
 
 SWITCH = dict(entropy_base=0.5, t_high=1.2, t_low=0.8)  # TrainerConfig defaults; the scripts set entropy_base=0.5

@@ -21,8 +21,8 @@ import re
 from typing import Protocol
 
 from workbench import registry
-from workbench.envs.calculator import apply
 from workbench.rewards import base
+from workbench.text.arithmetic import apply
 
 KEY = "fapo"
 # "a op b = " consumed, c only looked at (it may open the next step of a chain); bounded numbers keep it linear.

@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 
 from workbench import registry
-from workbench.envs.calculator import call_result, solve_trace
 from workbench.rewards import base
 from workbench.rewards.tools import bracket_call
+from workbench.text.arithmetic import call_result, solve_trace
 
 KEY = "rl4mle-milestones"
 EXPRESSION = re.compile(r"\d{1,12}(?:[+\-*]\d{1,12})+")  # an operator starts every repeat: no backtracking blow-up

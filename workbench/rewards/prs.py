@@ -24,10 +24,10 @@ from collections import Counter
 from dataclasses import dataclass
 
 from workbench import registry
-from workbench.envs.trl import OPEN, parse_tool_call
 from workbench.rewards import base
 from workbench.rewards.accuracy import answer_tokens, final_answer
 from workbench.rewards.tools import action_calls, steps_of, written_calls
+from workbench.text.tool_calls import OPEN, parse_tool_call
 
 PRS_TITLE = "Enhancing Agentic RL with Progressive Reward Shaping and Value-based Sampling Policy Optimization"
 MAX_CALL_CHARS = 10_000  # a longer TRL tool call counts as malformed (bounds the parse)

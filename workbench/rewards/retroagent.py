@@ -20,11 +20,11 @@ import torch
 
 from workbench import registry
 from workbench.advantages.group import group_stats
-from workbench.envs.calculator import call_result
-from workbench.envs.search import chain, parse_answer
 from workbench.rewards import base
 from workbench.rewards.milestones import solution_steps
 from workbench.rewards.tools import action_calls, bracket_call
+from workbench.text.answers import chain, search_answer
+from workbench.text.arithmetic import call_result
 
 RETRO_TITLE = "RetroAgent: From Solving to Evolving via Retrospective Dual Intrinsic Feedback"
 DECAYS = ("exp", "hard_cutoff")
@@ -80,7 +80,7 @@ def expert_subtasks(example) -> list[str] | None:
         return [str(result) for result, _ in steps]
     if example.prompt.endswith("?") and "|" in example.answer:
         try:
-            return chain(parse_answer(example.answer)[1], example.prompt[:-1])[:-1]
+            return chain(search_answer(example.answer)[1], example.prompt[:-1])[:-1]
         except ValueError:
             return None
     return None

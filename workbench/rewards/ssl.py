@@ -25,7 +25,8 @@ from workbench import registry
 from workbench.rewards import base
 from workbench.rewards.accuracy import NUMBER, as_number, final_answer, last_number
 from workbench.rewards.milestones import episode_actions, reached_milestones
-from workbench.tasks.countdown import evaluate, parse_answer
+from workbench.text.answers import countdown_answer
+from workbench.text.arithmetic import evaluate
 
 KEY = "ssl"
 EDGES = (0.0, 0.5, 1.0, 2.0)         # zone edges in units of sigma, innermost first
@@ -86,7 +87,7 @@ def answer_distance(text: str, gold: str) -> float | None:
     one number ("46", "-3", "0.5", "1/2", "1,000") is compared with `stated_value` of the text."""
     if "|" in gold:
         try:
-            target, numbers = parse_answer(gold)
+            target, numbers = countdown_answer(gold)
         except ValueError:
             return None
         pred = evaluate(text, numbers)

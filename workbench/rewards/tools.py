@@ -23,8 +23,8 @@ from __future__ import annotations
 import math
 
 from workbench import registry
-from workbench.envs.trl import CLOSE, OPEN
 from workbench.rewards import base
+from workbench.text.tool_calls import CLOSE, OPEN
 
 SPEAR_TITLE = ("Learn the Ropes, Then Trust the Wins: Self-imitation with Progressive Exploration for Agentic "
                "Reinforcement Learning")

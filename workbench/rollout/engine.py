@@ -10,6 +10,7 @@ from tokenizers.decoders import DecodeStream
 from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList, TopPLogitsWarper
 
 from workbench import ops
+from workbench.batch import left_pad
 
 
 @dataclass(frozen=True)
@@ -53,18 +54,6 @@ def response_mask(response_ids: torch.Tensor, eos_id: int) -> tuple[torch.Tensor
     is_eos = response_ids == eos_id
     before_eos = (is_eos.long().cumsum(-1) - is_eos.long()) == 0  # no EOS strictly before t
     return before_eos.float(), ~is_eos.any(-1)
-
-
-def left_pad(rows: list[list[int]], pad_id: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token-id lists as left-padded ids and attention mask [B, P] (P = longest row)."""
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros(len(rows), width, dtype=torch.long)
-    for i, row in enumerate(rows):
-        if row:
-            ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
-            mask[i, width - len(row):] = 1
-    return ids.to(device), mask.to(device)
 
 
 def cap_lengths(response_ids: torch.Tensor, mask: torch.Tensor, truncated: torch.Tensor, eos_id: int,

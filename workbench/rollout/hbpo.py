@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import torch
 
 from workbench import registry
-from workbench.envs.base import Env, episode_seed
+from workbench.envs.base import Env
+from workbench.episodes import episode_seed
 from workbench.rewards.hbpo import BUDGET_SENTENCE, HBPO_TITLE, budget_of
 from workbench.rollout.group import subgroup_sizes
 from workbench.rollout.turns import TURNS_PROVIDES, turns

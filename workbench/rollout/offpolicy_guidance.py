@@ -18,7 +18,7 @@ import torch
 
 from workbench import registry
 from workbench.batch import RolloutBatch, concat
-from workbench.envs.base import episode_seed
+from workbench.episodes import episode_seed
 from workbench.objectives.policy_shaping import LUFFY_TITLE
 from workbench.rollout.turns import (Episode, Played, action_ids, episode_batch, observation_ids, prompt_of,
                                      TURNS_PROVIDES, turns)

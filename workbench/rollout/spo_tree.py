@@ -30,9 +30,9 @@ import torch
 
 from workbench import registry
 from workbench.advantages.spo import TITLE
-from workbench.batch import RolloutBatch
-from workbench.envs.base import episode_seed
-from workbench.rollout.engine import left_pad, plain_text
+from workbench.batch import RolloutBatch, left_pad
+from workbench.episodes import episode_seed
+from workbench.rollout.engine import plain_text
 from workbench.rollout.turns import merged_stop, prompt_of
 
 SHARED = ("once", "per_path")

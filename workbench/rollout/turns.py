@@ -20,7 +20,7 @@ import torch
 
 from workbench import registry
 from workbench.batch import RolloutBatch
-from workbench.envs.base import episode_seed
+from workbench.episodes import episode_seed
 from workbench.rollout.engine import Sampling, plain_text
 
 

@@ -1,4 +1,5 @@
-"""Built-in tasks and the name -> task lookup.
+"""Built-in tasks and the name -> task lookup. Every task is an environment, registered under the registry's "env"
+kind (`@registry.env`, the class by its name): the one-turn tasks here, the multi-turn ones in `workbench.envs`.
 
     get_task("addition", digits=3)
     get_task("countdown")
@@ -8,41 +9,30 @@
 """
 from __future__ import annotations
 
-from workbench.tasks.addition import AdditionTask
+from workbench import registry
 from workbench.tasks.base import Example, Task
-from workbench.tasks.countdown import CountdownTask
 from workbench.tasks.dataset import FILE_PREFIX, file_task  # datasets / math-verify are imported on use
-# after tasks.base: the environment tasks import it (and workbench.envs imports this package first)
-from workbench.envs.calculator import CalculatorTask
-from workbench.envs.gridworld import GridworldTask
-from workbench.envs.keydoor import KeydoorTask
-from workbench.envs.screen import ScreenTask
-from workbench.envs.search import SearchTask
-from workbench.tasks.act import ACTTask  # after the grid world it builds on
+from workbench.tasks.reasoning_gym import ReasoningGymTask  # reasoning-gym is imported on use
 
-TASKS: dict[str, type[Task]] = {"addition": AdditionTask, "countdown": CountdownTask, "calculator": CalculatorTask,
-                                "search": SearchTask, "gridworld": GridworldTask, "act": ACTTask,
-                                "keydoor": KeydoorTask, "screen": ScreenTask}
 REASONING_GYM_PREFIX = "reasoning_gym:"
 
-__all__ = ["TASKS", "Example", "Task", "AdditionTask", "CalculatorTask", "CountdownTask", "GridworldTask",
-           "KeydoorTask", "ScreenTask", "SearchTask", "get_task", "task_names"]
+__all__ = ["Example", "Task", "get_task", "task_names"]
 
 
 def task_names() -> list[str]:
     """Registered task names; any reasoning-gym dataset is also reachable as `reasoning_gym:<name>`."""
-    return sorted(TASKS)
+    return [entry.key for entry in registry.entries("env")]
 
 
 def get_task(spec: str, **kwargs) -> Task:
-    """Build a task from its name; `kwargs` go to the task's constructor."""
+    """Build a task from its registered name (`registry.get("env", name)`) or a `reasoning_gym:` / `file:` spec;
+    `kwargs` go to the task's constructor."""
     if spec.startswith(REASONING_GYM_PREFIX):
-        from workbench.tasks.reasoning_gym import ReasoningGymTask  # optional dependency
-
         return ReasoningGymTask(spec[len(REASONING_GYM_PREFIX):], **kwargs)
     if spec.startswith(FILE_PREFIX):
         return file_task(spec[len(FILE_PREFIX):], **kwargs)
-    if spec not in TASKS:
-        valid = ", ".join(task_names() + [REASONING_GYM_PREFIX + "<dataset>", FILE_PREFIX + "<path>"])
+    names = task_names()
+    if spec not in names:
+        valid = ", ".join(names + [REASONING_GYM_PREFIX + "<dataset>", FILE_PREFIX + "<path>"])
         raise ValueError(f"unknown task {spec!r}; valid names: {valid}")
-    return TASKS[spec](**kwargs)
+    return registry.get("env", spec).fn(**kwargs)

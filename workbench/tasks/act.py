@@ -15,11 +15,16 @@ from __future__ import annotations
 
 import random
 
+from workbench import registry
 from workbench.envs.gridworld import GridworldTask, distances, moved, parse_map, view
 from workbench.rewards.act import CriticPair, critic_pairs, parse_choice, present
 from workbench.tasks.base import Example, Task
 
 
+@registry.env(
+    "act", title="Agentic Critical Training's critic task: the expert's move among two, on grid-world states",
+    summary="Given a grid-world state and two candidate moves (the expert's and a worse one), answer the label of "
+            "the expert's; reward 1 iff right.")
 class ACTTask(Task):
     """Critic pairs from `GridworldTask(size, walls, min_distance, max_distance, detour=0)` maps.
 

@@ -3,9 +3,13 @@ from __future__ import annotations
 
 import random
 
+from workbench import registry
 from workbench.tasks.base import Example, Task
 
 
+@registry.env(
+    "addition", title="Integer addition: one-turn arithmetic with an exact verifier", family="canonical",
+    summary="Answer 'a+b=' with the sum of two integers of up to `digits` digits; reward 1 iff the answer is exact.")
 class AdditionTask(Task):
     """Add two integers drawn uniformly from [0, 10**digits).
 
@@ -16,7 +20,7 @@ class AdditionTask(Task):
     name = "addition"
     DEFAULT_DIGITS = 2
 
-    def __init__(self, digits: int = DEFAULT_DIGITS):
+    def __init__(self, *, digits: int = DEFAULT_DIGITS):
         if digits < 1:
             raise ValueError(f"digits must be >= 1, got {digits}")
         self.digits = digits

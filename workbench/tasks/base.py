@@ -1,4 +1,4 @@
-"""The task protocol: procedural prompts with exact verifiers."""
+"""The task protocol: procedural prompts with exact verifiers, and how a task's held-out evaluation set is drawn."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,14 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from workbench.envs.base import TaskEnv
 from workbench.files import read_jsonl
+from workbench.paths import data_file
+
+EVAL_SEED = 12345
+EVAL_SIZE = 200
+PROBE_DRAWS = 2000  # draws used to gauge how many distinct prompts a task has
+HELD_OUT_SHARE = 5  # hold out at most 1/5 of the distinct prompts seen, so training has room
 
 
 @dataclass(frozen=True)
@@ -38,8 +45,6 @@ class Task:
 
     def make_env(self):
         """A fresh environment for one episode (see workbench.envs.base.Env)."""
-        from workbench.envs.base import TaskEnv  # lazy: workbench.envs imports this module
-
         return TaskEnv(self)
 
     def expert_actions(self, example: Example) -> list[str]:
@@ -62,13 +67,9 @@ class Task:
 
     def eval_set(self, n: int | None = None) -> list[Example]:
         """The shipped held-out file (`eval_file`, drawn at the task's default parameters), or, for other
-        parameters, the same seeded draw made in memory (`make_eval.generated_eval_set`)."""
+        parameters, the same seeded draw made in memory (`generated_eval_set`)."""
         if not self.eval_file:
-            from workbench.tasks.make_eval import generated_eval_set  # lazy: make_eval imports this module
-
             return generated_eval_set(self, n)
-        from workbench.paths import data_file
-
         rows = load_jsonl(data_file("eval", self.eval_file))
         return rows[:n] if n else rows
 
@@ -88,6 +89,29 @@ class Task:
             if ex.prompt not in held_out:
                 out.append(ex)
         raise RuntimeError(f"task {self.name!r}: could not draw {n} examples outside the held-out set")
+
+
+def draw_eval_set(task: Task, n: int = EVAL_SIZE, seed: int = EVAL_SEED) -> list[Example]:
+    """The first `n` distinct prompts of a seeded draw, capped for small prompt spaces.
+
+    A task with few distinct prompts (e.g. 1-digit addition has 100) would otherwise have all of
+    them held out and `sample` could never draw a training example.
+    """
+    rng = random.Random(seed)
+    distinct: dict[str, Example] = {}
+    for _ in range(PROBE_DRAWS):
+        example = task.make_example(rng)
+        distinct.setdefault(example.prompt, example)
+    keep = min(n, len(distinct) // HELD_OUT_SHARE)
+    return list(distinct.values())[:keep]
+
+
+def generated_eval_set(task: Task, n: int | None = None) -> list[Example]:
+    """`draw_eval_set(task)`, cached on the task because `sample` asks for it on every call."""
+    rows = task.__dict__.get("_generated_eval")
+    if rows is None:
+        rows = task._generated_eval = draw_eval_set(task)
+    return rows[:n] if n else list(rows)
 
 
 def load_jsonl(path: str | Path) -> list[Example]:

@@ -4,34 +4,38 @@ Format, e.g. numbers 3 5 7 and target 22:
     prompt  "3 5 7>22:"   numbers ascending, space-separated, then ">" target ":"
     target  "3*5+7"       one solution, no spaces, only the parentheses it needs
     answer  "22|3 5 7"    target value "|" the numbers, so the verifier needs only `answer`
+                          (`workbench.text.answers.countdown_answer`)
 """
 from __future__ import annotations
 
-import ast
 import random
-from collections import Counter
 
+from workbench import registry
 from workbench.tasks.base import Example, Task
+from workbench.text.answers import countdown_answer
+from workbench.text.arithmetic import apply, evaluate
 
 OPS = ("+", "-", "*")
 PRECEDENCE = {"+": 1, "-": 1, "*": 2}
 MAX_TARGET = 99
-MAX_COMPLETION_CHARS = 200  # longer is junk; also keeps ast.parse cheap
-ALLOWED_CHARS = frozenset("0123456789+-*() ")
 
 
+@registry.env(
+    "countdown", title="Countdown: combine the given numbers with + - * to hit a target", family="canonical",
+    summary="Write an expression using each given number exactly once that equals the target; reward 1 iff it is "
+            "legal and exact (parsed, never evaluated as code).")
 class CountdownTask(Task):
     """Use each of `n_numbers` numbers in [1, max_number] exactly once to make the target.
 
-    The verifier parses the completion with `ast` (never `eval`): only integer literals, binary
-    + - *, and parentheses are allowed; the literals must be exactly the given numbers (as a
-    multiset) and the value must equal the target. Anything else scores 0.0.
+    The verifier (`workbench.text.arithmetic.evaluate`) parses the completion with `ast` (never `eval`): only
+    integer literals, binary + - *, and parentheses are allowed; the literals must be exactly the given numbers
+    (as a multiset) and the value must equal the target. Anything else scores 0.0.
     """
 
     name = "countdown"
     DEFAULTS = {"n_numbers": 3, "max_number": 9}
 
-    def __init__(self, n_numbers: int = 3, max_number: int = 9):
+    def __init__(self, *, n_numbers: int = 3, max_number: int = 9):
         if n_numbers < 2 or max_number < 1:
             raise ValueError(f"need n_numbers >= 2 and max_number >= 1, got {n_numbers}, {max_number}")
         self.n_numbers = n_numbers
@@ -50,18 +54,12 @@ class CountdownTask(Task):
         return Example(prompt=f"{shown}>{value}:", answer=f"{value}|{shown}", target=text)
 
     def score(self, completion: str, example: Example) -> float:
-        value, numbers = parse_answer(example.answer)
+        value, numbers = countdown_answer(example.answer)
         result = evaluate(completion, numbers)
         return 1.0 if result == value else 0.0
 
     def __repr__(self) -> str:
         return f"CountdownTask(n_numbers={self.n_numbers}, max_number={self.max_number})"
-
-
-def parse_answer(answer: str) -> tuple[int, list[int]]:
-    """`"22|3 5 7"` -> `(22, [3, 5, 7])`."""
-    value, numbers = answer.split("|")
-    return int(value), [int(x) for x in numbers.split()]
 
 
 def random_expression(numbers: list[int], rng: random.Random) -> tuple[str, int]:
@@ -83,47 +81,8 @@ def _build(numbers: list[int], rng: random.Random) -> tuple[str, int, int]:
     left_text = _wrap(left[0], left[2] < prec)
     # a-(b+c) and a-(b-c) need their parentheses even though the precedences are equal.
     right_text = _wrap(right[0], right[2] < prec or (op == "-" and right[2] == prec))
-    return f"{left_text}{op}{right_text}", _apply(op, left[1], right[1]), prec
+    return f"{left_text}{op}{right_text}", apply(left[1], op, right[1]), prec
 
 
 def _wrap(text: str, needed: bool) -> str:
     return f"({text})" if needed else text
-
-
-def _apply(op: str, a: int, b: int) -> int:
-    return a + b if op == "+" else a - b if op == "-" else a * b
-
-
-def evaluate(completion: str, numbers: list[int]) -> int | None:
-    """Value of `completion` if it is a legal expression over exactly `numbers`, else None."""
-    text = completion.strip()
-    if not text or len(text) > MAX_COMPLETION_CHARS or not set(text) <= ALLOWED_CHARS:
-        return None
-    try:
-        tree = ast.parse(text, mode="eval").body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    literals: list[int] = []
-    if not _collect_literals(tree, literals) or Counter(literals) != Counter(numbers):
-        return None
-    # Safe to evaluate now: the literals are the given small numbers, each used once.
-    return _value(tree)
-
-
-def _collect_literals(node: ast.AST, out: list[int]) -> bool:
-    """Append the int literals of `node` to `out`; False if any node is not allowed."""
-    if isinstance(node, ast.Constant):
-        if type(node.value) is not int:  # bool is an int subclass; reject it too
-            return False
-        out.append(node.value)
-        return True
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
-        return _collect_literals(node.left, out) and _collect_literals(node.right, out)
-    return False  # unary minus, division, names, calls, ...
-
-
-def _value(node: ast.AST) -> int:
-    if isinstance(node, ast.Constant):
-        return node.value
-    ops = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}
-    return _apply(ops[type(node.op)], _value(node.left), _value(node.right))

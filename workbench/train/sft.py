@@ -17,10 +17,10 @@ import torch
 from tqdm.auto import tqdm
 
 from workbench import ops
+from workbench.episodes import episode_seed
 from workbench.files import remove_stale_temps, write_atomic
 from workbench.models import load_model, save_model_atomically
 from workbench.paths import cache_dir
-from workbench.envs.base import episode_seed
 from workbench.rollout.engine import check_prompt_lengths, encode_prompts, policy_forward
 from workbench.rollout.turns import encode_expert, pad_episodes, prompt_of
 from workbench.tasks import Task

@@ -19,9 +19,9 @@ import math
 import torch
 
 from workbench import registry
+from workbench.advantages.aepo import AEPO_TITLE
 from workbench.advantages.group import grpo
 from workbench.batch import concat
-from workbench.controllers.entropy_target import AEPO_TITLE
 
 REFERENCE_N = 60 / (512 * 5)  # reinforce_sample_num = 60 of rollout_batch_size 512 prompts x n = 5 samples
 

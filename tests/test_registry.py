@@ -15,6 +15,11 @@ NOT_IN_CATALOG = {
     ("controller", "adaptive-kl"), ("env", "addition"), ("env", "countdown"), ("env", "calculator"), ("env", "search"),
     ("env", "gridworld"), ("env", "keydoor"), ("env", "screen"),
     ("reward", "length-bias"),  # a hackable proxy for notebook 12, not a method
+    # the pipeline's preference parts: where items come from, the loss on them, the anchors that move
+    ("sampler", "none"), ("objective", "preference"), ("loss_weight", "rollout-is"),
+    ("reference", "iterate"), ("reference", "previous-iterate"), ("reference", "momentum"),
+    *(("rollout", key) for key in ("task-pairs", "file-pairs", "task-lists", "degraded-pairs", "advantage-steps",
+                                   "sampled-pairs", "sampled-lists", "sibling-steps")),
 }
 
 

@@ -6,6 +6,7 @@ token. Everything here is pure tensor math (no model, no I/O).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -72,6 +73,12 @@ class Denominators:
     norm_constant: float | None = None  # the constant C of seq-mean-token-sum-norm (e.g. B_global * L_max)
     weights: torch.Tensor | None = None  # [B, T] detached per-token weights on the loss, counts unchanged
                                         # (rollout importance correction: verl's `pg_losses * rollout_is_weights`)
+    reduce: Callable | None = None      # sums a tensor over the data-parallel ranks (None: one process), for a
+                                        # loss that searches on statistics of the whole step (BAPO's pos / neg)
+
+    def total(self, x: torch.Tensor) -> torch.Tensor:
+        """`x` summed over the ranks of the optimizer step (itself in one process)."""
+        return x if self.reduce is None else self.reduce(x)
 
     @staticmethod
     def of(mask: torch.Tensor, norm_constant: float | None = None) -> "Denominators":

@@ -35,13 +35,15 @@ def launch(recipe: str, out: Path, launcher: str, port: int, mode: str = "ddp") 
 
 @pytest.mark.parametrize("recipe,launcher,port,mode", [
     ("grpo", "torchrun", 29521, "ddp"), ("dr_grpo", "accelerate", 29522, "ddp"), ("ppo", "torchrun", 29523, "ddp"),
-    ("grpo", "torchrun", 29524, "fsdp"), ("ppo", "accelerate", 29525, "fsdp"), ("ppo-max", "torchrun", 29526, "ddp")])
+    ("grpo", "torchrun", 29524, "fsdp"), ("ppo", "accelerate", 29525, "fsdp"), ("ppo-max", "torchrun", 29526, "ddp"),
+    ("bapo", "torchrun", 29527, "ddp")])
 def test_two_ranks_take_the_one_process_step(recipe, launcher, port, mode, tmp_path):
     """grpo: seq-mean-token-mean; dr_grpo: seq-mean-token-sum-norm (C = B_global L_max); ppo: token-mean with a
     critic (global value-mask counts). The union of the ranks' batches replayed in one process gives the same
     gradients (ppo-max: its running reward moments, updated from every rank's rewards, are the same on both
     ranks); under FSDP the sharded gradients, gathered, are the same too, the replica the rollout engine
-    samples from holds the updated weights, and a gathered checkpoint loads back into a sharded model."""
+    samples from holds the updated weights, and a gathered checkpoint loads back into a sharded model; bapo: its
+    bound search sums pos and neg over the ranks, so both search the whole step's ratios, as one process does."""
     launch(recipe, tmp_path, launcher, port, mode)
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
     assert all(r["world"] == 2 and r["same_on_all_ranks"] and r["resumed_equal"] for r in ranks)
@@ -58,14 +60,18 @@ def test_two_ranks_take_the_one_process_step(recipe, launcher, port, mode, tmp_p
     single = Trainer(config, tmp_path / "single", progress=False).setup()
     assert float(union_advantages(ranks).abs().max()) > 0  # the step has a policy gradient
     union = concat([r["batch"] for r in ranks], pad_id=single.tokenizer.pad_token_id)
-    single.train_on(union, 0)
+    whole = single.train_on(union, 0)
     # gradients, not Adam's first update (≈ lr·sign(g), which turns float noise in g ≈ 0 into ±lr)
     scale = max(float(p.grad.abs().max()) for p in single.params)
     for got, p in zip(ranks[0]["grads"], single.params):
         assert torch.allclose(got, p.grad, atol=1e-5 * scale, rtol=1e-4), (got - p.grad).abs().max()
     assert scale > 0  # the step had a gradient (the comparison can fail)
     # half the ranks' data is not the whole step: rank 0's own loss alone gives another gradient
-    single.train_on(ranks[0]["batch"], 0)
+    half = single.train_on(ranks[0]["batch"], 0)
+    if recipe == "bapo":  # every rank searched the whole step's pos / neg, not its half
+        share = whole["bapo/pos_share"]
+        assert all(r["metrics"]["bapo/pos_share"] == pytest.approx(share, rel=1e-6) for r in ranks)
+        assert half["bapo/pos_share"] != pytest.approx(share, rel=1e-6)  # so the comparison can fail
     assert not all(torch.allclose(got, p.grad, atol=1e-5 * scale, rtol=1e-4)
                    for got, p in zip(ranks[0]["grads"], single.params))
 

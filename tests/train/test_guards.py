@@ -81,7 +81,7 @@ def test_skip_mode_drops_non_finite_updates_counts_them_and_leaves_the_weights(t
 def test_preference_runs_stop_on_a_non_finite_loss(tmp_path, monkeypatch):
     trainer = make_trainer(make_config("smoke", recipe="dpo", **{**PREF, "sft_steps": 0, "steps": 2}), tmp_path,
                            progress=False)
-    real = trainer.compute_loss
-    monkeypatch.setattr(trainer, "compute_loss", lambda *a: (lambda out: (out[0] * math.inf, out[1]))(real(*a)))
+    real = trainer.pipeline.loss  # the preference objective's loss, in the loop every recipe runs
+    monkeypatch.setattr(trainer.pipeline, "loss", lambda *a: (lambda out: (out[0] * math.inf, out[1]))(real(*a)))
     with pytest.raises(NonFiniteError, match="step 0"):
         trainer.run()

@@ -81,8 +81,9 @@ def check_bounds(c_low, c_low_max, c_high, c_high_max, step_low, step_high, rho0
 
 
 def adapt_bounds(r, advantages, mask, *, c_low=0.6, c_low_max=0.8, c_high=1.2, c_high_max=2.0, step_low=0.05,
-                 step_high=0.05, rho0=0.5, eps=1e-8, dual_clip_c=3.0, reference_bug=False) -> Bounds:
-    """The reference's bound search on one batch (ratios r [B, T], detached).
+                 step_high=0.05, rho0=0.5, eps=1e-8, dual_clip_c=3.0, reference_bug=False, total=None) -> Bounds:
+    """The reference's bound search on one batch (ratios r [B, T], detached). `total` sums (pos, neg) over the
+    data-parallel ranks, as the reference all-reduces them (None: this batch is the whole step).
 
     Start at (c_low, c_high); while pos/(neg + eps) < rho0/(1 - rho0) (the reference's `adv_ratio_target`; 1 for
     rho0 = 0.5) raise c_low by step_low, capped at c_low_max; then, if still short, raise c_high by step_high up
@@ -93,7 +94,8 @@ def adapt_bounds(r, advantages, mask, *, c_low=0.6, c_low_max=0.8, c_high=1.2, c
     target = rho0 / (1 - rho0)
 
     def measure(lo, hi):
-        return contributions(r, advantages, mask, lo, hi, dual_clip_c=dual_clip_c, reference_bug=reference_bug)
+        pos, neg = contributions(r, advantages, mask, lo, hi, dual_clip_c=dual_clip_c, reference_bug=reference_bug)
+        return (pos, neg) if total is None else tuple(total(torch.stack([pos, neg])))
 
     pos, neg = measure(c_low, c_high)
     # the reference's loop order and increments (float accumulation included), lower bound first
@@ -127,8 +129,8 @@ def bapo(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, c_lo
     raising c_low lowers neg as the paper's mechanism says; the reference's own counting is `reference_bug=True`.
     Where the catalog's dual-clip cap is active (A < 0, r > c) the token carries no gradient and is not counted
     either. The search restarts from (c_low, c_high) on every call, as in the reference (nothing carried across
-    steps; a controller may still drive the start values). Under data parallelism the search sees this rank's
-    shard (the reference all-reduces pos and neg across ranks). logr_clamp: the reference clamps log r to +-20.
+    steps; a controller may still drive the start values). Under data parallelism pos and neg are summed over the
+    ranks (`denom.total`), as the reference all-reduces them, so every rank searches the whole step. logr_clamp: the reference clamps log r to +-20.
     Metrics: `bapo/c_low`, `bapo/c_high`, `bapo/pos_share` (after the search), and PPO's clip fractions measured
     against the searched bounds.
     """
@@ -138,7 +140,8 @@ def bapo(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, c_lo
     r = ratio(logp, old, logr_clamp)
     bounds = adapt_bounds(r.detach(), advantages, mask, c_low=c_low, c_low_max=c_low_max, c_high=c_high,
                           c_high_max=c_high_max, step_low=step_low, step_high=step_high, rho0=rho0, eps=eps,
-                          dual_clip_c=dual_clip_c, reference_bug=reference_bug)
+                          dual_clip_c=dual_clip_c, reference_bug=reference_bug,
+                          total=None if denom is None else denom.total)
     eps_low, eps_high = 1 - bounds.c_low, bounds.c_high - 1  # ppo-clip's bounds are 1 -+ eps
     per_token, r, dual = ppo_clip_per_token(logp, old, advantages, eps_low=eps_low, eps_high=eps_high,
                                             dual_clip_c=dual_clip_c, logr_clamp=logr_clamp)

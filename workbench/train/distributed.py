@@ -83,9 +83,16 @@ class DataParallel:
         return torch.cat(parts)
 
     def denominators(self, mask: torch.Tensor, max_new_tokens: int) -> ops.Denominators:
-        """The optimizer step's global token and sequence counts, and C = B_global · L_max."""
+        """The optimizer step's global token and sequence counts, C = B_global · L_max, and the sum over ranks a loss
+        may take of its own statistics."""
         tokens, seqs, rows = self.sum([float(mask.sum()), float((mask.sum(-1) > 0).sum()), float(mask.shape[0])])
-        return ops.Denominators(tokens, seqs, rows * max_new_tokens)
+        return ops.Denominators(tokens, seqs, rows * max_new_tokens, reduce=self.reduce if self.active else None)
+
+    def reduce(self, x: torch.Tensor) -> torch.Tensor:
+        """`x` summed over the ranks (a copy; float64 for the sum, returned in x's dtype)."""
+        total = x.detach().double().clone()
+        dist.all_reduce(total)
+        return total.to(x.dtype)
 
     @property
     def sharded(self) -> bool:

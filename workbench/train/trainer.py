@@ -380,7 +380,9 @@ class Trainer:
                         continue  # a step with no token to move on any rank
                     self.optimizer.zero_grad(set_to_none=True)
                     metrics, loss = {}, torch.zeros(())
-                    if live.sum() > 0:  # a rank with nothing to learn here still joins the gradient sum
+                    # a rank with nothing to learn here still joins the gradient sum; under data parallelism it also
+                    # computes its (zero) loss, which may take collectives (BAPO sums its statistics over the ranks)
+                    if live.sum() > 0 or parallel.active:
                         loss, metrics = self.minibatch_loss(mb, denom, step, value_denom, moves)
                         (loss * parallel.loss_scale).backward()
                         # the learning signal: |A| on the trained tokens (a preference batch's is its ranking)

@@ -28,10 +28,10 @@ def trainer_at(folder):
 
 trainer = trainer_at(out / "run")
 batch = trainer.make_batch(0)
-trainer.train_on(batch, 0)
+metrics = trainer.train_on(batch, 0)
 trainer.push_weights()
 params = trainer.params
-result = {"batch": batch, "params": [full_tensor(p.detach()).clone() for p in params],
+result = {"batch": batch, "metrics": metrics, "params": [full_tensor(p.detach()).clone() for p in params],
           "grads": [full_tensor(p.grad).clone() for p in params],
           "same_on_all_ranks": trainer.parallel.same_parameters(params), "world": trainer.parallel.world,
           "pipeline_state": trainer.pipeline.state_dict(),  # components' state (e.g. PPO-max's reward moments)

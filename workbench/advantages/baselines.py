@@ -13,7 +13,7 @@ import torch
 
 from workbench import ops, registry
 from workbench.advantages.base import broadcast, sequence_rewards, token_rewards
-from workbench.advantages.group import check_group_sizes, group_index, group_stats, grpo
+from workbench.advantages.group import check_group_sizes, group_index, group_mean, grpo
 from workbench.advantages.reinforce import discounted_returns
 from workbench.batch import RolloutBatch
 
@@ -85,17 +85,16 @@ def remax(batch: RolloutBatch):
 def opo(batch: RolloutBatch, *, allow_singletons=False):
     """OPO advantage (verl `opo`). Reads `rewards` (+ summed `token_rewards`), `group`, `mask`.
 
-    A group whose responses are all empty (sum |y_i| = 0) falls back to the plain group mean; its
-    advantages are 0 on every token anyway. Singleton groups: error unless allow_singletons (A = 0).
+    The weighted mean is `group_mean`'s, exact for equal rewards; a group whose responses are all empty
+    (sum |y_i| = 0) gets its minimum as baseline, and A = 0 on every (masked) token anyway.
+    Singleton groups: an error unless allow_singletons: True gives A = 0, "keep" verl's baseline 0 (A = R).
     """
     rewards = sequence_rewards(batch)
-    lengths = batch.lengths.double()
-    mean_r, _, sizes = group_stats(rewards, batch.group)
-    mean_lr, _, _ = group_stats(lengths * rewards, batch.group)
-    mean_l, _, _ = group_stats(lengths, batch.group)
-    single = check_group_sizes(sizes, "opo", allow_singletons)
-    baseline = torch.where(mean_l > 0, mean_lr / mean_l.clamp(min=1e-300), mean_r)
-    return broadcast((rewards - baseline).masked_fill(single, 0.0), batch.mask)
+    dense, counts = group_index(batch.group)
+    single = check_group_sizes(counts[dense], "opo", allow_singletons)
+    baseline = group_mean(rewards, dense, counts.shape[0], weights=batch.lengths)[dense]
+    kept = rewards if allow_singletons == "keep" else torch.zeros_like(rewards)
+    return broadcast(torch.where(single, kept, rewards - baseline), batch.mask)
 
 
 def gpg_alpha(batch: RolloutBatch, alpha_mode: str = "paper") -> float:

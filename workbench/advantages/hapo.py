@@ -17,7 +17,7 @@ import torch
 
 from workbench import registry
 from workbench.advantages.base import broadcast, sequence_rewards
-from workbench.advantages.group import check_group_sizes, group_index, grpo
+from workbench.advantages.group import check_group_sizes, group_index, group_mean, grpo
 
 HAPO_TITLE = "From Uniform to Heterogeneous: Tailoring Policy Optimization to Every Token's Nature"
 
@@ -27,7 +27,7 @@ def token_level_stats(rewards: torch.Tensor, lengths: torch.Tensor, group: torch
     dense, counts = group_index(group)
     k = counts.shape[0]
     tokens = torch.zeros(k, dtype=rewards.dtype).index_add_(0, dense, lengths)             # [K] sum_i L_i
-    mean = (torch.zeros(k, dtype=rewards.dtype).index_add_(0, dense, lengths * rewards) / tokens.clamp(min=1))[dense]
+    mean = group_mean(rewards, dense, k, weights=lengths)[dense]                            # exact for equal R
     sq = torch.zeros(k, dtype=rewards.dtype).index_add_(0, dense, lengths * (rewards - mean) ** 2)
     std = (sq / tokens.clamp(min=1)).sqrt()[dense]
     return mean, std

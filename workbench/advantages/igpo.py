@@ -40,7 +40,7 @@ import torch
 from workbench import registry
 from workbench.advantages.base import check_rewards, sequence_rewards
 from workbench.advantages.gigpo import per_token
-from workbench.advantages.group import check_group_sizes, group_index, keyed_normalize
+from workbench.advantages.group import check_group_sizes, group_index, group_mean, keyed_normalize
 from workbench.batch import RolloutBatch
 from workbench.rollout.engine import left_pad
 
@@ -222,7 +222,7 @@ def population_normalize(values: torch.Tensor, keys: list, *, scale=True, eps=1e
     ids: dict = {}
     dense = torch.tensor([ids.setdefault(key, len(ids)) for key in keys], dtype=torch.long)
     counts = torch.bincount(dense).double()
-    mean = torch.zeros(len(ids), dtype=values.dtype).index_add_(0, dense, values) / counts
+    mean = group_mean(values, dense, len(ids))  # exact for equal values
     var = torch.zeros(len(ids), dtype=values.dtype).index_add_(0, dense, (values - mean[dense]) ** 2) / counts
     std = torch.where(counts <= 1, torch.ones_like(var), (var + 1e-8).sqrt())
     centred = values - mean[dense]

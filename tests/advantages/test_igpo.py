@@ -215,3 +215,10 @@ def test_745078b_statistics_centre_equal_values_to_exactly_zero_at_every_scale(d
         for scale in (True, False):
             out = population_normalize(x, keys, scale=scale)
             assert torch.equal(out, torch.zeros_like(out)), value
+
+
+def test_allow_singletons_keep_is_refused_with_the_fix():
+    """IGPO's codes give a pool of one reward r~ = 0, so verl's "keep" (A = R) has nothing to follow."""
+    batch = make_batch([1.0, 0.0, 1.0], [0, 0, 1])
+    with pytest.raises(ValueError, match=r"'keep'.*allow_singletons=True"):
+        igpo(batch, info_gain=False, allow_singletons="keep")

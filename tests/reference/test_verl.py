@@ -167,6 +167,40 @@ def test_singleton_groups_keep_their_reward_as_verl_with_allow_singletons_keep(n
         adv("grpo", batch, allow_singletons="yes")
 
 
+# every workbench estimator verl also has that takes allow_singletons, with verl's function and our matching settings
+SINGLETON_CASES = [("grpo", "compute_grpo_outcome_advantage", {}),
+                   ("grpo", "compute_grpo_outcome_advantage", {"scale": "none"}),
+                   ("rloo", "compute_rloo_outcome_advantage", {}),
+                   ("opo", "compute_opo_outcome_advantage", {}),
+                   ("gpg", "compute_gpg_outcome_advantage", {"alpha_mode": "verl"}),
+                   ("reinforce_plus_plus_baseline", "compute_reinforce_plus_plus_baseline_outcome_advantage", {})]
+
+
+@pytest.mark.covers("grpo", "dr_grpo", "rloo", "opo", "gpg", "reinforce_plus_plus_baseline")
+@pytest.mark.parametrize("key,fn,hp", SINGLETON_CASES)
+def test_every_allow_singletons_value_does_what_it_says_against_verl(key, fn, hp):
+    """Groups of one (rows 0 and 3) beside a group of two, dense token rewards included: "keep" is verl's rule
+    (baseline 0, std 1), False refuses with the fix, True zeroes the singleton rows (reinforce++-baseline: before
+    its whitening, i.e. verl's rule on rewards of 0 in those rows)."""
+    batch, tlr, _ = _outcome_case(12, G=1, n_groups=4, equal_group=False)
+    batch.group = torch.tensor([0, 1, 1, 2])
+    if fn == "compute_grpo_outcome_advantage":
+        theirs, _ = core_algos.compute_grpo_outcome_advantage(tlr, batch.mask, batch.group.numpy(),
+                                                              norm_adv_by_std_in_grpo=hp.get("scale") != "none")
+    else:
+        theirs, _ = getattr(core_algos, fn)(tlr, batch.mask, batch.group.numpy())
+    assert_agree(adv(key, batch, allow_singletons="keep", **hp), theirs)
+    with pytest.raises(ValueError, match=r"group of one \(rows \[0, 3\]\).*allow_singletons=True"):
+        adv(key, batch, **hp)
+    zeroed = adv(key, batch, allow_singletons=True, **hp)
+    if key == "reinforce_plus_plus_baseline":
+        silenced = tlr * torch.tensor([0.0, 1.0, 1.0, 0.0], dtype=F64)[:, None]
+        assert_agree(zeroed, getattr(core_algos, fn)(silenced, batch.mask, batch.group.numpy())[0])
+    else:
+        assert torch.equal(zeroed[[0, 3]], torch.zeros_like(zeroed[[0, 3]]))
+        assert_agree(zeroed[1:3], theirs[1:3])
+
+
 @pytest.mark.covers("rloo")
 @pytest.mark.parametrize("fn", ["compute_rloo_outcome_advantage", "compute_rloo_vectorized_outcome_advantage"])
 def test_rloo_advantage_matches_verl(fn):

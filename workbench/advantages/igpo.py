@@ -269,10 +269,14 @@ def igpo(batch: RolloutBatch, *, gamma=1.0, norm="joint", scale=True, eps=1e-6, 
     with info_gain=False only `rewards` (the outcome on each row's last turn: `grpo` at gamma 1).
 
     norm: "joint" or "separate". scale: divide by the std. version: "paper", "745078b" or "bff163b" (the authors'
-    two codes, see the module). allow_singletons: accept a prompt group of one row (refused by default, as `grpo`):
-    its rewards are normalized among themselves, and a pool of one reward gets r~ = 0."""
+    two codes, see the module). allow_singletons=True: accept a prompt group of one row (refused by default, as
+    `grpo`): its rewards are normalized among themselves, and a pool of one reward gets r~ = 0 (as both codes);
+    "keep" (verl's A = R) is refused, IGPO's normalization has no such rule."""
     if version not in VERSIONS:
         raise ValueError(f"version must be one of {VERSIONS}, got {version!r}")
+    if allow_singletons == "keep":
+        raise ValueError("igpo: allow_singletons='keep' (verl's A = R for a group of one) has no counterpart in IGPO, "
+                         "whose codes give a pool of one reward r~ = 0; pass allow_singletons=True for that")
     if not (math.isfinite(gamma) and 0 <= gamma <= 1):
         raise ValueError(f"gamma must be in [0, 1], got {gamma}")
     n_steps = step_counts(batch)

@@ -146,12 +146,16 @@ def test_math_verifier_without_math_verify_names_the_install(monkeypatch):
     acc.parsed_gold.cache_clear()
 
 
-def test_long_adversarial_completions_stay_fast_and_finite():
-    import time
-
-    for text in ["\\boxed{" * 150_000, "1 " * 500_000, "x" * 1_000_000]:
+def test_long_adversarial_completions_get_their_scores():
+    """150k unclosed boxes, 500k numbers, a million letters (their time per size: bench/bench_parsers.py). No answer
+    in an unclosed box or in letters: 0 by every verifier; "1 1 ... 1": the exact verifier reads the last number (1),
+    the token F1 is 2 P R / (P + R) with P = 1 / 500000, R = 1; math-verify decides for itself, within [0, 1]."""
+    expected = {("\\boxed{", "math"): 0.0, ("\\boxed{", "exact"): 0.0, ("\\boxed{", "f1"): 0.0,
+                ("1 ", "exact"): 1.0, ("1 ", "f1"): 2 / 500_001, ("x", "math"): 0.0, ("x", "exact"): 0.0, ("x", "f1"): 0.0}
+    for unit, n in [("\\boxed{", 150_000), ("1 ", 500_000), ("x", 1_000_000)]:
         for verifier in ("math", "exact", "f1"):
-            start = time.perf_counter()
-            (value,) = accuracy_reward([text], solution=["1"], verifier=verifier)
-            assert value is not None and 0.0 <= value <= 1.0
-            assert time.perf_counter() - start < 1.0, (text[:10], verifier)
+            (value,) = accuracy_reward([unit * n], solution=["1"], verifier=verifier)
+            if (unit, verifier) in expected:
+                assert value == pytest.approx(expected[unit, verifier], rel=1e-12), (unit, verifier)
+            else:
+                assert value is not None and 0.0 <= value <= 1.0

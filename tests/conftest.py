@@ -58,7 +58,8 @@ class NotebookRuns:
 def math_verify():
     """math-verify for the tests that need it (the math verifier, TRL's and the references' accuracy), a skip naming
     the install for those alone where it is absent."""
-    return pytest.importorskip("math_verify", reason="math-verify not installed: `make install` (pip install math-verify)")
+    return pytest.importorskip("math_verify", reason="math-verify not installed: `make install` "
+                                                     "(pip install math-verify)")
 
 
 @pytest.fixture

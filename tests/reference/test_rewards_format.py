@@ -2,8 +2,9 @@
 references, value for value on the same inputs (rewards have no gradient).
 
 TRL 1.16 (`trl.rewards`, the `trl_rewards` fixture) is called directly, with its conversational completions; open-r1,
-SRPO and ReflexiCoder are transcribed in `tests/reference/formulas_rewards_format.py` (repositories and commits cited there). grpo-ptr has
-no public reward code (abstract-only), so nothing to compare.
+SRPO and ReflexiCoder are transcribed in `tests/reference/formulas_rewards_format.py` (repositories and commits cited
+there). grpo-ptr has no public reward code (abstract-only), so nothing to compare. Only the tests that call TRL or
+math-verify (the accuracy references) skip without them.
 """
 from __future__ import annotations
 

@@ -166,7 +166,8 @@ def test_long_adversarial_completions_get_their_scores(verifier, request):
     in an unclosed box or in letters: 0 by every verifier; "1 1 ... 1": the exact verifier reads the last number (1),
     the token F1 is 2 P R / (P + R) with P = 1 / 500000, R = 1; math-verify decides for itself, within [0, 1]."""
     expected = {("\\boxed{", "math"): 0.0, ("\\boxed{", "exact"): 0.0, ("\\boxed{", "f1"): 0.0,
-                ("1 ", "exact"): 1.0, ("1 ", "f1"): 2 / 500_001, ("x", "math"): 0.0, ("x", "exact"): 0.0, ("x", "f1"): 0.0}
+                ("1 ", "exact"): 1.0, ("1 ", "f1"): 2 / 500_001,
+                ("x", "math"): 0.0, ("x", "exact"): 0.0, ("x", "f1"): 0.0}
     verifier = ready(verifier, request)
     for unit, n in [("\\boxed{", 150_000), ("1 ", 500_000), ("x", 1_000_000)]:
         (value,) = accuracy_reward([unit * n], solution=["1"], verifier=verifier)

@@ -75,6 +75,7 @@ bench: install
 	$(BIN)/python bench/bench_tiny.py
 	$(BIN)/python bench/bench_engines.py
 	$(BIN)/python bench/bench_vs_trl.py
+	$(BIN)/python bench/bench_parsers.py
 
 # On a CUDA machine: the full preset's code path on a Qwen2.5-0.5B-shaped model (random weights) and the tiny model's
 # learning (bench/gpu_check.py; exit 1 outside the CPU accuracy band, 2 without CUDA). No `install` prerequisite: it

@@ -54,6 +54,21 @@ class NotebookRuns:
             raise AssertionError(f"notebook {source.name} failed: {failed.read_text()}")
 
 
+@pytest.fixture
+def math_verify():
+    """math-verify for the tests that need it (the math verifier, TRL's and the references' accuracy), a skip naming
+    the install for those alone where it is absent."""
+    return pytest.importorskip("math_verify", reason="math-verify not installed: `make install` "
+                                                     "(pip install math-verify)")
+
+
+@pytest.fixture
+def trl_rewards():
+    """TRL's reward functions (`trl.rewards`) for the tests that compare with them, a skip for those alone without."""
+    return pytest.importorskip("trl.rewards", reason="TRL reference not installed; `make install` installs the `refs` "
+                                                     "extra")
+
+
 @pytest.fixture(scope="session")
 def notebook_runs(tmp_path_factory) -> NotebookRuns:
     return NotebookRuns(shared_dir(tmp_path_factory, "executed_notebooks"))

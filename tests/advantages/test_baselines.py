@@ -108,6 +108,13 @@ def test_opo_length_weighted_advantages_sum_to_zero():
     assert torch.all(opo(make_batch([1.0, 0.0, 1.0], [0, 0, 1]), allow_singletons=True)[2] == 0)
 
 
+@pytest.mark.covers("opo")
+def test_opo_keeps_a_singletons_reward_with_allow_singletons_keep():
+    """verl's OPO gives a group of one the baseline 0: rewards [0, 1, 5], groups [0, 0, 1] -> [-0.5, 0.5, 5]."""
+    A = per_seq(opo(make_batch([0.0, 1.0, 5.0], [0, 0, 1]), allow_singletons="keep"))
+    assert A.tolist() == [-0.5, 0.5, 5.0]
+
+
 # ---------------------------------------------------------------- gpg
 
 @pytest.mark.covers("gpg")
@@ -130,6 +137,18 @@ def test_gpg_alpha_on_a_mixed_batch():
     # verl counts nonzero rewards: 6 of 10.
     assert gpg_alpha(b, "verl") == pytest.approx(10 / 6)
     assert torch.allclose(gpg(b, alpha_mode="verl", f_norm=2.0), grpo(b, scale="none") * (10 / 6) / 2.0)
+
+
+@pytest.mark.covers("gpg")
+def test_gpg_singletons_count_in_m_unless_kept():
+    """[1, 1] all-equal, [0.3, 0.7] informative, [2] and [0] groups of one. True: the singletons' A = 0, so they
+    dilute like the all-equal group (M = 4, alpha = 6/2); "keep": A = R (verl's mean 0), M = 2, alpha = 6/4."""
+    b = make_batch([1.0, 1.0, 0.3, 0.7, 2.0, 0.0], [0, 0, 1, 1, 2, 3])
+    dr_grpo = per_seq(grpo(b, scale="none", allow_singletons=True))
+    assert torch.allclose(per_seq(gpg(b, allow_singletons=True)), 3.0 * dr_grpo)
+    kept = per_seq(gpg(b, allow_singletons="keep"))
+    expected = 1.5 * torch.tensor([0.0, 0.0, -0.2, 0.2, 2.0, 0.0], dtype=torch.float64)
+    assert torch.allclose(kept, expected)
 
 
 @pytest.mark.covers("gpg")

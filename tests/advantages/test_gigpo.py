@@ -108,3 +108,21 @@ def test_gigpo_validates_inputs_and_steps_mode_weights_by_trajectory_length():
     R, n = torch.tensor(REW[:3], dtype=D), torch.tensor(STEPS[:3], dtype=D)
     vals = R.repeat_interleave(n.long())
     assert float(A[0, 0]) == pytest.approx(float((R[0] - vals.mean()) / (vals.std() + 1e-6)), rel=1e-12)
+
+
+@pytest.mark.covers("gigpo")
+@pytest.mark.parametrize("episode_stats", ["trajectory", "steps"])
+def test_gigpo_allow_singletons_values_on_lone_trajectories(episode_stats):
+    """Prompts 2 (one step, R = 0.7) and 3 (three steps, R = 0.9) are sampled once. "keep" (verl-agent's pool of one
+    sample: mean 0, std 1): A_E = R / (1 + eps) per trajectory; per step, the one-step prompt alone is a pool of one
+    and the three-step prompt a pool of 3 equal samples (A_E = 0). True: 0; False: refused."""
+    rewards, groups, steps = REW + [0.7, 0.9], GRP + [2, 3], STEPS + [1, 3]
+    b = agent_batch(rewards, groups, steps)
+    states = shared_states() + [["u0"], ["v0", "v1", "v2"]]
+    keep = gigpo(b, states=states, omega=0.0, episode_stats=episode_stats, allow_singletons="keep")
+    lone_3 = 0.9 / (1 + 1e-6) if episode_stats == "trajectory" else 0.0
+    assert float(keep[6, 0]) == pytest.approx(0.7 / (1 + 1e-6), rel=1e-12) and float(keep[7, 0]) == lone_3
+    zeroed = gigpo(b, states=states, omega=0.0, episode_stats=episode_stats, allow_singletons=True)
+    assert torch.equal(zeroed[6:], torch.zeros_like(zeroed[6:])) and torch.equal(zeroed[:6], keep[:6])
+    with pytest.raises(ValueError, match=r"group of one \(rows \[6, 7\]\)"):
+        gigpo(b, states=states, omega=0.0, episode_stats=episode_stats)

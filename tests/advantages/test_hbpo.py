@@ -91,6 +91,8 @@ def test_singletons_and_missing_inputs_are_refused_with_the_fix():
     with pytest.raises(ValueError, match="group of one"):
         hbpo_advantage(single, max_len=L, budgets=[4, 4, 4])
     assert hbpo_advantage(single, max_len=L, budgets=[4, 4, 4], allow_singletons=True)[2].abs().sum() == 0
+    kept = hbpo_advantage(single, max_len=L, budgets=[4, 4, 4], allow_singletons="keep")  # A_inter = R, A_intra = 0
+    assert torch.equal(kept[2], 1.0 / (1 + 1e-6) * single.mask[2])
     with pytest.raises(ValueError, match="stale"):
         hbpo_advantage(single, max_len=L, budgets=[4, 4, 4], allow_singletons=True, reference_bug=True)
     with pytest.raises(ValueError, match="budget"):

@@ -15,6 +15,7 @@ from workbench.advantages.igpo import (
     igpo_rewards,
     info_gain_rewards,
     normalized_turn_rewards,
+    population_normalize,
     turn_advantages,
 )
 from workbench.context import StepContext
@@ -202,3 +203,22 @@ def test_the_teacher_forced_belief_is_the_policy_forward_on_the_answer():
     assert set(ctx.metrics) == {"igpo/belief_first", "igpo/belief_last", "igpo/info_gain_mean"}
     log_beliefs = igpo_rewards(batch, ctx, belief="log_prob")  # b_0 is the prompt's alone: the same in both rows
     assert log_beliefs.turn_info[0][0]["belief"] == pytest.approx(float(torch.tensor(expected[0]).log()), rel=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_745078b_statistics_centre_equal_values_to_exactly_zero_at_every_scale(dtype):
+    """16 equal values of 1e4 pi summed in sequence are not 16 x 1e4 pi: the mean is `group_mean`'s, shifted by the
+    key's minimum, so equal values get exactly 0 (and a key of one its own value, std 1: 0 too)."""
+    keys = ["a"] * 16 + ["b"] * 3 + ["c"]
+    for value in (10.0 ** p * c for p in range(7) for c in (3.141592653589793, 1 / 3, 1.1)):
+        x = torch.tensor([value] * 16 + [-value / 3] * 3 + [value], dtype=dtype)
+        for scale in (True, False):
+            out = population_normalize(x, keys, scale=scale)
+            assert torch.equal(out, torch.zeros_like(out)), value
+
+
+def test_allow_singletons_keep_is_refused_with_the_fix():
+    """IGPO's codes give a pool of one reward r~ = 0, so verl's "keep" (A = R) has nothing to follow."""
+    batch = make_batch([1.0, 0.0, 1.0], [0, 0, 1])
+    with pytest.raises(ValueError, match=r"'keep'.*allow_singletons=True"):
+        igpo(batch, info_gain=False, allow_singletons="keep")

@@ -64,6 +64,18 @@ def test_gate_off_is_multi_turn_grpo():
         assert torch.equal(infopo(b, intrinsic_weight=0.0, scale=False), grpo(b, scale="none"))
 
 
+def test_allow_singletons_values_act_on_the_outcome_term():
+    """Prompt 2 sampled once (R = 1): with beta = 0, "keep" is multi-turn grpo's verl rule (A = R / (1 + eps) on its
+    turns), True gives 0, False refuses."""
+    rewards, gains = random_case(0)
+    b = agent_batch(rewards + [1.0], gains + [[0.5, 0.0]], STEPS + [2], GRP + [2])
+    for value in ("keep", True):
+        assert torch.equal(infopo(b, intrinsic_weight=0.0, allow_singletons=value), grpo(b, allow_singletons=value))
+    assert torch.allclose(infopo(b, intrinsic_weight=0.0, allow_singletons="keep")[6], b.mask[6] / (1 + 1e-6))
+    with pytest.raises(ValueError, match="group of one"):
+        infopo(b, intrinsic_weight=0.0)
+
+
 def test_the_gate_closes_as_the_group_outcomes_spread():
     """Catalog (2): w = exp(-std/s0) is 1 for tied outcomes and falls to 0 as the group's std grows; the authors'
     sigmoid(-std/T) is 1/2 at ties."""

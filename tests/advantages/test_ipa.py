@@ -90,3 +90,17 @@ def test_bad_inputs_are_refused():
 def test_declares_multi_turn_and_turn_ids():
     entry = registry.get("advantage", "ipa")
     assert entry.needs == ("multi_turn",) and entry.reads == ("turn",)
+
+
+@pytest.mark.parametrize("credit", ["trajectory", "return"])
+def test_allow_singletons_values_are_grpos(credit):
+    """Row 1 alone in its group: "keep" gives it verl's A = R / (1 + eps) (on every chunk, or on its chunk's reward
+    with credit="return", gamma 1 and no token rewards = the same per token), True 0, False refuses."""
+    mask, turn = two_rows()
+    batch = batch_with_mask([0.3, 0.9], [0, 1], mask, turn=turn)
+    keep = ipa(batch, credit=credit, allow_singletons="keep")
+    assert torch.allclose(keep, grpo(batch, allow_singletons="keep"))
+    assert torch.allclose(keep[1], 0.9 / (1 + 1e-6) * mask[1])
+    assert torch.equal(ipa(batch, credit=credit, allow_singletons=True), torch.zeros_like(mask))
+    with pytest.raises(ValueError, match="group of one"):
+        ipa(batch, credit=credit)

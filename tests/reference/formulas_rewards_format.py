@@ -19,20 +19,23 @@ juyongjiang/ReflexiCoder at commit af90cb5c581edb94e8ef1dd3aec94cf5f02d76d7:
   `code_reward_fn(data_source, ans, ground_truth)` becomes the argument `score_fn(ans, ground_truth)`; the trajectory
   cache is left out. src/open_r1/rewards.py: the constants each wrapper passes, and the reward weights 1.0 / 0.5 /
   1.0 of configs/reflexicoder/config_grpo.yaml (`reflexicoder_total`).
+
+math-verify is imported inside the functions that call it (open-r1's and SRPO's accuracy, `srpo_verify_scorer`), not
+at the top as in the references, so the other transcriptions load (and their tests run) without it.
 """
 from __future__ import annotations
 
 import math
 import re
 
-from latex2sympy2_extended import NormalizationConfig
-from math_verify import ExprExtractionConfig, LatexExtractionConfig, StringExtractionConfig, parse, verify
-
 
 # ----- open-r1 -------------------------------------------------------------------------------------------
 
 def open_r1_accuracy_reward(completions: list[list[dict[str, str]]], solution: list[str], **kwargs):
     """Reward function that checks if the completion is the same as the ground truth."""
+    from latex2sympy2_extended import NormalizationConfig
+    from math_verify import LatexExtractionConfig, parse, verify
+
     contents = [completion[0]["content"] for completion in completions]
     rewards = []
     for content, sol in zip(contents, solution):
@@ -204,6 +207,8 @@ def length_reward_func(completion, encode, fixed=False):
 
 
 def accuracy_reward_func(completion, answer, fixed=False):
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, StringExtractionConfig, parse, verify
+
     extract = extract_answer_with_tags_fixed if fixed else extract_answer_with_tags
     reward = 0.0
     response_1, response_2, matches = extract(completion)
@@ -332,6 +337,8 @@ def reward_func_row(query_response, answer, encode, fixed=False):
 def srpo_verify_scorer(answer_text, gold):
     """The reference's verification of one answer (`parse` with String/Latex/Expr against `parse("$gold$")`) as a
     workbench scorer: None when the gold does not parse."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, StringExtractionConfig, parse, verify
+
     gold_parsed = parse(f"${str(gold)}$")
     if len(gold_parsed) == 0:
         return None

@@ -52,3 +52,22 @@ def test_every_turn_sample_carries_its_trajectorys_flow_grpo_advantage(seed):
     per_row = ours[:, 0]                                             # our A_i (token 0 is a policy token)
     assert torch.equal(ours, per_row[:, None] * batch.mask)          # the same on every policy token
     assert_agree(per_row[rows], theirs[:, 0])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_prompts_sampled_once_follow_agentflow_with_allow_singletons_keep(seed):
+    """Every prompt sampled once (1 to 4 turns): AgentFlow's verl GRPO gives a pool of one turn-sample mean 0, std 1
+    (A = R / (1 + eps)) and a lone trajectory of n >= 2 turns, n equal samples, A = 0: allow_singletons="keep".
+    True gives every such row 0, False refuses."""
+    batch, finished = trajectories(seed, P=8, G=1)
+    scores, data_ids, rollout_ids, _ = ref.turn_samples(finished, dtype=D)
+    theirs, _ = core_algos.compute_grpo_outcome_advantage(scores, torch.ones_like(scores),
+                                                          np.array(data_ids, dtype=object))
+    rows = torch.tensor([int(r[1:]) for r in rollout_ids])
+    per_row = flow_grpo(batch, allow_singletons="keep")[:, 0]
+    assert_agree(per_row[rows], theirs[:, 0])
+    one_turn = batch.turn.amax(-1) == 0
+    assert one_turn.any() and (~one_turn).any() and (per_row[one_turn] != 0).any()
+    assert torch.equal(flow_grpo(batch, allow_singletons=True), torch.zeros_like(batch.mask))
+    with pytest.raises(ValueError, match="group of one"):
+        flow_grpo(batch)

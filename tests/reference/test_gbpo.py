@@ -2,8 +2,8 @@
 transcribed in formulas_trust_region.py: the advantage and target advantage (values), and the GBPO policy loss
 (value AND gradient), float64, 1e-6.
 
-The reference's log-ratio clamp (+-20) is our logr_clamp=20. Groups of one differ by design (the reference scores
-them with mean 0, std 1, median 0; ours refuses them or gives A = target = 0), so the cases have G >= 2.
+The reference's log-ratio clamp (+-20) is our logr_clamp=20. Groups of one: the reference scores them with mean 0,
+std 1, median 0, our allow_singletons="keep" (default: refused; True: A = target = 0); the other cases have G >= 2.
 """
 from __future__ import annotations
 
@@ -44,6 +44,30 @@ def test_gbpo_advantage_and_target_match_the_reference(seed, G, temperature):
     torch.testing.assert_close(ours, ref_adv, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(batch.target_adv, ref_target, rtol=1e-6, atol=1e-6)
     assert (batch.target_adv.abs() > 0).any() and (batch.target_adv[:G] == 0).all()
+
+
+@pytest.mark.covers("gbpo")
+@pytest.mark.parametrize("temperature", [1.0, 1e-4])
+def test_gbpo_singletons_follow_the_reference_with_allow_singletons_keep(temperature):
+    """The reference scores a group of one with mean 0, std 1, median 0: A = R / (1 + eps), target = A / T, which is
+    allow_singletons="keep"; True gives both 0 on those rows (the rest unchanged), False refuses."""
+    batch, tlr, _ = outcome_case(5, 4)
+    batch.group = torch.tensor([0, 0, 0, 0, 1, 2, 2, 2, 3, 3, 3, 4])  # rows 4 and 11 alone
+    index = batch.group.numpy()
+    ref_adv, _, ref_target = gbpo_outcome_advantage_and_target(tlr, batch.mask, index, gbpo_temperature=temperature)
+    fn = registry.get("advantage", "gbpo").fn
+    torch.testing.assert_close(fn(batch, temperature=temperature, allow_singletons="keep"), ref_adv, rtol=1e-6,
+                               atol=1e-6)
+    torch.testing.assert_close(batch.target_adv, ref_target, rtol=1e-6, atol=1e-6)
+    assert (batch.target_adv[[4, 11]].abs() > 0).any()
+    zeroed = fn(batch, temperature=temperature, allow_singletons=True)
+    alone = torch.tensor([i in (4, 11) for i in range(12)])
+    assert torch.equal(zeroed[alone], torch.zeros_like(zeroed[alone]))
+    assert torch.equal(batch.target_adv[alone], torch.zeros_like(batch.target_adv[alone]))
+    torch.testing.assert_close(zeroed[~alone], ref_adv[~alone], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(batch.target_adv[~alone], ref_target[~alone], rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="group of one"):
+        fn(batch, temperature=temperature)
 
 
 @pytest.mark.covers("gbpo")

@@ -121,6 +121,31 @@ def test_advantage_fix_differs_only_where_padding_decides_the_fallback():
     assert theirs[0, 0].item() == pytest.approx(-0.25 / (0.25 * (4 / 3) ** 0.5), abs=1e-5)  # GRPO fallback
 
 
+def test_singleton_groups_follow_the_code_with_allow_singletons_keep():
+    """A group of one: the code's token-level A is 0 (its mean is its own reward), unless its padding, holding
+    (0 - R) / eps, trips the |A| >= 5 test and it falls back to verl's GRPO, A = R / (1 + eps). Row 4 (padded) falls
+    back, row 5 (full width) does not: "keep" with reference_bug=True is the code; without the padding check both are 0;
+    True gives 0 whatever the fallback; False refuses."""
+    mask = torch.zeros(6, 5, dtype=F64)
+    mask[:4, :4], mask[4, :2], mask[5, :] = 1.0, 1.0, 1.0
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 3.0, 2.0], dtype=F64)
+    group = torch.tensor([0, 0, 0, 0, 1, 2])
+    token_level_rewards = torch.zeros(6, 5, dtype=F64)
+    token_level_rewards[torch.arange(6), mask.sum(-1).long() - 1] = rewards
+    theirs, _ = ref.compute_hapo_outcome_advantage(token_level_rewards, mask, group.tolist(),
+                                                   entropys=torch.zeros(6, 5, dtype=F64))
+    batch = batch_with_mask(rewards, group, mask)
+    v = mask > 0
+    assert_agree(hapo_advantage(batch, reference_bug=True, allow_singletons="keep")[v], theirs[v])
+    assert theirs[4, 0].item() == pytest.approx(3.0 / (1 + 1e-6)) and theirs[5, 0].item() == 0.0
+    fixed = hapo_advantage(batch, allow_singletons="keep")
+    assert torch.equal(fixed[4:], torch.zeros_like(fixed[4:])) and torch.allclose(fixed[:4], theirs[:4] * mask[:4])
+    zeroed = hapo_advantage(batch, reference_bug=True, allow_singletons=True)
+    assert torch.equal(zeroed[4:], torch.zeros_like(zeroed[4:]))
+    with pytest.raises(ValueError, match="group of one"):
+        hapo_advantage(batch, reference_bug=True)
+
+
 @pytest.mark.parametrize("bug", [True, False])
 @pytest.mark.parametrize("seed", range(3))
 def test_adaptive_temperature_matches_the_sampler_patch(seed, bug):

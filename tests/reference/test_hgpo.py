@@ -22,21 +22,22 @@ pytestmark = pytest.mark.covers("hgpo")
 F32 = dict(rtol=1e-5, atol=1e-5)
 
 
-def episodes(seed, groups=3, G=4, max_steps=5, n_obs=3):
-    """Random trajectories over a few observations (histories collide) with quarter-integer step rewards."""
+def episodes(seed, groups=3, G=4, max_steps=5, n_obs=3, lone=()):
+    """Random trajectories over a few observations (histories collide) with quarter-integer step rewards; `lone`:
+    the step counts of extra prompts sampled once."""
     rng = random.Random(seed)
     states, rewards, group = [], [], []
-    for g in range(groups):
-        for _ in range(G):
-            n = rng.randint(1, max_steps)
+    for g, size in [(g, G) for g in range(groups)] + [(groups + j, 1) for j in range(len(lone))]:
+        for _ in range(size):
+            n = rng.randint(1, max_steps) if g < groups else lone[g - groups]
             states.append([f"o{rng.randrange(n_obs)}" for _ in range(n)])
             rewards.append([rng.choice([0.0, 0.0, 0.25, 0.5, 1.0]) for _ in range(n)])
             group.append(g)
     return states, rewards, group
 
 
-def ours_and_theirs(seed, K, alpha, base_group, mode, reference_bug=True):
-    states, rewards, group = episodes(seed)
+def ours_and_theirs(seed, K, alpha, base_group, mode, reference_bug=True, lone=(), allow_singletons=False):
+    states, rewards, group = episodes(seed, lone=lone)
     B, S = len(states), max(len(r) for r in rewards)
     n_steps = [len(r) for r in rewards]
     step_r = torch.zeros(B, S, dtype=D)
@@ -46,7 +47,8 @@ def ours_and_theirs(seed, K, alpha, base_group, mode, reference_bug=True):
     batch = make_batch(episode_R.tolist(), group, [n for n in n_steps])  # one token per step
     batch.turn = torch.where(batch.mask > 0, torch.arange(S)[None].expand(B, S), torch.full((B, S), -1))
     A = hgpo(batch, states=states, step_rewards=step_r, history_length=K, length_weight_alpha=alpha,
-             gamma=0.5, mode=mode, base_group=base_group, reference_bug=reference_bug)
+             gamma=0.5, mode=mode, base_group=base_group, reference_bug=reference_bug,
+             allow_singletons=allow_singletons)
     ours = torch.cat([A[i, :n] for i, n in enumerate(n_steps)])
     # their layout: one row per step, in step order; the episode reward on every step row's last token
     flat_obs = np.array([o for row in states for o in row], dtype=object)
@@ -87,3 +89,14 @@ def test_the_paper_reading_differs_only_by_the_weight_epsilon(K):
         ratio = paper[nonzero] / code[nonzero]
         assert torch.all(ratio > 1) and torch.all(ratio <= 1 + 0.5e-6 + 1e-15)
         torch.testing.assert_close(paper, theirs.double(), **F32)
+
+
+@pytest.mark.parametrize("mode", ["mean_std_norm", "mean_norm"])
+def test_lone_trajectories_in_the_base_group_follow_the_code_with_allow_singletons_keep(mode):
+    """Two prompts sampled once (1 and 3 steps): the code's base group (one sample per step) gives a pool of one
+    sample mean 0 and std 1, and a lone 3-step trajectory 3 equal samples (A_E = 0): allow_singletons="keep"."""
+    for seed in range(4):
+        ours, theirs, _ = ours_and_theirs(seed, 2, 1.0, True, mode, lone=(1, 3), allow_singletons="keep")
+        torch.testing.assert_close(ours, theirs.double(), **F32)
+        with pytest.raises(ValueError, match="group of one"):
+            ours_and_theirs(seed, 2, 1.0, True, mode, lone=(1, 3))

@@ -1,9 +1,10 @@
 """Agreement of accuracy-reward, format-reward, repetition-penalty, srpo-reflection and reflexicoder with their
 references, value for value on the same inputs (rewards have no gradient).
 
-TRL 1.16 (`trl.rewards`) is called directly, with its conversational completions; open-r1, SRPO and ReflexiCoder
-are transcribed in `tests/reference/formulas_rewards_format.py` (repositories and commits cited there). grpo-ptr has
-no public reward code (abstract-only), so nothing to compare.
+TRL 1.16 (`trl.rewards`, the `trl_rewards` fixture) is called directly, with its conversational completions; open-r1,
+SRPO and ReflexiCoder are transcribed in `tests/reference/formulas_rewards_format.py` (repositories and commits cited
+there). grpo-ptr has no public reward code (abstract-only), so nothing to compare. Only the tests that call TRL or
+math-verify (the accuracy references) skip without them.
 """
 from __future__ import annotations
 
@@ -12,14 +13,11 @@ import re
 
 import pytest
 
-trl_rewards = pytest.importorskip("trl.rewards", reason="TRL reference not installed")
-pytest.importorskip("math_verify")
-
-from tests.reference import formulas_rewards_format as ref  # noqa: E402
-from workbench.rewards.accuracy import accuracy_reward  # noqa: E402
-from workbench.rewards.format import format_reward  # noqa: E402
-from workbench.rewards.reflection import reflexicoder_parse, reflexicoder_reward, srpo_reflection_reward  # noqa: E402
-from workbench.rewards.repetition import repetition_penalty  # noqa: E402
+from tests.reference import formulas_rewards_format as ref
+from workbench.rewards.accuracy import accuracy_reward
+from workbench.rewards.format import format_reward
+from workbench.rewards.reflection import reflexicoder_parse, reflexicoder_reward, srpo_reflection_reward
+from workbench.rewards.repetition import repetition_penalty
 
 
 def chat(texts):
@@ -48,7 +46,8 @@ ACCURACY_CASES = [
 
 
 @pytest.mark.covers("accuracy-reward")
-def test_accuracy_reward_matches_trl():
+@pytest.mark.usefixtures("math_verify")
+def test_accuracy_reward_matches_trl(trl_rewards):
     texts, golds = zip(*ACCURACY_CASES)
     theirs = trl_rewards.accuracy_reward(chat(texts), list(golds))
     assert {1.0, 0.0, None} <= set(theirs)
@@ -59,7 +58,8 @@ def test_accuracy_reward_matches_trl():
 
 @pytest.mark.covers("accuracy-reward")
 @pytest.mark.parametrize("delimiters", [None, ["</think>"], ["</reason>", "</think>"], ["</think>", "so"]])
-def test_reasoning_accuracy_reward_matches_trl(delimiters):
+@pytest.mark.usefixtures("math_verify")
+def test_reasoning_accuracy_reward_matches_trl(delimiters, trl_rewards):
     texts, golds = zip(*ACCURACY_CASES)
     theirs = trl_rewards.reasoning_accuracy_reward(chat(texts), list(golds), reasoning_delimiters=delimiters)
     ours = accuracy_reward(list(texts), solution=list(golds), reasoning_delimiters=delimiters or ["</think>"])
@@ -67,6 +67,7 @@ def test_reasoning_accuracy_reward_matches_trl(delimiters):
 
 
 @pytest.mark.covers("accuracy-reward")
+@pytest.mark.usefixtures("math_verify")
 def test_accuracy_reward_agrees_with_open_r1_on_common_inputs():
     """open-r1 normalizes a little differently (boxed="all", no malformed-operator fixes); on these it agrees."""
     cases = [c for c in ACCURACY_CASES if c[0] != "caf\udce9 \\boxed{3}"]
@@ -79,7 +80,7 @@ FORMAT_PIECES = ["<think>", "</think>", "<answer>", "</answer>", " ", "\n", "\t"
 
 
 @pytest.mark.covers("format-reward")
-def test_think_format_reward_matches_trl_on_random_text():
+def test_think_format_reward_matches_trl_on_random_text(trl_rewards):
     texts = random_texts(FORMAT_PIECES, 4000, 8, seed=0)
     texts += ["<think>" + t for t in random_texts(FORMAT_PIECES, 2000, 8, seed=1)]
     theirs = trl_rewards.think_format_reward(chat(texts))
@@ -90,7 +91,7 @@ def test_think_format_reward_matches_trl_on_random_text():
 
 
 @pytest.mark.covers("format-reward")
-def test_think_format_regex_and_ours_agree_on_leading_whitespace():
+def test_think_format_regex_and_ours_agree_on_leading_whitespace(trl_rewards):
     """The one whitespace sensitivity of TRL's pattern: leading whitespace before <think> fails (re.match + ^)."""
     texts = [" <think>a</think>", "\n<think>a</think>", "<think>a</think> ", "<think>\n\na\n</think>\n\nb"]
     assert trl_rewards.think_format_reward(chat(texts)) == format_reward(texts) == [0.0, 0.0, 1.0, 1.0]
@@ -131,7 +132,7 @@ def test_open_r1_tag_count_is_our_partial_credit_on_newline_delimited_tags():
 
 
 @pytest.mark.covers("repetition-penalty")
-def test_token_repetition_penalty_matches_trl():
+def test_token_repetition_penalty_matches_trl(trl_rewards):
     rng = random.Random(7)
     ids = [[rng.randint(0, rng.choice([2, 5, 50])) for _ in range(rng.randint(0, 30))] for _ in range(500)]
     for n, p_max in [(3, -1.0), (2, -0.5), (1, -2.0), (5, 0.0)]:
@@ -174,6 +175,7 @@ def char_encode(text):
 
 @pytest.mark.covers("srpo-reflection")
 @pytest.mark.parametrize("fixed", [True, False])
+@pytest.mark.usefixtures("math_verify")
 def test_srpo_reward_matches_the_reference(fixed):
     """reference_bug=False is the reference with its return arity fixed; True is the reference as shipped."""
     texts = srpo_texts(9)
@@ -185,6 +187,7 @@ def test_srpo_reward_matches_the_reference(fixed):
 
 
 @pytest.mark.covers("srpo-reflection")
+@pytest.mark.usefixtures("math_verify")
 def test_srpo_unparsable_gold_only_differs_by_the_documented_none():
     texts = srpo_texts(10)[:300]
     theirs = [ref.reward_func_row(t, "", char_encode, fixed=True) for t in texts]

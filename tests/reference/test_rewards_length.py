@@ -18,9 +18,6 @@ from workbench.context import StepContext
 from workbench.rewards.arlcp import arlcp_rewards, reflection_count
 from workbench.rewards.length import cosine_length_reward, soft_overlong_reward
 
-trl_rewards = pytest.importorskip("trl.rewards", reason="TRL reference not installed")
-pytest.importorskip("math_verify", reason="TRL's accuracy reward needs math-verify")
-
 TOL = dict(rel=1e-12, abs=1e-12)
 
 
@@ -43,7 +40,8 @@ def boxed_case(seed, n=40, max_ids=1500):
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("bounds", [{}, dict(min_value_wrong=-2.0, max_value_wrong=-0.1, min_value_correct=0.2,
                                              max_value_correct=3.0)])
-def test_cosine_length_matches_trl_get_cosine_scaled_reward(seed, bounds):
+@pytest.mark.usefixtures("math_verify")  # TRL's accuracy verdicts
+def test_cosine_length_matches_trl_get_cosine_scaled_reward(seed, bounds, trl_rewards):
     completions, solutions, ids, right = boxed_case(seed)
     theirs = trl_rewards.get_cosine_scaled_reward(max_len=1000, **bounds)(completions, solutions, ids)
     verdicts = trl_rewards.accuracy_reward(completions, solutions)
@@ -54,7 +52,8 @@ def test_cosine_length_matches_trl_get_cosine_scaled_reward(seed, bounds):
 
 
 @pytest.mark.covers("cosine-length")
-def test_cosine_length_as_a_trl_reward_checks_answers_against_solution_as_trl_does():
+@pytest.mark.usefixtures("math_verify")  # TRL's accuracy verdicts
+def test_cosine_length_as_a_trl_reward_checks_answers_against_solution_as_trl_does(trl_rewards):
     """Called as TRL calls it (completions, solution, completion_ids; no `scores`): our correctness is math-verify in
     TRL's configuration, so the values match, None for an unparseable gold included."""
     completions, solutions, ids, _ = boxed_case(5, n=24)
@@ -67,7 +66,7 @@ def test_cosine_length_as_a_trl_reward_checks_answers_against_solution_as_trl_do
 
 @pytest.mark.covers("soft-overlong")
 @pytest.mark.parametrize("max_len,buffer", [(20, 4), (100, 20), (12, 12), (16, 0)])
-def test_soft_overlong_matches_trl_get_soft_overlong_punishment(max_len, buffer):
+def test_soft_overlong_matches_trl_get_soft_overlong_punishment(max_len, buffer, trl_rewards):
     rng = random.Random(max_len)
     ids = [[3] * rng.randrange(0, 2 * max_len) for _ in range(60)] + [[3] * (max_len - buffer), [3] * max_len]
     theirs = trl_rewards.get_soft_overlong_punishment(max_len, buffer)(ids)

@@ -69,6 +69,28 @@ def test_grae_is_compute_grpo_outcome_advantage_local(seed, special_norm):
     assert_agree(ours, theirs)
 
 
+@pytest.mark.parametrize("special_norm", [False, True])
+def test_groups_of_one_keep_their_reward_as_the_code_with_allow_singletons_keep(special_norm):
+    """compute_grpo_outcome_advantage_local gives a group of one mean 0 (A = R, before the batch standardization of
+    special_norm): allow_singletons="keep"; True gives those rows 0 (before the standardization), False refuses."""
+    mask = torch.ones(7, 3, dtype=D)
+    rewards = torch.tensor([0.0, 0.4, 1.0, 0.7, 0.9, 0.2, 0.6], dtype=D)
+    groups = [0, 0, 0, 1, 2, 2, 3]  # rows 3 and 6 alone
+    token_level = torch.zeros(7, 3, dtype=D)
+    token_level[:, -1] = rewards
+    theirs, _ = ref.compute_grpo_outcome_advantage_local(token_level, mask, groups, norm_adv_by_std_in_grpo=False,
+                                                         special_norm=special_norm)
+    fn = registry.get("advantage", "seeupo").fn
+    batch = batch_with_mask(rewards, groups, mask)
+    assert_agree(fn(batch, special_norm=special_norm, allow_singletons="keep"), theirs)
+    silenced = token_level * torch.tensor([1.0, 1, 1, 0, 1, 1, 0], dtype=D)[:, None]
+    zero_alone, _ = ref.compute_grpo_outcome_advantage_local(silenced, mask, groups, norm_adv_by_std_in_grpo=False,
+                                                             special_norm=special_norm)
+    assert_agree(fn(batch, special_norm=special_norm, allow_singletons=True), zero_alone)
+    with pytest.raises(ValueError, match="group of one"):
+        fn(batch, special_norm=special_norm)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_a_plan_step_is_the_codes_gspo_update_of_that_turn(seed):
     masks, old, new, mask, old_row, new_row, turn, _ = turn_samples(seed)

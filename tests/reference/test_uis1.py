@@ -96,3 +96,51 @@ def test_the_paper_reading_is_their_functions_on_episode_returns(mode):
         episode_all = ref.episode_norm_reward(tls, torch.ones(N, 1), index, traj_index, 1e-6, remove_std)
         torch.testing.assert_close(torch.cat([A_steps[i, :n] for i, n in enumerate(n_steps)]),
                                    (episode_all + step)[:, 0].double(), **F32)
+
+
+def with_lone_trajectories(seed):
+    """`episodes` plus two prompts sampled once: one trajectory of 1 step (a pool of one sample in every reading)
+    and one of 3 steps (a pool of 3 equal samples when each step counts)."""
+    scores, matches, group = episodes(seed)
+    rng = random.Random(seed)
+    for n, g in ((1, max(group) + 1), (3, max(group) + 2)):
+        scores.append([rng.choice([0.25, 0.5, 1.0]) for _ in range(n)])
+        matches.append([rng.random() < 0.7 for _ in range(n)])
+        group.append(g)
+    return scores, matches, group
+
+
+@pytest.mark.parametrize("mode", ["mean_std_norm", "mean_norm"])
+def test_lone_trajectories_follow_the_code_with_allow_singletons_keep(mode):
+    """The code's episode functions keep verl's rule for a pool of one sample (mean 0, std 1): allow_singletons="keep",
+    in its estimator (reference_bug=True) and in the paper reading, per trajectory or per step; True zeroes the
+    episode term of a lone trajectory (its step term stays), False refuses it."""
+    remove_std = mode == "mean_norm"
+    for seed in range(3):
+        scores, matches, group = with_lone_trajectories(seed + 20)
+        batch, step_r, n_steps = our_batch(scores, group)
+        flat_ours = lambda A: torch.cat([A[i, :n] for i, n in enumerate(n_steps)])
+        index, traj_index, step_index, flat, returns = their_layout(scores, matches, group, 0.5)
+        N = len(flat)
+        own = torch.zeros(N, 2)
+        own[:, -1] = torch.tensor(flat)
+        theirs, _ = ref.compute_uis1_outcome_advantage(own, returns, torch.ones(N, 2), index, traj_index, step_index,
+                                                       mode=mode)
+        kw = dict(matches=matches, step_rewards=step_r, gamma=0.5, mode=mode)
+        torch.testing.assert_close(flat_ours(uis1(batch, reference_bug=True, allow_singletons="keep", **kw)),
+                                   theirs[:, 0].double(), **F32)
+        tls = torch.tensor([float(sum(scores[i])) for i in traj_index])[:, None]
+        step = ref.step_norm_reward(returns, torch.ones(N, 1), index, step_index, 1e-6, remove_std)
+        for stats, cross in (("trajectory", False), ("steps", True)):
+            episode = ref.episode_norm_reward(tls, torch.ones(N, 1), index, traj_index, 1e-6, remove_std,
+                                              compute_mean_std_cross_all_data=cross)
+            ours = flat_ours(uis1(batch, allow_singletons="keep", episode_stats=stats, **kw))
+            torch.testing.assert_close(ours, (episode + step)[:, 0].double(), **F32)
+            lone = torch.tensor([group[i] >= max(group) - 1 for i in traj_index])
+            zeroed = flat_ours(uis1(batch, allow_singletons=True, episode_stats=stats, **kw))
+            torch.testing.assert_close(zeroed[lone], step[lone, 0].double(), **F32)
+            torch.testing.assert_close(zeroed[~lone], ours[~lone])
+            with pytest.raises(ValueError, match="group of one"):
+                uis1(batch, episode_stats=stats, **kw)
+        with pytest.raises(ValueError, match="group of one"):
+            uis1(batch, reference_bug=True, **kw)

@@ -167,6 +167,40 @@ def test_singleton_groups_keep_their_reward_as_verl_with_allow_singletons_keep(n
         adv("grpo", batch, allow_singletons="yes")
 
 
+# every workbench estimator verl also has that takes allow_singletons, with verl's function and our matching settings
+SINGLETON_CASES = [("grpo", "compute_grpo_outcome_advantage", {}),
+                   ("grpo", "compute_grpo_outcome_advantage", {"scale": "none"}),
+                   ("rloo", "compute_rloo_outcome_advantage", {}),
+                   ("opo", "compute_opo_outcome_advantage", {}),
+                   ("gpg", "compute_gpg_outcome_advantage", {"alpha_mode": "verl"}),
+                   ("reinforce_plus_plus_baseline", "compute_reinforce_plus_plus_baseline_outcome_advantage", {})]
+
+
+@pytest.mark.covers("grpo", "dr_grpo", "rloo", "opo", "gpg", "reinforce_plus_plus_baseline")
+@pytest.mark.parametrize("key,fn,hp", SINGLETON_CASES)
+def test_every_allow_singletons_value_does_what_it_says_against_verl(key, fn, hp):
+    """Groups of one (rows 0 and 3) beside a group of two, dense token rewards included: "keep" is verl's rule
+    (baseline 0, std 1), False refuses with the fix, True zeroes the singleton rows (reinforce++-baseline: before
+    its whitening, i.e. verl's rule on rewards of 0 in those rows)."""
+    batch, tlr, _ = _outcome_case(12, G=1, n_groups=4, equal_group=False)
+    batch.group = torch.tensor([0, 1, 1, 2])
+    if fn == "compute_grpo_outcome_advantage":
+        theirs, _ = core_algos.compute_grpo_outcome_advantage(tlr, batch.mask, batch.group.numpy(),
+                                                              norm_adv_by_std_in_grpo=hp.get("scale") != "none")
+    else:
+        theirs, _ = getattr(core_algos, fn)(tlr, batch.mask, batch.group.numpy())
+    assert_agree(adv(key, batch, allow_singletons="keep", **hp), theirs)
+    with pytest.raises(ValueError, match=r"group of one \(rows \[0, 3\]\).*allow_singletons=True"):
+        adv(key, batch, **hp)
+    zeroed = adv(key, batch, allow_singletons=True, **hp)
+    if key == "reinforce_plus_plus_baseline":
+        silenced = tlr * torch.tensor([0.0, 1.0, 1.0, 0.0], dtype=F64)[:, None]
+        assert_agree(zeroed, getattr(core_algos, fn)(silenced, batch.mask, batch.group.numpy())[0])
+    else:
+        assert torch.equal(zeroed[[0, 3]], torch.zeros_like(zeroed[[0, 3]]))
+        assert_agree(zeroed[1:3], theirs[1:3])
+
+
 @pytest.mark.covers("rloo")
 @pytest.mark.parametrize("fn", ["compute_rloo_outcome_advantage", "compute_rloo_vectorized_outcome_advantage"])
 def test_rloo_advantage_matches_verl(fn):
@@ -370,6 +404,47 @@ def test_kl_cov_matches_verl(ratio, coef):
     theirs, _ = core_algos.get_policy_loss_fn("kl_cov")(old, logp, A, mask, config=cfg)
     ours, _ = objective("kl_cov", logp, old, A, mask, kl_cov_ratio=ratio, ppo_kl_coef=coef)
     assert_agree(ours, theirs, logp)
+
+
+def _clip_cov_case(seed, B=16, T=12):
+    """Per-token advantages (std 2) and old log-probs spread over [-4, 0], ratios near 1 (a few outside the band):
+    many tokens have lb = 1 < cov_t < ub = 5, the candidates."""
+    g = _gen(seed)
+    mask = _mask(B, T, g)
+    old = -4.0 * torch.rand(B, T, generator=g, dtype=F64)
+    logp = (old + 0.15 * torch.randn(B, T, generator=g, dtype=F64)).requires_grad_(True)
+    A = 2.0 * torch.randn(B, T, generator=g, dtype=F64) * mask
+    return logp, old, A, mask
+
+
+@pytest.mark.covers("clip_cov")
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean"])
+@pytest.mark.parametrize("ratio,deterministic", [(0.02, False), (0.1, False), (1.0, True)])
+def test_clip_cov_matches_verl(ratio, deterministic, mode):
+    """verl picks min(k, #candidates) of the candidates with the global `torch.randperm`; ours with
+    `torch.randperm(generator=g)`. Seeding the global generator and ours with the same seed gives the same
+    permutation, so the same tokens are detached (ratio 0.02, 0.1: 1 and 9 picks of 12 candidates, a random subset).
+    With ratio 1, k = N >= #candidates: every candidate is detached whatever the permutation (deterministic).
+    Compared: the loss and its gradient, pg_clipfrac (our clip_cov/detached_frac) and ppo_kl (kl/k1_old)."""
+    logp, old, A, mask = _clip_cov_case(20)
+    cfg = _actor(clip_ratio=0.2, loss_agg_mode=mode,
+                 policy_loss=PolicyLossConfig(loss_mode="clip_cov", clip_cov_ratio=ratio, clip_cov_lb=1.0,
+                                              clip_cov_ub=5.0))
+    with torch.random.fork_rng():
+        torch.manual_seed(7)
+        theirs, their_metrics = core_algos.get_policy_loss_fn("clip_cov")(old, logp, A, mask, loss_agg_mode=mode,
+                                                                         config=cfg)
+    generator = None if deterministic else torch.Generator().manual_seed(7)
+    seed = 12345 if deterministic else 0  # unused with a generator; any seed when every candidate goes
+    ours, metrics = objective("clip_cov", logp, old, A, mask, agg=mode, clip_cov_ratio=ratio, clip_cov_lb=1.0,
+                              clip_cov_ub=5.0, generator=generator, seed=seed)
+    assert_agree(ours, theirs, logp)
+    assert metrics["clip_cov/detached_frac"] == pytest.approx(their_metrics["actor/pg_clipfrac"], abs=1e-7)
+    assert metrics["kl/k1_old"] == pytest.approx(their_metrics["actor/ppo_kl"], rel=1e-6)
+    k = max(int(ratio * float(mask.sum())), 1)
+    candidates = metrics["clip_cov/candidate_frac"] * float(mask.sum())
+    assert metrics["clip_cov/detached"] == min(k, round(candidates)) > 0
+    assert (k >= candidates) if deterministic else (k < candidates)  # the case is what its name says
 
 
 @pytest.mark.covers("tis")

@@ -9,7 +9,14 @@ from workbench.rewards import accuracy as acc
 from workbench.rewards.accuracy import accuracy_reward, answer_f1, exact_verify_answer, final_answer, verify_answer
 
 pytestmark = pytest.mark.covers("accuracy-reward")
-math_verify = pytest.importorskip("math_verify")
+
+
+def ready(verifier, request):
+    """The verifier, once this case is skipped where it is "math" and math-verify is absent (exact and F1 need
+    nothing and always run)."""
+    if verifier == "math":
+        request.getfixturevalue("math_verify")
+    return verifier
 
 
 def test_registered_with_trl_defaults():
@@ -19,8 +26,9 @@ def test_registered_with_trl_defaults():
 
 
 @pytest.mark.parametrize("verifier", ["math", "exact"])
-def test_equivalent_forms_score_one(verifier):
+def test_equivalent_forms_score_one(verifier, request):
     """Catalog test (1): "1/2" and "0.5" are one answer (LaTeX forms such as \\frac need math-verify)."""
+    verifier = ready(verifier, request)
     cases = [(r"\boxed{0.5}", "1/2"), (r"\boxed{1/2}", "0.5"), (r"The answer is $\boxed{0.50}$", "1/2")]
     cases += [(r"\boxed{\frac{1}{2}}", "0.5"), (r"The answer is $\dfrac{2}{4}$", "1/2")] if verifier == "math" else []
     for text, gold in cases:
@@ -28,6 +36,7 @@ def test_equivalent_forms_score_one(verifier):
     assert verify_answer(r"\boxed{0.4}", "1/2", verifier=verifier) is False
 
 
+@pytest.mark.usefixtures("math_verify")
 def test_unparsable_completion_scores_zero_and_unparsable_gold_none():
     """Catalog test (2), TRL's convention: junk scores 0; a gold math-verify cannot parse makes the row None."""
     out = accuracy_reward(["no answer here", r"\boxed{46}", "", "caf\udce9"], solution=["46", "Paris", "7", "7"])
@@ -37,8 +46,9 @@ def test_unparsable_completion_scores_zero_and_unparsable_gold_none():
 
 
 @pytest.mark.parametrize("verifier", ["math", "exact", "f1"])
-def test_reward_depends_only_on_the_final_answer_span(verifier):
+def test_reward_depends_only_on_the_final_answer_span(verifier, request):
     """Catalog test (3): changing the reasoning before the final answer changes nothing."""
+    verifier = ready(verifier, request)
     gold, right, wrong = ("red fox", "The answer is a red fox", "The answer is a blue cat") if verifier == "f1" else \
         ("46", r"The answer is $\boxed{46}$", r"The answer is $\boxed{47}$")
     for end in (right, wrong):
@@ -49,6 +59,7 @@ def test_reward_depends_only_on_the_final_answer_span(verifier):
     assert accuracy_reward([wrong], solution=[gold], verifier=verifier) == [0.0]
 
 
+@pytest.mark.usefixtures("math_verify")
 def test_math_verifier_needs_an_anchor_as_trl():
     """TRL's try_extract_without_anchor=False: a bare "46" is not read; "exact" reads it."""
     assert verify_answer("46", "46") is False
@@ -71,6 +82,7 @@ def test_exact_verifier_final_answer_span():
         assert exact_verify_answer(text, gold) is expected, (text, gold)
 
 
+@pytest.mark.usefixtures("math_verify")
 def test_signed_rewards_are_plus_minus_one():
     """FAPO's ±1: r -> 2r - 1, None stays None."""
     out = accuracy_reward([r"\boxed{2}", r"\boxed{3}", "x"], solution=["2", "2", "Paris"], signed=True)
@@ -88,6 +100,7 @@ def test_token_f1_for_span_answers():
     assert accuracy_reward(["A: red fox!"], answer=["Red fox"], verifier="f1") == [1.0]
 
 
+@pytest.mark.usefixtures("math_verify")
 def test_reasoning_delimiters_as_trl():
     """Only the text after the last delimiter counts; no delimiter scores as wrong, before the gold is read."""
     texts = [r"<think>\boxed{46}</think> so \boxed{47}", r"<think>\boxed{47}</think> \boxed{46}",
@@ -101,6 +114,7 @@ def test_reasoning_delimiters_as_trl():
     assert accuracy_reward([both], solution=["2"], reasoning_delimiters=["</think>", "</r>"]) == [0.0]
 
 
+@pytest.mark.usefixtures("math_verify")
 def test_auto_takes_the_environments_verdict_when_given():
     """Our pipeline passes `scores`: accuracy is scores >= 1 and no gold is read; TRL passes none: math-verify."""
     out = accuracy_reward(["a", "b", "c", "d"], scores=[1.0, 0.0, 0.5, float("nan")])
@@ -146,12 +160,18 @@ def test_math_verifier_without_math_verify_names_the_install(monkeypatch):
     acc.parsed_gold.cache_clear()
 
 
-def test_long_adversarial_completions_stay_fast_and_finite():
-    import time
-
-    for text in ["\\boxed{" * 150_000, "1 " * 500_000, "x" * 1_000_000]:
-        for verifier in ("math", "exact", "f1"):
-            start = time.perf_counter()
-            (value,) = accuracy_reward([text], solution=["1"], verifier=verifier)
+@pytest.mark.parametrize("verifier", ["math", "exact", "f1"])
+def test_long_adversarial_completions_get_their_scores(verifier, request):
+    """150k unclosed boxes, 500k numbers, a million letters (their time per size: bench/bench_parsers.py). No answer
+    in an unclosed box or in letters: 0 by every verifier; "1 1 ... 1": the exact verifier reads the last number (1),
+    the token F1 is 2 P R / (P + R) with P = 1 / 500000, R = 1; math-verify decides for itself, within [0, 1]."""
+    expected = {("\\boxed{", "math"): 0.0, ("\\boxed{", "exact"): 0.0, ("\\boxed{", "f1"): 0.0,
+                ("1 ", "exact"): 1.0, ("1 ", "f1"): 2 / 500_001,
+                ("x", "math"): 0.0, ("x", "exact"): 0.0, ("x", "f1"): 0.0}
+    verifier = ready(verifier, request)
+    for unit, n in [("\\boxed{", 150_000), ("1 ", 500_000), ("x", 1_000_000)]:
+        (value,) = accuracy_reward([unit * n], solution=["1"], verifier=verifier)
+        if (unit, verifier) in expected:
+            assert value == pytest.approx(expected[unit, verifier], rel=1e-12), unit
+        else:
             assert value is not None and 0.0 <= value <= 1.0
-            assert time.perf_counter() - start < 1.0, (text[:10], verifier)

@@ -1,5 +1,4 @@
 """format-reward: TRL's think format by default, tag layouts, whitespace, partial credit, and weight 0."""
-import time
 
 import pytest
 import torch
@@ -112,10 +111,10 @@ def test_bad_options_are_refused():
         format_reward(["x"], trailing="some")
 
 
-def test_linear_time_on_adversarial_input():
+def test_adversarial_input_gets_its_format_score():
+    """Inputs that make a backtracking pattern quadratic (unclosed and half-closed tags, a million spaces or newlines)
+    are scored exactly; the scans are linear (their time per size: bench/bench_parsers.py)."""
     texts = ["<think>" + "<think" * 150_000, "<think>" + " " * 1_000_000, "<think>" + "</think" * 140_000,
              "<think>a</think>" + "\n" * 1_000_000 + "x"]
-    start = time.perf_counter()
     out = format_reward(texts, tags=("think", "answer"), trailing="none") + format_reward(texts)
-    assert time.perf_counter() - start < 1.0
     assert out == [0.0] * 4 + [0.0, 0.0, 0.0, 1.0]

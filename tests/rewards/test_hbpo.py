@@ -1,6 +1,5 @@
 """HBPO's budget-aware reward R(n | b): piecewise cosine in the length, given the budget the prompt announced."""
 import math
-import time
 
 import pytest
 import torch
@@ -108,12 +107,11 @@ def test_l_max_comes_from_max_len_or_the_run_and_bad_values_are_refused():
         hbpo_reward(["4"], [[1]], scores=[1.0], max_len=8)              # neither prompts nor budget
 
 
-def test_registered_with_the_catalog_start_values_and_fast_on_degenerate_completions():
+def test_registered_with_the_catalog_start_values_and_finite_on_degenerate_completions():
+    """Empty, non-UTF-8 and a million characters (its time per size: bench/bench_parsers.py)."""
     entry = registry.get("reward", "hbpo-reward")
     assert entry.defaults == {"alpha": 1e-3, "beta": 1.0, "max_len": None}
     texts = ["", "caf\udce9", "x" * 1_000_000]
-    start = time.perf_counter()
     out = hbpo_reward(texts, [[], [1] * 5, [1] * 1_000_000], prompts=[prompt(4)] * 3, scores=[1.0, 1.0, 1.0],
                       max_new_tokens=8)
-    assert time.perf_counter() - start < 1.0
     assert out == pytest.approx([math.cos(math.pi / 4), math.cos(math.pi * 5 / 16) - 1e-3, 0.0])

@@ -1,6 +1,5 @@
 """Length rewards: DAPO's soft overlong punishment and the cosine length-scaled correctness reward."""
 import math
-import time
 
 import pytest
 import torch
@@ -139,11 +138,10 @@ def test_cosine_length_takes_trl_conversational_completions_and_is_registered_wi
 
 
 @pytest.mark.covers("cosine-length")
-def test_cosine_length_is_fast_and_finite_on_degenerate_completions():
+def test_cosine_length_is_finite_on_degenerate_completions():
+    """Empty, non-UTF-8 and a million characters (its time per size: bench/bench_parsers.py)."""
     texts = ["", "caf\udce9", "x" * 1_000_000]
-    start = time.perf_counter()
     out = cosine_length_reward(texts, [[], [1] * 5, [1] * 1_000_000], scores=[0.0, 1.0, 1.0])
-    assert time.perf_counter() - start < 1.0
     assert all(math.isfinite(v) for v in out) and out == pytest.approx([-1.0, 0.5 + 0.25 * (1 + math.cos(
         math.pi * 0.005)), 0.5])
 

@@ -1,6 +1,5 @@
 """srpo-reflection and reflexicoder: parsing, the reward terms, and the catalog's properties."""
 import math
-import time
 
 import pytest
 
@@ -226,14 +225,13 @@ def test_reflexicoder_scorer_none_gold_and_logs():
 
 
 @pytest.mark.covers("srpo-reflection", "reflexicoder")
-def test_parsers_are_linear_on_adversarial_input():
+def test_parsers_score_adversarial_input():
+    """Unclosed tags and fences by the 100k, a million spaces: no answer block to read, so 0 from both rewards (their
+    time per size: bench/bench_parsers.py)."""
     texts = ["<think>" + " " * 1_000_000, "<think>a</think>" + "<answer>" * 100_000, "<answer> " * 100_000,
              "<think>x</think><answer>" + "```python" * 100_000, "caf\udce9", ""]
-    start = time.perf_counter()
     for text in texts:
         assert reflexicoder_reward([text], answer=["1"], language="python") == [0.0]
         assert reflexicoder_reward([text], answer=["1"]) == [0.0]
-        (r,) = srpo_reflection_reward([text], answer=["1"])
-        assert r is not None and math.isfinite(r)
-    assert time.perf_counter() - start < 2.0
+        assert srpo_reflection_reward([text], answer=["1"]) == [0.0]
     assert blocks("<a>1</a><a>2<a>3</a><a>4", "a") == ["1", "2<a>3"]

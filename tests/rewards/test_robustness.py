@@ -53,6 +53,20 @@ CHATS = [[{"role": "assistant", "content": "A:5"}],
           {"role": "tool", "content": "5"}, {"role": "assistant", "content": "<think>x</think>A:5"}],
          [{"role": "assistant", "content": ""}]]
 
+# plain completions that different rewards score differently (answers, formats, reflection words, written calls)
+PLAIN = ["A:5", "<think>x</think>A:5", "", "<think>hmm, wait</think>\n[2+3] 5 A:5", "<think>so 5</think>\\boxed{5}",
+         "I think 3+2=5.\nA:6", "Let me check again. <answer>5</answer>"]
+
+# rewards that need what TRL does not pass: the argument that supplies it (their length budget)
+BUDGET = {"hbpo-reward": {"max_len": 64}, "length-bias": {"max_len": 64}, "soft-overlong": {"max_completion_len": 64}}
+# rewards that legitimately cannot read TRL's structured tool calls, and why
+TEXT_CALLS_ONLY = {
+    "cm2-checklist": "its checklist is about calculator calls written in the text ('[a op b]'); structured "
+                     "tool_calls carry no such text, so reading the content would silently find no call",
+    "rl4mle-milestones": "its milestones are the results of calculator calls written in the text; structured "
+                         "tool_calls carry no such text, so reading the content would silently find no step",
+}
+
 
 def trl_columns(n):
     """What TRL's GRPOTrainer passes (no `scores`, `turn_info`, `max_new_tokens`, ...)."""
@@ -61,27 +75,44 @@ def trl_columns(n):
                 log_extra=lambda *a: None, log_metric=lambda *a: None)
 
 
-def finite_or_clear_error(key, call):
-    """Values of the right kind, or a ValueError that names the reward (a column it needs and TRL lacks)."""
-    try:
-        values = call()
-    except ValueError as err:
-        assert key in str(err), (key, str(err))
-        return None
+def assert_values(key, values, n):
+    assert len(values) == n, (key, values)
     for v in values:
         assert v is None or (isinstance(v, (int, float)) and math.isfinite(v)), (key, values)
-    return values
 
 
 @pytest.mark.parametrize("key", REWARDS)
-def test_a_reward_reads_trls_conversational_completions_and_columns(key):
+def test_a_reward_reads_a_conversational_completion_as_its_plain_text(key):
+    """TRL's conversational form [{"role": "assistant", "content": text}] (its rewards read completion[0]["content"])
+    scores as the text itself, with only TRL's columns (plus the budget a BUDGET reward needs)."""
     fn = registry.get("reward", key).fn
-    values = finite_or_clear_error(key, lambda: fn(CHATS, **trl_columns(len(CHATS))))
-    assert values is None or len(values) == len(CHATS)
+    kw = {**trl_columns(len(PLAIN)), **BUDGET.get(key, {})}
+    plain = fn(PLAIN, **kw)
+    assert_values(key, plain, len(PLAIN))
+    assert fn([[{"role": "assistant", "content": text}] for text in PLAIN], **kw) == plain
+
+
+@pytest.mark.parametrize("key", REWARDS)
+def test_a_reward_takes_trls_columns_and_tool_calls_or_names_the_fix(key):
+    """With only TRL's columns a reward scores TRL's completions (structured tool calls included), except the listed
+    ones, which refuse with the fix: the length budget argument (BUDGET), text calls (TEXT_CALLS_ONLY)."""
+    fn = registry.get("reward", key).fn
+    if key in BUDGET:
+        (arg,) = BUDGET[key]
+        with pytest.raises(ValueError, match=rf"reward '{key}' needs its length budget: pass {arg}=<tokens>"):
+            fn(CHATS, **trl_columns(len(CHATS)))
+    kw = {**trl_columns(len(CHATS)), **BUDGET.get(key, {})}
+    if key in TEXT_CALLS_ONLY:
+        with pytest.raises(ValueError, match=rf"reward '{key}' .*rows \[1\] carry structured tool_calls.*"
+                                             "pass the episode as text"):
+            fn(CHATS, **kw)
+        text_only = [c for c in CHATS if not any("tool_calls" in m for m in c)]
+        assert_values(key, fn(text_only, **{**trl_columns(len(text_only)), **BUDGET.get(key, {})}), len(text_only))
+        return
+    assert_values(key, fn(CHATS, **kw), len(CHATS))
 
 
 @pytest.mark.parametrize("key", REWARDS)
 def test_a_reward_of_an_empty_batch_is_empty(key):
     fn = registry.get("reward", key).fn
-    values = finite_or_clear_error(key, lambda: fn([], **columns([])))
-    assert values is None or list(values) == []
+    assert list(fn([], **columns([]))) == []

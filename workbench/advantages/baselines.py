@@ -13,7 +13,7 @@ import torch
 
 from workbench import ops, registry
 from workbench.advantages.base import broadcast, sequence_rewards, token_rewards
-from workbench.advantages.group import check_group_sizes, group_index, group_stats, grpo
+from workbench.advantages.group import check_group_sizes, group_index, group_mean, grpo
 from workbench.advantages.reinforce import discounted_returns
 from workbench.batch import RolloutBatch
 
@@ -46,7 +46,7 @@ def reinforce_plus_plus_baseline(batch: RolloutBatch, *, unbiased=True, eps=1e-8
     (OpenRLHF `reinforce_baseline`; OpenRLHF clamps var at 1e-8 where this adds eps, identical unless
     var < 1e-8). The whitening is token-weighted: an all-equal group is 0 after centering but becomes
     -mean_tok/std_tok after whitening (not 0 when lengths differ), the documented reference behaviour.
-    Singleton groups (allow_singletons=True) are 0 before whitening (verl uses mean 0, i.e. R_i).
+    Singleton groups: allow_singletons=True makes them 0 before whitening, "keep" R_i (verl's mean 0).
     token_rewards_mode="to_go" adds the token reward-to-go after centering (OpenRLHF), see `split_rewards`.
     """
     mask = batch.mask.double()
@@ -85,31 +85,35 @@ def remax(batch: RolloutBatch):
 def opo(batch: RolloutBatch, *, allow_singletons=False):
     """OPO advantage (verl `opo`). Reads `rewards` (+ summed `token_rewards`), `group`, `mask`.
 
-    A group whose responses are all empty (sum |y_i| = 0) falls back to the plain group mean; its
-    advantages are 0 on every token anyway. Singleton groups: error unless allow_singletons (A = 0).
+    The weighted mean is `group_mean`'s, exact for equal rewards; a group whose responses are all empty
+    (sum |y_i| = 0) gets its minimum as baseline, and A = 0 on every (masked) token anyway.
+    Singleton groups: an error unless allow_singletons: True gives A = 0, "keep" verl's baseline 0 (A = R).
     """
     rewards = sequence_rewards(batch)
-    lengths = batch.lengths.double()
-    mean_r, _, sizes = group_stats(rewards, batch.group)
-    mean_lr, _, _ = group_stats(lengths * rewards, batch.group)
-    mean_l, _, _ = group_stats(lengths, batch.group)
-    single = check_group_sizes(sizes, "opo", allow_singletons)
-    baseline = torch.where(mean_l > 0, mean_lr / mean_l.clamp(min=1e-300), mean_r)
-    return broadcast((rewards - baseline).masked_fill(single, 0.0), batch.mask)
+    dense, counts = group_index(batch.group)
+    single = check_group_sizes(counts[dense], "opo", allow_singletons)
+    baseline = group_mean(rewards, dense, counts.shape[0], weights=batch.lengths)[dense]
+    kept = rewards if allow_singletons == "keep" else torch.zeros_like(rewards)
+    return broadcast(torch.where(single, kept, rewards - baseline), batch.mask)
 
 
-def gpg_alpha(batch: RolloutBatch, alpha_mode: str = "paper") -> float:
+def gpg_alpha(batch: RolloutBatch, alpha_mode: str = "paper", keep_singletons: bool = False) -> float:
     """GPG's rescaling factor alpha for the batch.
 
     "paper": alpha = B / (B - M), M = rows in all-equal (zero-std) groups, whose advantage is 0; when
-    every group is degenerate (M = B) all advantages are 0 and alpha is defined as 1.
+    every group is degenerate (M = B) all advantages are 0 and alpha is defined as 1. A group of one counts in
+    M unless `keep_singletons` (allow_singletons="keep": its advantage is R, not 0).
     "verl": alpha = B / max(count_nonzero(R), 1), verl's `compute_gpg_outcome_advantage`, which counts
     nonzero *rewards* (for 0/1 rewards: correct samples), not nonzero advantages.
     """
     rewards = sequence_rewards(batch)
     B = rewards.shape[0]
     if alpha_mode == "paper":
-        M = int(degenerate_groups(rewards, batch.group).sum())
+        zero = degenerate_groups(rewards, batch.group)
+        if keep_singletons:
+            dense, counts = group_index(batch.group)
+            zero = zero & (counts[dense] > 1)
+        M = int(zero.sum())
         return 1.0 if M == B else B / (B - M)
     if alpha_mode == "verl":
         return B / max(int(torch.count_nonzero(rewards)), 1)
@@ -129,8 +133,9 @@ def gpg(batch: RolloutBatch, *, alpha_mode="paper", f_norm=1.0, allow_singletons
     (every advantage is 0). verl instead computes alpha = B / count_nonzero(scores) on the raw rewards;
     it is available as alpha_mode="verl" (see `gpg_alpha`). Both give alpha = 1 only in their own
     no-op case: "paper" when no group is degenerate, "verl" when no reward is 0.
-    Singleton groups (allow_singletons=True) get A = 0 and count in M (verl uses mean 0 there).
+    Singleton groups: allow_singletons=True gives them A = 0 and counts them in M; "keep" is verl's mean 0
+    (A = alpha R / f_norm), and they are not in M.
     The GPG policy loss (-A logp, no ratio, no clip) is a separate objective.
     """
-    alpha = gpg_alpha(batch, alpha_mode)
+    alpha = gpg_alpha(batch, alpha_mode, keep_singletons=allow_singletons == "keep")
     return grpo(batch, scale="none", allow_singletons=allow_singletons) * (alpha / f_norm)

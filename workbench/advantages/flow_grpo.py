@@ -59,7 +59,9 @@ def flow_grpo(batch: RolloutBatch, *, pool="turn", eps=1e-6, allow_singletons=Fa
     """A [B, T] (module docstring). Reads `rewards` (+ summed `token_rewards`), `group`, `mask`, `turn`.
 
     pool: "turn" (AgentFlow: statistics over turn-samples) or "trajectory" (one sample per trajectory, `grpo`).
-    eps: verl's 1e-6 (Bessel std). allow_singletons: a prompt with one trajectory is refused unless True (A = 0).
+    eps: verl's 1e-6 (Bessel std). allow_singletons: a prompt with one trajectory is refused unless True (A = 0)
+    or "keep" (AgentFlow's verl GRPO: a pool of one sample has mean 0, std 1, so A = R / (1 + eps); with
+    pool="turn" a lone trajectory of n >= 2 turns is a pool of n equal samples and gets A = 0).
     """
     if pool not in POOLS:
         raise ValueError(f"flow-grpo: pool must be one of {POOLS}, got {pool!r}")

@@ -18,7 +18,7 @@ import torch
 
 from workbench import registry
 from workbench.advantages.base import broadcast, sequence_rewards
-from workbench.advantages.group import group_index, group_stats, grpo
+from workbench.advantages.group import KEYED_SINGLETONS, group_index, group_stats, grpo
 from workbench.batch import RolloutBatch
 
 
@@ -29,13 +29,21 @@ def group_median(x: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
     return medians[dense]
 
 
-def target_advantage(rewards: torch.Tensor, group: torch.Tensor, *, temperature=1.0, eps=1e-6) -> torch.Tensor:
-    """((R - median_g R) / (std_g R + eps)) / T per row [B]; groups of one have no median and get 0."""
+def target_advantage(rewards: torch.Tensor, group: torch.Tensor, *, temperature=1.0, eps=1e-6,
+                     singletons="zero") -> torch.Tensor:
+    """((R - median_g R) / (std_g R + eps)) / T per row [B]. A group of one has no median: "zero" gives it 0,
+    "keep" the reference's median 0 and std 1, i.e. R / ((1 + eps) T)."""
     if not temperature > 0:
         raise ValueError(f"temperature (gbpo_temperature) must be > 0, got {temperature}")
+    if singletons not in KEYED_SINGLETONS:
+        raise ValueError(f"singletons must be one of {KEYED_SINGLETONS}, got {singletons!r}")
     _, std, sizes = group_stats(rewards, group)
-    centred = (rewards - group_median(rewards, group)) / (std + eps)
-    return (centred / temperature).masked_fill(sizes < 2, 0.0)
+    single = sizes < 2
+    median = group_median(rewards, group)
+    if singletons == "keep":
+        median, std = median.masked_fill(single, 0.0), std.masked_fill(single, 1.0)
+    centred = ((rewards - median) / (std + eps)) / temperature
+    return centred if singletons == "keep" else centred.masked_fill(single, 0.0)
 
 
 @registry.advantage(
@@ -51,12 +59,13 @@ def gbpo(batch: RolloutBatch, *, temperature=1.0, eps=1e-6, allow_singletons=Fal
 
     temperature: the reference's `gbpo_temperature` (default 1.0 from ppo_trainer.yaml; its TTRL scripts use
     1e-4, a nearly binary split). Rewards are the outcome plus summed token rewards, as the reference's
-    `token_level_rewards.sum(-1)`. Groups of one: an error unless `allow_singletons`, then A = target_adv = 0 (the
-    reference instead uses mean 0, std 1, median 0 for them).
+    `token_level_rewards.sum(-1)`. Groups of one: an error unless `allow_singletons`; True gives A = target_adv = 0,
+    "keep" the reference's mean 0, std 1, median 0 (A = R / (1 + eps), target_adv = A / T).
     """
     if not temperature > 0:
         raise ValueError(f"temperature (gbpo_temperature) must be > 0, got {temperature}")
     advantages = grpo(batch, eps=eps, allow_singletons=allow_singletons)
-    target = target_advantage(sequence_rewards(batch), batch.group, temperature=temperature, eps=eps)
+    target = target_advantage(sequence_rewards(batch), batch.group, temperature=temperature, eps=eps,
+                              singletons="keep" if allow_singletons == "keep" else "zero")
     batch.target_adv = broadcast(target, batch.mask)
     return advantages

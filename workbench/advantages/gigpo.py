@@ -94,10 +94,11 @@ def _episode_advantage(batch, mode, eps, episode_stats, n_steps, allow_singleton
     _, dense = torch.unique(batch.group, return_inverse=True)
     single = check_group_sizes(torch.bincount(dense)[dense], "gigpo", allow_singletons)
     # one sample per step: normalize the repeated rewards by prompt group, then read each row's first step
+    keep = allow_singletons == "keep"  # verl's rule on the step samples: a pool of one sample keeps R (/(1 + eps))
     per_step = keyed_normalize(rewards.repeat_interleave(reps), batch.group.repeat_interleave(reps).tolist(),
-                               scale=mode == "mean_std_norm", eps=eps, singletons="zero")
+                               scale=mode == "mean_std_norm", eps=eps, singletons="keep" if keep else "zero")
     out = per_step[reps.cumsum(0) - reps]
-    return out.masked_fill(single, 0.0)[:, None] * batch.mask
+    return (out if keep else out.masked_fill(single, 0.0))[:, None] * batch.mask
 
 
 def episode_advantage(batch: RolloutBatch, n_steps: list[int], *, mode="mean_std_norm", eps=1e-6,
@@ -172,6 +173,9 @@ def gigpo(batch: RolloutBatch, *, states=None, step_rewards=None, omega=1.0, gam
     "mean_std_norm" (catalog; = `grpo` episode term) or "mean_norm" (no std division, verl-agent function
     default). episode_stats: "trajectory" (one sample per trajectory, = `grpo`) or "steps" (verl-agent
     `compute_mean_std_cross_steps=True`: each trajectory weighted by its number of steps).
+    allow_singletons (a prompt with one trajectory): False refuses it, True gives A_E = 0, "keep" is verl-agent's
+    `episode_norm_reward`: a pool of one sample has mean 0, std 1 (A_E = R / (1 + eps), or R for mean_norm); with
+    episode_stats="steps" a lone trajectory of n >= 2 steps is a pool of n equal samples, A_E = 0.
     omega = 0 gives trajectory-level `grpo`; with no repeated state all anchor groups are singletons and
     A = A_E. A batch without anchor states (no `states`, no `turn_info`) warns and returns A_E alone.
     """

@@ -18,12 +18,27 @@ def group_index(group: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return dense, torch.bincount(dense)
 
 
+def group_mean(x: torch.Tensor, dense: torch.Tensor, k: int, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """[K] mean of x [B] over each of the K groups of dense ids [B] (weighted by `weights` [B] when given),
+    exact for a group whose values are all equal: min_g + sum_i w_i (x_i - min_g) / sum_i w_i.
+
+    Why shifted: a plain sum rounds (16 rewards of 1.6e4 sum to a float that / 16 is a few ulps off), so an
+    all-equal group got R - mean ~ 1e-12 and, divided by std + eps ~ 1e-6, a z-score ~ 1e-6 instead of the 0 the
+    authors' codes give, growing with the reward scale. Shifted by the group's own minimum, every term of an
+    all-equal group is exactly 0 and its mean exactly that value. A group with no weight gets its minimum."""
+    lo = torch.full((k,), torch.inf, dtype=x.dtype, device=x.device).scatter_reduce(0, dense, x, "amin")
+    w = torch.ones_like(x) if weights is None else weights.to(x.dtype)
+    shifted = torch.zeros(k, dtype=x.dtype, device=x.device).index_add_(0, dense, w * (x - lo[dense]))
+    total = torch.zeros(k, dtype=x.dtype, device=x.device).index_add_(0, dense, w)
+    return lo + torch.where(total > 0, shifted / torch.where(total > 0, total, 1.0), 0.0)
+
+
 def group_stats(x: torch.Tensor, group: torch.Tensor, unbiased: bool = True):
-    """Per-row mean and std of x over its group: ([B], [B], group sizes [B])."""
+    """Per-row mean and std of x over its group: ([B], [B], group sizes [B]); exact 0, 0 for equal values
+    (`group_mean`)."""
     dense, counts = group_index(group)
     k = counts.shape[0]
-    sums = torch.zeros(k, dtype=x.dtype).index_add_(0, dense, x)
-    mean = (sums / counts)[dense]
+    mean = group_mean(x, dense, k)[dense]
     sq = torch.zeros(k, dtype=x.dtype).index_add_(0, dense, (x - mean) ** 2)
     denom = (counts - 1).clamp(min=1) if unbiased else counts
     std = (sq / denom).sqrt()[dense]
@@ -117,10 +132,11 @@ def rloo(batch: RolloutBatch, *, allow_singletons=False, token_rewards_mode="in_
     rewards, to_go = split_rewards(batch, token_rewards_mode)
     mean, _, sizes = group_stats(rewards, batch.group)
     single = check_group_sizes(sizes, "rloo", allow_singletons)
-    g = sizes.double()
-    loo = ((g * mean - rewards) / (g - 1).clamp(min=1)).masked_fill(single, 0.0)  # a singleton's baseline: 0
-    return with_to_go(broadcast((rewards - loo).masked_fill(single & (allow_singletons != "keep"), 0.0), batch.mask),
-                      to_go)
+    g = sizes.to(rewards.dtype)
+    # R_i - mean_{j != i} R_j written as G/(G-1) (R_i - mean_g R): exactly 0 for equal rewards (`group_mean`)
+    advantage = g / (g - 1).clamp(min=1) * (rewards - mean)
+    kept = rewards if allow_singletons == "keep" else torch.zeros_like(rewards)  # a singleton's baseline is 0 (verl)
+    return with_to_go(broadcast(torch.where(single, kept, advantage), batch.mask), to_go)
 
 
 def grpo_passk(batch: RolloutBatch, *, norm_by_std=True, eps=1e-6):

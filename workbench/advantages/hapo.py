@@ -17,7 +17,7 @@ import torch
 
 from workbench import registry
 from workbench.advantages.base import broadcast, sequence_rewards
-from workbench.advantages.group import check_group_sizes, group_index, grpo
+from workbench.advantages.group import check_group_sizes, group_index, group_mean, grpo
 
 HAPO_TITLE = "From Uniform to Heterogeneous: Tailoring Policy Optimization to Every Token's Nature"
 
@@ -27,7 +27,7 @@ def token_level_stats(rewards: torch.Tensor, lengths: torch.Tensor, group: torch
     dense, counts = group_index(group)
     k = counts.shape[0]
     tokens = torch.zeros(k, dtype=rewards.dtype).index_add_(0, dense, lengths)             # [K] sum_i L_i
-    mean = (torch.zeros(k, dtype=rewards.dtype).index_add_(0, dense, lengths * rewards) / tokens.clamp(min=1))[dense]
+    mean = group_mean(rewards, dense, k, weights=lengths)[dense]                            # exact for equal R
     sq = torch.zeros(k, dtype=rewards.dtype).index_add_(0, dense, lengths * (rewards - mean) ** 2)
     std = (sq / tokens.clamp(min=1)).sqrt()[dense]
     return mean, std
@@ -45,7 +45,9 @@ def hapo(batch, *, eps=1e-6, fallback=5.0, allow_singletons=False, reference_bug
 
     Defaults from the HAPO code: eps = 1e-6 (`compute_hapo_outcome_advantage(epsilon=1e-6)`, also the fallback
     GRPO's, whose std is Bessel-corrected as verl's), fallback threshold 5 (`torch.any(torch.abs(normed) >= 5)`).
-    `allow_singletons` as `grpo` (a one-sample group has no baseline).
+    `allow_singletons`: a one-sample group is refused (False); its token-level A is 0 either way (its mean is its
+    own reward); True gives the GRPO fallback 0 too, "keep" the code's verl rule (fallback A = R / (1 + eps), reached
+    only through the padding check of reference_bug=True).
 
     reference_bug=False checks the fallback on the group's valid tokens only. The code scores R_i * mask before
     normalizing, so its padding positions hold (0 - mu)/(sigma + eps) and take part in the |A| >= 5 check: a group
@@ -57,7 +59,7 @@ def hapo(batch, *, eps=1e-6, fallback=5.0, allow_singletons=False, reference_bug
     if not eps > 0:
         raise ValueError(f"eps must be > 0 (a group with equal rewards divides by it), got {eps}")
     dense, sizes = group_index(batch.group)
-    check_group_sizes(sizes[dense], "hapo", allow_singletons)  # a singleton's token-level A is 0 anyway
+    check_group_sizes(sizes[dense], "hapo", allow_singletons)
     rewards = sequence_rewards(batch)                          # [B] float64
     lengths = batch.mask.double().sum(-1)                      # [B] L_i
     mean, std = token_level_stats(rewards, lengths, batch.group)

@@ -121,6 +121,8 @@ def hgpo(batch: RolloutBatch, *, history_length=2, length_weight_alpha=1.0, gamm
     prompt group, `episode_stats` "trajectory" or "steps") as level 0. states / step_rewards: as `gigpo` (per row,
     the hashable observation of every step; [B, S] rewards, None: the outcome on the last step).
     reference_bug: the authors' weight normalization w / (sum w + eps) and steps-weighted base group.
+    allow_singletons: a prompt with one trajectory, read by the base group only (`gigpo`'s A_E: False refuses, True
+    0, "keep" verl-agent's mean 0 / std 1 rule); the step levels give a group of one step 0 by design.
     """
     if states is None:
         if not batch.turn_info:

@@ -40,7 +40,7 @@ import torch
 from workbench import registry
 from workbench.advantages.base import check_rewards, sequence_rewards
 from workbench.advantages.gigpo import per_token
-from workbench.advantages.group import check_group_sizes, group_index, keyed_normalize
+from workbench.advantages.group import check_group_sizes, group_index, group_mean, keyed_normalize
 from workbench.batch import RolloutBatch, left_pad
 
 TITLE = ("Information Gain-based Policy Optimization: A Simple and Effective Approach for Multi-Turn LLM Agents")
@@ -221,7 +221,7 @@ def population_normalize(values: torch.Tensor, keys: list, *, scale=True, eps=1e
     ids: dict = {}
     dense = torch.tensor([ids.setdefault(key, len(ids)) for key in keys], dtype=torch.long)
     counts = torch.bincount(dense).double()
-    mean = torch.zeros(len(ids), dtype=values.dtype).index_add_(0, dense, values) / counts
+    mean = group_mean(values, dense, len(ids))  # exact for equal values
     var = torch.zeros(len(ids), dtype=values.dtype).index_add_(0, dense, (values - mean[dense]) ** 2) / counts
     std = torch.where(counts <= 1, torch.ones_like(var), (var + 1e-8).sqrt())
     centred = values - mean[dense]
@@ -268,10 +268,14 @@ def igpo(batch: RolloutBatch, *, gamma=1.0, norm="joint", scale=True, eps=1e-6, 
     with info_gain=False only `rewards` (the outcome on each row's last turn: `grpo` at gamma 1).
 
     norm: "joint" or "separate". scale: divide by the std. version: "paper", "745078b" or "bff163b" (the authors'
-    two codes, see the module). allow_singletons: accept a prompt group of one row (refused by default, as `grpo`):
-    its rewards are normalized among themselves, and a pool of one reward gets r~ = 0."""
+    two codes, see the module). allow_singletons=True: accept a prompt group of one row (refused by default, as
+    `grpo`): its rewards are normalized among themselves, and a pool of one reward gets r~ = 0 (as both codes);
+    "keep" (verl's A = R) is refused, IGPO's normalization has no such rule."""
     if version not in VERSIONS:
         raise ValueError(f"version must be one of {VERSIONS}, got {version!r}")
+    if allow_singletons == "keep":
+        raise ValueError("igpo: allow_singletons='keep' (verl's A = R for a group of one) has no counterpart in IGPO, "
+                         "whose codes give a pool of one reward r~ = 0; pass allow_singletons=True for that")
     if not (math.isfinite(gamma) and 0 <= gamma <= 1):
         raise ValueError(f"gamma must be in [0, 1], got {gamma}")
     n_steps = step_counts(batch)

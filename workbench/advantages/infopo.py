@@ -164,7 +164,8 @@ def infopo(batch: RolloutBatch, *, intrinsic_weight=1.0, gate="exp", gate_scale=
     """InfoPO advantage [B, T]. Reads `rewards`, `group`, `mask`, `turn`, `turn_info` (the signal of
     reward_shaping:infopo). intrinsic_weight: beta (0: multi-turn `grpo`). gate: "exp" (catalog) or "sigmoid" (the
     authors'), with scale `gate_scale`. scale: divide both advantages by their std. version: "card" or "c26e93c"
-    (token-level normalization and the magnitude ratio of the authors' code)."""
+    (token-level normalization and the magnitude ratio of the authors' code). allow_singletons: a prompt with one
+    trajectory, for the outcome term (`gigpo`'s A_E: False refuses, True 0, "keep" verl's A = R / (1 + eps))."""
     if version not in VERSIONS:
         raise ValueError(f"version must be one of {VERSIONS}, got {version!r}")
     if not math.isfinite(intrinsic_weight) or intrinsic_weight < 0:

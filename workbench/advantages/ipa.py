@@ -137,6 +137,7 @@ def ipa(batch: RolloutBatch, *, credit="trajectory", gamma=1.0, chunks="turn", s
     credit: "trajectory" (default) = `grpo(scale, eps)`, the same on every chunk; "return" = the chunk-level
     discounted return (gamma, ROLL default 1) of the token rewards u (module docstring).
     chunks: "turn" (default) or "runs" (ROLL). reference_bug: ROLL's chunk reward, read at the chunk's last token.
+    allow_singletons: as `grpo` (False refuses a group of one, True gives it A = 0, "keep" verl's A = R / (1 + eps)).
     """
     if credit not in CREDITS:
         raise ValueError(f"credit must be one of {CREDITS}, got {credit!r}")

@@ -32,7 +32,7 @@ import torch
 
 from workbench import registry
 from workbench.advantages.gigpo import MODES, episode_advantage, per_token, step_counts, step_rewards_of
-from workbench.advantages.group import keyed_normalize
+from workbench.advantages.group import check_group_sizes, group_index, keyed_normalize
 from workbench.batch import RolloutBatch
 
 TITLE = "UI-S1: Advancing GUI Automation via Semi-online Reinforcement Learning"
@@ -105,6 +105,8 @@ def uis1(batch: RolloutBatch, *, gamma=0.5, episode_advantage_w=1.0, step_advant
     matches: per row, one bool per step (its length is the row's number of steps). mode: "mean_std_norm" or
     "mean_norm" (both terms). episode_stats: "trajectory" (one sample per episode, = `grpo`) or "steps".
     reference_bug: the authors' episode term (each step's own reward over all step samples of the prompt group).
+    allow_singletons (a prompt with one trajectory): False refuses it, True gives its episode term 0, "keep" the
+    code's verl rule (a pool of one sample: mean 0, std 1), see `gigpo`; the step term is the code's either way.
     step_advantage_w = 0 gives the episode advantage alone (`grpo` with the defaults).
     """
     if mode not in MODES:
@@ -116,7 +118,10 @@ def uis1(batch: RolloutBatch, *, gamma=0.5, episode_advantage_w=1.0, step_advant
     n_steps = step_counts(matches, batch.size, "matches")
     r = step_rewards_of(batch, n_steps, step_rewards)
     if reference_bug:
-        a_episode = step_score_advantages(r, n_steps, batch.group, mode=mode, eps=eps)
+        dense, sizes = group_index(batch.group)
+        single = check_group_sizes(sizes[dense], "ui-s1", allow_singletons)
+        a_episode = step_score_advantages(r, n_steps, batch.group, mode=mode, eps=eps)  # the code's: "keep"
+        a_episode = a_episode.masked_fill(single[:, None] & (allow_singletons != "keep"), 0.0)
     else:
         a_row = episode_advantage(batch, n_steps, mode=mode, eps=eps, episode_stats=episode_stats,
                                   allow_singletons=allow_singletons)

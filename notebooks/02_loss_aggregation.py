@@ -65,9 +65,9 @@ import torch
 from workbench import ops, registry
 from workbench.advantages.group import grpo
 from workbench.batch import RolloutBatch
-from workbench.viz.math_figures import (aggregation_example, length_bias_bars, lengths_mask, microbatch_mismatch,
-                                        microbatch_weights, sequence_weights, token_push, toy_gradient,
-                                        weight_vs_length)
+from workbench.viz.aggregation_weights import (aggregation_example, length_bias_bars, lengths_mask,
+                                               microbatch_mismatch, microbatch_weights, sequence_weights, token_push,
+                                               toy_gradient, weight_vs_length)
 
 torch.set_num_threads(1)
 torch.manual_seed(seed)

@@ -63,9 +63,9 @@ import torch
 
 from workbench import kl, registry
 from workbench.regularizers.kl_penalty import kl_in_loss, kl_in_reward
-from workbench.viz.math_figures import (adaptive_kl_trajectories, beta_trajectory, categorical_pair,
-                                        estimator_moments, exact_kl, gradient_error, kl_estimator_histograms,
-                                        kl_estimator_sweep, kl_gradient_check, kl_gradients)
+from workbench.viz.kl_estimators import (adaptive_kl_trajectories, beta_trajectory, categorical_pair,
+                                         estimator_moments, exact_kl, gradient_error, kl_estimator_histograms,
+                                         kl_estimator_sweep, kl_gradient_check, kl_gradients)
 
 torch.set_num_threads(1)
 n_samples = n_samples or (256 if preset == "smoke" else 4096)

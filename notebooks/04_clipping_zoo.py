@@ -74,9 +74,10 @@ from transformers.utils import logging as hf_logging
 
 from workbench import ops, registry
 from workbench.train import Trainer, make_config
-from workbench.viz.zoo import (clip_fraction_figure, gradient_weight_figure, gradient_weight_grid,
-                               gradient_weight_slices, gradient_weight_surface, policy_objectives,
-                               staleness_figure, zoo_explorer)
+from workbench.viz.run_curves import clip_fraction_figure, staleness_figure
+from workbench.viz.weight_explorers import zoo_explorer
+from workbench.viz.weight_surfaces import (gradient_weight_figure, gradient_weight_grid, gradient_weight_slices,
+                                           gradient_weight_surface, policy_objectives)
 
 torch.set_num_threads(1)
 hf_logging.disable_progress_bar()  # no "Loading weights" bar per model load
@@ -159,7 +160,7 @@ gradient_weight_figure("dual-clip", eps_low=0.2, eps_high=0.28, dual_clip_c=2.0)
 
 # %% [markdown]
 # A check you can trust: for PPO-clip the autograd weight is exactly $A\,r$ inside and $0$ in the active
-# clipped region (the same identity `tests/viz/test_zoo.py` checks on a grid).
+# clipped region (the same identity `tests/viz/test_weight_surfaces.py` checks on a grid).
 
 # %%
 ratios, advs = np.array([0.5, 0.9, 1.1, 1.5]), np.array([-1.0, 1.0])

@@ -63,8 +63,8 @@ from IPython.display import HTML, display
 
 from workbench import registry
 from workbench.batch import RolloutBatch
-from workbench.viz.zoo import (advantage_comparison, advantage_table_html, advantage_token_heatmaps,
-                               advantage_vs_success_rate, success_rate_advantages)
+from workbench.viz.advantage_comparisons import (advantage_comparison, advantage_table_html, advantage_token_heatmaps,
+                                                 advantage_vs_success_rate, success_rate_advantages)
 
 torch.set_num_threads(1)
 torch.manual_seed(seed)

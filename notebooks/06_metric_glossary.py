@@ -65,7 +65,7 @@ from transformers.utils import logging as hf_logging
 from workbench.train import Trainer, make_config, train
 from workbench.train.glossary import GLOSSARY, HEALTHY
 from workbench.train.metrics import read_rows
-from workbench.viz.zoo import glossary_html, metric_panels
+from workbench.viz.metric_glossary import glossary_html, metric_panels
 
 torch.set_num_threads(1)
 hf_logging.disable_progress_bar()  # no "Loading weights" bar per model load

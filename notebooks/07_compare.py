@@ -50,7 +50,7 @@ import torch
 
 from workbench.recipes import get_recipe
 from workbench.train.compare import compare
-from workbench.viz.figures import seed_band_curves
+from workbench.viz.run_curves import seed_band_curves
 
 torch.set_num_threads(1)
 sets = []

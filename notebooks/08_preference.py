@@ -83,10 +83,10 @@ from workbench.train import make_config, make_trainer, train
 from workbench.train.compare import compare
 from workbench.train.metrics import read_rows
 from workbench.train.evaluate import held_out_pairs, sequence_logps
-from workbench.viz.figures import seed_band_curves
-from workbench.viz.preference_figures import (comparison_table, exploitability_figure, game_dynamics, length_figure,
-                                              logp_change_scatter, logp_trajectories, margin_curves, margin_figure,
-                                              simplex_figure)
+from workbench.viz.preference_figures import (comparison_table, exploitability_figure, game_dynamics,
+                                              length_gradient_figure, logp_change_scatter, logp_trajectories,
+                                              margin_curves, margin_figure, simplex_figure)
+from workbench.viz.run_curves import seed_band_curves
 
 torch.set_num_threads(1)
 hf_logging.disable_progress_bar()
@@ -244,7 +244,7 @@ logp_change_scatter(before[0], before[1], after[0], after[1]).show()
 # DPO and IPO at β = 0.1, SimPO at its defaults β = 2, γ' = 0.5).
 
 # %%
-length_figure(chosen_lengths=list(range(1, 101)), rejected_len=10, token_logratio=0.05).show()
+length_gradient_figure(chosen_lengths=list(range(1, 101)), rejected_len=10, token_logratio=0.05).show()
 
 # %% [markdown]
 # - **Left, at the start of training ($\pi = \pi_{ref}$):** with the summed losses (DPO, IPO in the paper's

@@ -89,7 +89,7 @@ from workbench.tasks import get_task
 from workbench.train import Trainer, apply_sets, make_config
 from workbench.train.compare import compare
 from workbench.train.metrics import read_rows
-from workbench.viz.agents import episode_tokens, expert_episode, success_curves, turn_advantages, window_means
+from workbench.viz.agent_episodes import episode_tokens, expert_episode, success_curves, turn_advantages, window_means
 from workbench.viz.report import seed_table
 
 torch.set_num_threads(1)

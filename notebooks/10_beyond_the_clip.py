@@ -92,9 +92,12 @@ from transformers.utils import logging as hf_logging
 from workbench import registry
 from workbench.train import Trainer, make_config, train
 from workbench.train.metrics import read_rows
-from workbench.viz.beyond import (F2, bapo_bounds_figure, beyond_explorer, contribution_figure,
-                                  contribution_summary, drawable_keys, dual_ascent_figure, equations_markdown,
-                                  not_drawable, silenced_scatter, surface_grid, token_weights, weight_surface)
+from workbench.viz.gradient_shares import (contribution_figure, contribution_summary, silenced_scatter,
+                                           token_gradient_weights)
+from workbench.viz.run_curves import bapo_bounds_figure, dual_ascent_figure
+from workbench.viz.tables import equations_markdown
+from workbench.viz.weight_explorers import beyond_explorer
+from workbench.viz.weight_surfaces import F2, drawable_keys, gradient_weight_surface, not_drawable, surface_grid
 
 torch.set_num_threads(1)
 hf_logging.disable_progress_bar()  # no "Loading weights" bar per model load
@@ -108,14 +111,14 @@ for key, reason in not_drawable().items():
 # %% [markdown]
 # ## 1. Every F2 component, one equation each
 #
-# The table is built from the registry (`registry.entries()`, family `surrogate`): key, kind, the equation the
-# component registers and its summary. A method registered later appears here by itself. A method can be several
+# The table is built from the registry (`registry.entries()`, family `surrogate`): each component's key and kind,
+# its summary and the equation it registers. A method registered later appears here by itself. A method can be several
 # components: HAPO is an advantage (a token-level group average) and an objective (entropy-adaptive bounds), VSPO a
 # group transform (resampling) and an objective (value-smoothing clip), R²VPO an objective and the controller that
 # drives its $\lambda$.
 
 # %% mystnb={"markdown_format": "myst"}
-display(Markdown(equations_markdown()))
+display(Markdown(equations_markdown(F2)))
 
 # %% [markdown]
 # ## 2. Every objective's gradient weight
@@ -192,15 +195,16 @@ surface_grid(alternatives, title="the same objectives with another input (grey: 
 # - **r2vpo** with $\lambda = 0$ is the unclipped importance-sampling gradient $w = rA$; **gbpo** with one negative
 #   target for every row pushes every ratio towards $\rho^* = 0.85$.
 #
-# Checks you can trust, against the formulas above (the same identities `tests/viz/test_beyond.py` checks on grids):
+# Checks you can trust, against the formulas above (the same identities `tests/viz/test_weight_surfaces.py` checks
+# on grids):
 
 # %%
 ratios, advs = np.array([0.5, 0.7, 0.9, 1.1, 1.5, 3.5]), np.array([-1.0, 1.0])
 R, A = np.meshgrid(ratios, advs)
-bapo_w = weight_surface("bapo", ratios, advs)
+bapo_w = gradient_weight_surface("bapo", ratios, advs)
 expected = np.where(((A > 0) & (R > 1.2)) | ((A < 0) & ((R < 0.6) | (R > 3.0))), 0.0, A * R)
 rho = 0.8 + 0.4 / (1 + np.exp(-A))  # GBPO's target ratio with target_adv = A
-gbpo_w = weight_surface("gbpo", ratios, advs)
+gbpo_w = gradient_weight_surface("gbpo", ratios, advs)
 print("bapo\n", np.round(bapo_w, 3), "\ngbpo\n", np.round(gbpo_w, 3))
 assert np.allclose(bapo_w, expected) and np.allclose(gbpo_w, np.abs(A) * R * np.sign(rho - R))
 
@@ -234,7 +238,7 @@ print(f"{batch.size} responses, {int(valid.sum())} tokens, {int((valid & (batch.
 
 weights, summaries, metrics = {}, {}, {}
 for key in compare_objectives:
-    weights[key], metrics[key] = token_weights(key, batch, logp)
+    weights[key], metrics[key] = token_gradient_weights(key, batch, logp)
     summaries[key] = s = contribution_summary(weights[key], batch.advantages, batch.mask)
     print(f"{key:18} share of the gradient on A > 0: {s['pos_share']:.3f}   silenced: {s['silenced_pos']:6.1%} of "
           f"A > 0 tokens, {s['silenced_neg']:6.1%} of A < 0 tokens")
@@ -280,7 +284,7 @@ silenced_scatter(weights, batch).show()
 # predicted KL against one real Adam step on a linear softmax head).
 
 # %%
-from workbench.viz.beyond import success_scale_figure
+from workbench.viz.advantage_comparisons import success_scale_figure
 
 success_scale_figure().show()
 
@@ -357,10 +361,9 @@ dual_ascent_figure(r2vpo_runs).show()
 
 # %%
 from workbench.claims import VERDICT_RULE, claims_table
-from workbench.viz.claims import claims_html
 from workbench.reference import REFERENCES, load
-from workbench.viz.entropy import before_after_table
-from workbench.viz.figures import seed_band_curves
+from workbench.viz.run_curves import seed_band_curves
+from workbench.viz.tables import before_after_table, claims_html
 
 catalog = registry.catalog()
 f2_recipes = [e.key for e in registry.entries("recipe") if catalog.get(e.key, {}).get("family") == F2]

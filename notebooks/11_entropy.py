@@ -74,12 +74,12 @@ import torch
 from IPython.display import HTML, Markdown, display
 from transformers.utils import logging as hf_logging
 
-from workbench.viz.entropy import (EVAL_CURVES, before_after_table, covariance_figure,
-                                   covariance_summary, covariance_tokens, entropy_explorer, entropy_step_figure,
-                                   entropy_steps, epo_band_figure, equations_markdown, hapo_temperature_figure,
-                                   llds_figure, safe_penalty_figure, sac_temperature_figure, shape_logits,
-                                   with_start)
-from workbench.viz.figures import seed_band_curves
+from workbench.viz.entropy_controls import (EVAL_CURVES, covariance_figure, covariance_summary, covariance_tokens,
+                                            entropy_explorer, entropy_step_figure, entropy_steps, epo_band_figure,
+                                            hapo_temperature_figure, llds_figure, safe_penalty_figure,
+                                            sac_temperature_figure, shape_logits)
+from workbench.viz.run_curves import seed_band_curves, with_start
+from workbench.viz.tables import before_after_table, equations_markdown
 
 torch.set_num_threads(1)
 torch.manual_seed(seed)
@@ -396,7 +396,7 @@ epo_band_figure(hbar=0.5, bands=((0.8, 1.2), (0.0, 2.0))).show()
 
 # %%
 from workbench.claims import VERDICT_RULE, claims_table
-from workbench.viz.claims import claims_html
+from workbench.viz.tables import claims_html
 
 F3_RECIPES = ["clip-higher", "entropy-bonus", "clip_cov", "kl_cov", "epo", "dcpo", "aepo-arbitrary", "safe",
               "safe-kl-control", "llds", "sac-temperature", "hapo-temperature"]

@@ -80,12 +80,12 @@ from IPython.display import HTML, Markdown, display
 from transformers.utils import logging as hf_logging
 
 from workbench.reference import REFERENCES, load
-from workbench.viz.entropy import before_after_table, equations_markdown
-from workbench.viz.figures import seed_band_curves
-from workbench.viz.rewards import (aggregation_advantages, aggregation_explorer, checklist_grid_figure, fapo_figure,
-                                   fapo_rows, family_recipes, hacking_figure, length_explorer, length_table,
-                                   per_reward_figure, reflection_figure, reward_names, reward_spread,
-                                   schedules_figure, ssl_figure, stored_summary_text)
+from workbench.viz.reward_curves import (aggregation_advantages, aggregation_explorer, checklist_grid_figure,
+                                         fapo_figure, fapo_rows, family_recipes, hacking_figure, length_explorer,
+                                         length_table, per_reward_figure, reflection_figure, reward_names,
+                                         reward_spread, schedules_figure, ssl_figure, stored_summary_text)
+from workbench.viz.run_curves import seed_band_curves
+from workbench.viz.tables import before_after_table, equations_markdown
 
 torch.set_num_threads(1)
 torch.manual_seed(seed)
@@ -455,7 +455,7 @@ fapo_figure().show()
 
 # %%
 from workbench.claims import VERDICT_RULE, claims_table
-from workbench.viz.claims import claims_html
+from workbench.viz.tables import claims_html
 
 print(VERDICT_RULE)
 display(HTML(claims_html(claims_table(None if reference_dir is None else Path(reference_dir),

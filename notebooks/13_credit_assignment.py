@@ -73,7 +73,7 @@ import torch
 from IPython.display import display
 
 from workbench import credit_exact as ce
-from workbench.viz.credit import advantage_heatmaps, bias_variance_figure, table_rows
+from workbench.viz.credit_comparisons import advantage_heatmaps, bias_variance_figure, table_rows
 from workbench.viz.widgets import explorer
 
 torch.set_num_threads(1)
@@ -197,9 +197,9 @@ from IPython.display import HTML
 
 from workbench.claims import VERDICT_RULE, claims_table
 from workbench.reference import load
-from workbench.viz.claims import claims_html
-from workbench.viz.credit import against_baseline_grid
-from workbench.viz.entropy import before_after_table, with_start
+from workbench.viz.credit_comparisons import against_baseline_grid
+from workbench.viz.run_curves import with_start
+from workbench.viz.tables import before_after_table, claims_html
 
 for name in ("f4-keydoor", "f4-screen", "f4-search", "f4-calculator", "f4-countdown"):
     stored = load(name)

@@ -274,7 +274,7 @@ def test_beyond_the_clip_checks_explain_plausible_wrong_answers(check, wrong, ex
 def test_beyond_the_clip_answers_follow_the_library():
     import math
 
-    from workbench.viz.beyond import weight_surface
+    from workbench.viz.weight_surfaces import gradient_weight_surface
 
     sigma = 1 / (1 + math.exp(-1 / (math.sqrt(0.2) + 1e-6)))  # A_hat of the correct answer: 1 / Bessel std
     assert exercises.gbpo_target_ratios() == pytest.approx((0.8 + 0.4 * sigma, 1.0))  # median 0: wrong -> rho* = 1
@@ -282,12 +282,12 @@ def test_beyond_the_clip_answers_follow_the_library():
         math.sqrt(0.3) + 1e-6))))  # median 1: a wrong answer's target is pushed below 1
     masked = exercises.dispo_masked_tokens()
     for label, (r, a) in exercises.DISPO_EXERCISE_TOKENS.items():  # the same as the surface's zero cells
-        assert (label in masked) == (weight_surface("dispo", [r], [a])[0, 0] == 0)
+        assert (label in masked) == (gradient_weight_surface("dispo", [r], [a])[0, 0] == 0)
     assert exercises.dispo_masked_tokens(eps_low_pos=0.3, eps_high_neg=0.35) == {"e"}
     assert exercises.bapo_exercise() == pytest.approx((1.1 / 2.82, 0.75))
     assert exercises.shaping_weights((0.1, 0.5), gamma=0.1) == pytest.approx((0.25, 0.05 / 0.36))
     assert exercises.shaping_weights((0.3,)) == pytest.approx(
-        tuple(weight_surface("policy-shaping", [1.0], [1.0], {"p_old": 0.3})[0]))
+        tuple(gradient_weight_surface("policy-shaping", [1.0], [1.0], {"p_old": 0.3})[0]))
 
 
 # notebook 12: reward design

@@ -11,7 +11,7 @@ from workbench.book_finder import (card_href, filter_script, no_match, notebook_
                                    short_label)
 from workbench.claims import VERDICT_RULE, claims_table, verdict_kind
 from workbench.paths import ROOT
-from workbench.viz.claims import BADGE, claims_html
+from workbench.viz.tables import BADGE, claims_html
 
 SECTIONS_SHOWN = 1  # notebook sections linked under a recipe (the first, in the book's order)
 NOTEBOOKS = ("07", "08", "10", "11", "12")  # the notebooks that plot the reference runs

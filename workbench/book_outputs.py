@@ -16,7 +16,7 @@ import html
 import re
 from pathlib import Path
 
-from workbench.viz.figures import PLOTLY_MIME
+from workbench.viz.style import PLOTLY_MIME
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"

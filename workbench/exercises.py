@@ -173,7 +173,7 @@ def local_microbatch_weight(lengths=MICROBATCH_EXERCISE["lengths"], k: int = MIC
                             mode: str = "token-mean", row: int = MICROBATCH_EXERCISE["row"]) -> float:
     """Per-token weight of answer `row` when the step is split into k contiguous micro-batches that each divide by
     their OWN counts and the accumulation loop divides by k (autograd through the library's accumulation loop)."""
-    from workbench.viz.math_figures import microbatch_token_weights
+    from workbench.viz.aggregation_weights import microbatch_token_weights
 
     return float(microbatch_token_weights(lengths, k, mode, "local")[row])
 
@@ -182,7 +182,7 @@ def check_local_microbatch_weight(answer, lengths=MICROBATCH_EXERCISE["lengths"]
                                   mode: str = "token-mean", row: int = MICROBATCH_EXERCISE["row"]) -> str:
     """Exercise: the weight of a token of one answer when each micro-batch takes its own token-mean (default: the
     20-token answer, in the second of k = 2 micro-batches of 30 + 90 and 20 + 40 tokens)."""
-    from workbench.viz.math_figures import microbatch_splits
+    from workbench.viz.aggregation_weights import microbatch_splits
 
     expected, given = local_microbatch_weight(lengths, k, mode, row), _float(answer)
     if given is not None and _near(given, expected, 1e-6 + 1e-3 * abs(expected)):
@@ -365,7 +365,7 @@ ZOO_EXERCISE_KEYS = ("ppo-clip", "dual-clip", "cispo", "sapo", "gspo")
 
 def nonzero_weight_objectives(keys=ZOO_EXERCISE_KEYS, ratio: float = 1.5, advantage: float = 1.0) -> set[str]:
     """The objectives (among `keys`, at their defaults) whose gradient weight at (ratio, advantage) is not 0."""
-    from workbench.viz.zoo import gradient_weight_surface
+    from workbench.viz.weight_surfaces import gradient_weight_surface
 
     return {key for key in keys
             if abs(float(gradient_weight_surface(key, [ratio], [advantage])[0, 0])) > 1e-12}
@@ -383,7 +383,7 @@ def check_nonzero_weight_objectives(answer, ratio: float = 1.5, advantage: float
 
 def negative_advantage_weights(ratio: float = 5.0, advantage: float = -1.0) -> tuple[float, float]:
     """(ppo-clip, dual-clip) gradient weights of one token at (ratio, advantage), both at their defaults."""
-    from workbench.viz.zoo import gradient_weight_surface
+    from workbench.viz.weight_surfaces import gradient_weight_surface
 
     return tuple(float(gradient_weight_surface(key, [ratio], [advantage])[0, 0]) for key in ("ppo-clip", "dual-clip"))
 
@@ -733,7 +733,7 @@ ENTROPY_EXERCISE_LOGITS = (2.0, 1.0, 0.0, 0.0)
 
 def entropy_at_temperature(logits=ENTROPY_EXERCISE_LOGITS, temperature: float = 0.5) -> float:
     """H(softmax(z / T)) in nats (`workbench.viz.entropy.token_entropy`)."""
-    from workbench.viz.entropy import token_entropy
+    from workbench.viz.entropy_controls import token_entropy
 
     return float(token_entropy(torch.tensor(logits, dtype=torch.float64), temperature))
 

@@ -54,10 +54,10 @@ def test_margin_figure_matches_closed_forms(beta, ratio, eps):
 # ---------------------------------------------------------------------------------------------- length
 
 
-def test_length_figure_matches_closed_forms():
+def test_length_gradient_figure_matches_closed_forms():
     n = np.array([1, 4, 10, 37, 100])
     n_l, delta = 10, 0.05
-    fig = pf.length_figure(chosen_lengths=n, rejected_len=n_l, token_logratio=delta)
+    fig = pf.length_gradient_figure(chosen_lengths=n, rejected_len=n_l, token_logratio=delta)
     b, b_simpo, gamma = 0.1, 2.0, 2.0 * 0.5
     # at π = π_ref (Δ = 0) every chosen token gets the same weight; length-normalized losses divide it by |y_w|
     per_token = {"dpo (summed)": np.full(n.shape, b / 2), "ipo (summed)": np.full(n.shape, 1 / b),

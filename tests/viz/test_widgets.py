@@ -58,7 +58,8 @@ def test_live_curves_draw_every_row_as_it_arrives():
 def test_live_curves_leave_a_static_figure_of_the_finished_run():
     import plotly.graph_objects as go
 
-    from workbench.viz.widgets import PLOTLY_MIME, LiveCurves
+    from workbench.viz.style import PLOTLY_MIME
+    from workbench.viz.widgets import LiveCurves
 
     class Handle:  # IPython's DisplayHandle: `update` replaces the displayed output
         def update(self, obj, raw=False):

@@ -228,7 +228,7 @@ def length_curves(chosen_lengths: Sequence[int] = tuple(range(1, 101)), rejected
     return out
 
 
-def length_figure(chosen_lengths: Sequence[int] = tuple(range(1, 101)), rejected_len: int = 10,
+def length_gradient_figure(chosen_lengths: Sequence[int] = tuple(range(1, 101)), rejected_len: int = 10,
                   token_logratio: float = 0.05, token_logp: float = -1.0,
                   losses: Mapping[str, tuple[str, dict]] = LENGTH_LOSSES) -> go.Figure:
     """Three panels vs the chosen answer's length (rejected answer: `rejected_len` tokens):

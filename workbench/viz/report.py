@@ -14,7 +14,8 @@ import plotly.graph_objects as go
 
 from workbench.files import write_atomic
 from workbench.train.metrics import resumable_rows
-from workbench.viz.figures import accuracy_bar, as_runs, is_number, present_keys, training_curves
+from workbench.viz.run_curves import accuracy_bar, as_runs, present_keys, seed_band_curves, training_curves
+from workbench.viz.style import is_number
 
 STYLE = """
 body { font-family: system-ui, -apple-system, sans-serif; margin: 2rem auto; max-width: 1200px; color: #222; }
@@ -183,8 +184,6 @@ def write_seed_comparison(groups: Mapping[str, list[list[dict]]], result: Mappin
 
     groups: recipe -> one list of metric rows per seed; result: what `workbench.train.compare` returns.
     """
-    from workbench.viz.figures import seed_band_curves
-
     path = Path(path)
     title = f"{', '.join(groups)} on {result['task']} ({result['preset']})"
     body = [

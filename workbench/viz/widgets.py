@@ -11,7 +11,10 @@ import json
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from workbench.viz.figures import PLOTLY_MIME, advantage_bars, metric_series, surrogate_curves, training_curves
+from workbench.viz.advantage_comparisons import advantage_bars
+from workbench.viz.clip_curves import surrogate_curves
+from workbench.viz.run_curves import metric_series, training_curves
+from workbench.viz.style import PLOTLY_MIME
 
 
 def refresh(widget: go.FigureWidget, fig: go.Figure) -> None:

@@ -19,7 +19,7 @@ from workbench.models import char_tokenizer
 from workbench.paths import ROOT
 from workbench.rollout import Sampling, turns
 from workbench.tasks import Example, get_task
-from workbench.viz import agents
+from workbench.viz import agent_episodes as ae
 
 TOK = char_tokenizer()
 
@@ -52,7 +52,7 @@ def role_of(mask: float, turn: int) -> str:
 
 def test_cells_follow_the_batch_mask_turn_ids_rewards_and_advantages(batch):
     for row in range(batch.size):
-        cells = agents.episode_cells(batch, TOK, row, max_padding=10_000)
+        cells = ae.episode_cells(batch, TOK, row, max_padding=10_000)
         prompt = [c for c in cells if c["role"] == "prompt"]
         response = [c for c in cells if c["role"] != "prompt"]
         assert len(prompt) == int(batch.prompt_mask[row].sum()) and not any(c["trained"] for c in prompt)
@@ -75,23 +75,23 @@ def test_padding_cells_are_capped():
     row = int(torch.argmin((b.turn >= 0).sum(-1)))  # the shortest episode has the most padding
     pad = int((b.turn[row] < 0).sum())
     assert pad > 2
-    cells = agents.episode_cells(b, TOK, row, max_padding=2)
+    cells = ae.episode_cells(b, TOK, row, max_padding=2)
     assert sum(c["role"] == "padding" for c in cells) == 2
 
 
 @pytest.mark.parametrize("row", range(12))
 def test_episode_figure_colours_roles_and_frames_only_trained_tokens(batch, row):
-    fig = agents.episode_tokens(batch, TOK, row)
+    fig = ae.episode_tokens(batch, TOK, row)
     traces = {t.name: t for t in fig.data}
-    label = agents.ROLE_LABELS
+    label = ae.ROLE_LABELS
     padded = bool((batch.turn[row] < 0).any())
     assert set(traces) == {label["prompt"], label["action"], label["observation"]} | ({label["padding"]} if padded
                                                                                       else set())
-    for role in agents.ROLES:
+    for role in ae.ROLES:
         if label[role] not in traces:
             continue
         trace = traces[label[role]]
-        assert trace.marker.color == agents.ROLE_COLORS[role]
+        assert trace.marker.color == ae.ROLE_COLORS[role]
         positions = [c[0] for c in trace.customdata]
         if role == "prompt":
             assert len(positions) == int(batch.prompt_mask[row].sum()) and all(p < 0 for p in positions)
@@ -123,8 +123,8 @@ def test_episode_figure_colours_roles_and_frames_only_trained_tokens(batch, row)
 def test_expert_calculator_episode_matches_the_exercise_count():
     task = get_task("calculator")
     prompt, answer, actions = exercises.CALCULATOR_EXERCISE
-    b = agents.expert_episode(task, Example(prompt, answer, f"A:{answer}"), TOK, actions)
-    cells = agents.episode_cells(b, TOK, 0)
+    b = ae.expert_episode(task, Example(prompt, answer, f"A:{answer}"), TOK, actions)
+    cells = ae.episode_cells(b, TOK, 0)
     trained = [c for c in cells if c["trained"]]
     assert len(trained) == exercises.calculator_token_counts()[0] == 23
     observations = "".join(c["token"] for c in cells if c["role"] == "observation")
@@ -133,7 +133,7 @@ def test_expert_calculator_episode_matches_the_exercise_count():
     assert [i["state"] for i in b.turn_info[0]] == [(prompt, ()), (prompt, (1776,)), (prompt, (1776, 1795))]
     assert cells[-1]["token"] == TOK.eos_token and cells[-1]["trained"]
     with pytest.raises(IndexError, match="outside"):
-        agents.episode_cells(b, TOK, 1)
+        ae.episode_cells(b, TOK, 1)
 
 
 # ------------------------------------------------------------------------------- per-turn rewards and advantages
@@ -142,7 +142,7 @@ def test_expert_calculator_episode_matches_the_exercise_count():
 def test_turn_table_grpo_is_flat_and_gigpo_varies_where_states_repeat():
     b = exercises.agent_group_batch()
     A_grpo, A_gigpo = grpo(b), gigpo(b)
-    table = agents.turn_table(b, 0, {"GRPO": A_grpo, "GiGPO": A_gigpo})
+    table = ae.turn_table(b, 0, {"GRPO": A_grpo, "GiGPO": A_gigpo})
     assert table["rows"] == [0, 1, 2, 3] and table["steps"] == [0, 1, 2, 3, 4]
     z = (torch.tensor(exercises.AGENT_GROUP_REWARDS) - 0.5) / statistics.stdev(exercises.AGENT_GROUP_REWARDS)
     grpo_t, gigpo_t = table["advantages"]["GRPO"]["mean"], table["advantages"]["GiGPO"]["mean"]
@@ -161,8 +161,8 @@ def test_turn_table_grpo_is_flat_and_gigpo_varies_where_states_repeat():
 
 def test_turn_advantages_figure_draws_the_table(batch):
     A_grpo = grpo(batch)
-    fig = agents.turn_advantages(batch, 7, {"GRPO": A_grpo, "GiGPO": batch.advantages})
-    table = agents.turn_table(batch, 7, {"GRPO": A_grpo, "GiGPO": batch.advantages})
+    fig = ae.turn_advantages(batch, 7, {"GRPO": A_grpo, "GiGPO": batch.advantages})
+    table = ae.turn_table(batch, 7, {"GRPO": A_grpo, "GiGPO": batch.advantages})
     assert table["rows"] == list(range(6, 12))  # an int row stands for its whole group
     reward, grpo_panel, gigpo_panel = fig.data
     np.testing.assert_array_equal(np.asarray(reward.z, dtype=float), table["reward"])
@@ -171,16 +171,16 @@ def test_turn_advantages_figure_draws_the_table(batch):
     assert "GRPO" in grpo_panel.hovertemplate and "state" in reward.hovertemplate
     flat = np.asarray(grpo_panel.z, dtype=float)
     assert np.nanmax(flat, 1) - np.nanmin(flat, 1) == pytest.approx(np.zeros(6), abs=1e-6)
-    rows_fig = agents.turn_advantages(batch, [0, 6])  # explicit rows; batch.advantages by default
+    rows_fig = ae.turn_advantages(batch, [0, 6])  # explicit rows; batch.advantages by default
     assert len(rows_fig.data) == 2 and len(rows_fig.data[0].y) == 2
     with pytest.raises(IndexError):
-        agents.turn_advantages(batch, batch.size)
+        ae.turn_advantages(batch, batch.size)
 
 
 def test_default_state_labels_drop_the_shared_prompt():
     states = [[("7*8=", ()), ("7*8=", (56,))], [("7*8=", ())]]
-    assert agents.default_state_labels(states) == [["()", "(56,)"], ["()"]]
-    assert agents.default_state_labels([[(1, 2), (0, 3)], [None]]) == [["1,2", "0,3"], ["–"]]
+    assert ae.default_state_labels(states) == [["()", "(56,)"], ["()"]]
+    assert ae.default_state_labels([[(1, 2), (0, 3)], [None]]) == [["1,2", "0,3"], ["–"]]
 
 
 # ------------------------------------------------------------------------------- comparing runs
@@ -188,12 +188,12 @@ def test_default_state_labels_drop_the_shared_prompt():
 
 def test_success_curves_add_the_trailing_mean_and_window_means():
     rows = [{"step": i, "accuracy": float(i % 2), "entropy": 1.0 - i / 20} for i in range(20)]
-    groups, key = agents.with_trailing_mean({"grpo": [rows]}, "accuracy", window=4)
+    groups, key = ae.with_trailing_mean({"grpo": [rows]}, "accuracy", window=4)
     assert key == "accuracy (4-step mean)"
     assert [r[key] for r in groups["grpo"][0]][:5] == [0.0, 0.5, 1 / 3, 0.5, 0.5]
     assert "accuracy (4-step mean)" not in rows[0]  # the input rows are left as they were
-    assert agents.window_means(rows, "accuracy", 10) == (0.5, 0.5)
-    fig = agents.success_curves({"grpo": [rows], "gigpo": [rows]}, window=4, extra=("entropy",))
+    assert ae.window_means(rows, "accuracy", 10) == (0.5, 0.5)
+    fig = ae.success_curves({"grpo": [rows], "gigpo": [rows]}, window=4, extra=("entropy",))
     assert [a.text for a in fig.layout.annotations] == ["accuracy", key, "entropy"]
     assert {t.name for t in fig.data if t.name} == {"grpo", "gigpo"}
 
@@ -253,8 +253,8 @@ def test_notebook_exercises_start_unsolved_and_its_solutions_pass():
 
 
 def test_cell_labels_fit_their_cells():
-    assert agents.cell_label("<eos>", {"<eos>"}) == ("eos", 12)
-    assert agents.cell_label("<|im_end|>", {"<|im_end|>"}) == ("im_end", 6)
-    assert agents.cell_label("\n") == ("↵", 12)
-    assert agents.cell_label("<") == ("&lt;", 12)  # plotly renders cell text as HTML
-    assert agents.cell_label(" hello world")[1] == 6
+    assert ae.cell_label("<eos>", {"<eos>"}) == ("eos", 12)
+    assert ae.cell_label("<|im_end|>", {"<|im_end|>"}) == ("im_end", 6)
+    assert ae.cell_label("\n") == ("↵", 12)
+    assert ae.cell_label("<") == ("&lt;", 12)  # plotly renders cell text as HTML
+    assert ae.cell_label(" hello world")[1] == 6

@@ -1,7 +1,6 @@
-"""The reward-design notebook's figures (workbench.viz.rewards) follow the library: the reward stage's aggregation and
-GRPO, the registered length rewards, ARLCP's penalty, the length-bias proxy under CGPO's judges, the per-reward
-curves of a run, the stored comparisons read through `reference.load`, and the process-reward pictures. Fast: no
-model."""
+"""The reward curves follow the library: the reward stage's aggregation and GRPO, the registered length rewards,
+ARLCP's penalty, the length-bias proxy under CGPO's judges, the per-reward curves of a run, the stored comparisons
+read through `reference.load`, and the process-reward pictures. Fast: no model."""
 from __future__ import annotations
 
 import json
@@ -13,15 +12,16 @@ import torch
 
 from workbench import registry
 from workbench.reference import load
-from workbench.viz.entropy import before_after_table, equations_markdown, family_entries
-from workbench.viz.figures import seed_band_curves
-from workbench.viz.rewards import (AGG_CORRECT, AGG_LENGTHS, CELL_KINDS, HACK_GROUPS, aggregation_advantages,
-                                   aggregation_explorer, aggregation_figure, aggregation_sweep, arlcp_grid,
-                                   cgpo_settings, checklist_episode, checklist_grid_figure, combined_rewards,
-                                   fapo_figure, fapo_rows, family_recipes, grpo_advantages, hacking_figure,
-                                   hacking_rewards, length_explorer, length_figure, length_proxy, length_reward_curves, length_table, per_reward_figure,
-                                   per_reward_series, reflection_figure, reward_names, reward_spread, schedules,
-                                   schedules_figure, ssl_figure, ssl_tiers, stored_summary, stored_summary_text)
+from workbench.viz.reward_curves import (AGG_CORRECT, AGG_LENGTHS, CELL_KINDS, HACK_GROUPS, aggregation_advantages,
+                                         aggregation_explorer, aggregation_figure, aggregation_sweep, arlcp_grid,
+                                         cgpo_settings, checklist_episode, checklist_grid_figure, combined_rewards,
+                                         fapo_figure, fapo_rows, family_recipes, grpo_advantages, hacking_figure,
+                                         hacking_rewards, length_explorer, length_proxy, length_reward_curves,
+                                         length_reward_figure, length_table, per_reward_figure, per_reward_series,
+                                         reflection_figure, reward_names, reward_spread, schedules, schedules_figure,
+                                         ssl_figure, ssl_tiers, stored_summary, stored_summary_text)
+from workbench.viz.run_curves import seed_band_curves
+from workbench.viz.tables import before_after_table
 
 
 def zscore(x):
@@ -32,23 +32,6 @@ def zscore(x):
 def grpo_by_hand(r):
     r = np.asarray(r, float)
     return (r - r.mean()) / (r.std(ddof=1) + 1e-6)
-
-
-# ---------------------------------------------------------------------------------------------- key equations
-
-
-def test_equations_table_has_every_f6_component():
-    text = equations_markdown("rewards")
-    entries = family_entries("rewards")
-    catalog = registry.catalog()
-    f6 = {k for k, v in catalog.items() if v.get("family") == "rewards"}
-    assert len(f6) == 23 and f6 <= {e.key for e in entries}
-    assert "length-bias" in {e.key for e in entries}  # the teaching proxy, registered in the family
-    lines = text.strip().splitlines()
-    assert len(lines) == 2 + len(entries)
-    for e, line in zip(entries, lines[2:]):
-        assert line.startswith(f"| `{e.key}`<br>({e.kind}) |")
-        assert len(line.replace("\\|", "").split("|")) == 4, line
 
 
 # ---------------------------------------------------------------------------------------------- aggregation
@@ -143,8 +126,8 @@ def test_length_reward_curves_follow_the_formulas():
         length_reward_curves(10, 11)
 
 
-def test_length_figure_draws_the_curves_and_the_buffer():
-    fig = length_figure(max_len=12, buffer=3, alpha=0.01)
+def test_length_reward_figure_draws_the_curves_and_the_buffer():
+    fig = length_reward_figure(max_len=12, buffer=3, alpha=0.01)
     d = length_reward_curves(12, 3, 0.01)
     np.testing.assert_allclose(fig.data[0].y, d["cosine_correct"])
     np.testing.assert_allclose(fig.data[1].y, d["cosine_wrong"])
@@ -164,7 +147,7 @@ def test_length_explorer_redraws_and_bounds_the_buffer():
     c["max_len"].value = 20
     c["buffer"].value = 15
     assert c["buffer"].max == 20
-    expected = length_figure(20, 15, c["alpha"].value)
+    expected = length_reward_figure(20, 15, c["alpha"].value)
     assert len(fig.data) == n
     for got, want in zip(fig.data[:7], expected.data[:7]):
         np.testing.assert_allclose(np.asarray(got.y, float), np.asarray(want.y, float))

@@ -4,13 +4,13 @@ a multi-reward run, and one small picture per process reward (CM2's checklist, S
 RetroAgent, SSL, FAPO).
 
 Pure functions (data in, `go.Figure` or text out), except the two explorers (`aggregation_explorer`,
-`length_explorer`), which wrap a figure in ipywidgets as `workbench.viz.entropy.entropy_explorer` does. Every
+`length_explorer`), which wrap a figure in ipywidgets as `workbench.viz.entropy_controls.entropy_explorer` does. Every
 number comes from the library's own code: the registered reward functions (`registry.get("reward", key).fn`,
 called with `completion_ids` of the lengths drawn and a `scores` column), `workbench.rewards.aggregate.combine`,
 the `grpo` advantage, the `cgpo` reward shaping, and the public functions of `workbench.rewards.arlcp`,
 `checklist`, `reflection`, `tools`, `retroagent`, `ssl` and `fapo`.
 
-    from workbench.viz.rewards import aggregation_explorer, length_explorer, checklist_grid_figure
+    from workbench.viz.reward_curves import aggregation_explorer, length_explorer, checklist_grid_figure
 """
 from __future__ import annotations
 
@@ -31,7 +31,9 @@ from workbench.batch import RolloutBatch
 from workbench.recipes import get_recipe
 from workbench.rewards import aggregate
 from workbench.train.glossary import PER_REWARD
-from workbench.viz.figures import NEGATIVE, NEUTRAL, POSITIVE, RUN_COLORS
+from workbench.viz.run_curves import metric_series
+from workbench.viz.style import NEGATIVE, NEUTRAL, POSITIVE, RUN_COLORS
+from workbench.viz.tables import before_after_rows
 from workbench.viz.widgets import explorer, slider
 
 MODES = aggregate.AGGREGATIONS  # ("sum_then_normalize", "normalize_then_sum")
@@ -247,7 +249,7 @@ def _bracket_z(grid: dict, bracket: float) -> float | None:
     return float(np.interp(bracket, c, z))
 
 
-def length_figure(max_len: int = 10, buffer: int = 2, alpha: float = 1e-3) -> go.Figure:
+def length_reward_figure(max_len: int = 10, buffer: int = 2, alpha: float = 1e-3) -> go.Figure:
     """Four panels, a fixed set of traces: `cosine-length` (right and wrong answers), `soft-overlong` (its buffer
     shaded), `hbpo-reward` (one curve per budget, a right answer; a wrong one gets 0), and ARLCP's penalty over the
     reflection and length z-scores of a correct response (the bracket edges c = 40, 80 dotted)."""
@@ -299,7 +301,7 @@ def length_figure(max_len: int = 10, buffer: int = 2, alpha: float = 1e-3) -> go
 
 def length_explorer(max_len: int = 10, buffer: int = 2, alpha: float = 1e-3):
     """Sliders for the budget L, soft-overlong's buffer C and HBPO's overrun penalty alpha, redrawing
-    `length_figure`. Returns an ipywidgets.VBox with `.figure`, `.controls` and `.update`."""
+    `length_reward_figure`. Returns an ipywidgets.VBox with `.figure`, `.controls` and `.update`."""
     import ipywidgets as W
 
     controls = {
@@ -313,7 +315,7 @@ def length_explorer(max_len: int = 10, buffer: int = 2, alpha: float = 1e-3):
         controls["buffer"].max = change["new"]  # redraw, so a lower budget clamps the buffer before it is drawn
 
     controls["max_len"].observe(bound_buffer, names="value")
-    return explorer(controls, length_figure)
+    return explorer(controls, length_reward_figure)
 
 
 def length_table(max_len: int = 10, buffer: int = 2, lengths=range(4, 11)) -> str:
@@ -333,29 +335,26 @@ def length_table(max_len: int = 10, buffer: int = 2, lengths=range(4, 11)) -> st
 
 
 def _seed_mean(seeds: list[list[dict]], key: str, which: str) -> float | None:
-    """Mean over seeds of the first or last value of `key` (rows with it), None when no seed logs it."""
-    values = []
-    for rows in seeds:
-        series = [r[key] for r in rows if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
-        if series:
-            values.append(series[0] if which == "first" else series[-1])
-    return statistics.fmean(values) if values else None
+    """Mean over seeds of the first or last logged value of `key`, None when no seed logs it."""
+    ends = [values[0] if which == "first" else values[-1] for values in (metric_series(rows, key)[1] for rows in seeds)
+            if values]
+    return statistics.fmean(ends) if ends else None
 
 
 def stored_summary(groups: Mapping[str, list[list[dict]]], summaries: Sequence[Mapping],
                    keys: Sequence[str] = ("response_length/mean", "truncated_frac")) -> list[dict]:
     """Per recipe (stored order): the mean over seeds of each key's first and last logged value, and greedy held-out
-    accuracy before / after (mean and std over seeds)."""
+    accuracy before / after (`before_after_rows`: the mean over seeds, and the after values' std when there are two
+    seeds or more)."""
+    accuracy = {row["recipe"]: row for row in before_after_rows(summaries, (("accuracy", "greedy accuracy"),))}
     out = []
     for recipe, seeds in groups.items():
         row = {"recipe": recipe, "seeds": len(seeds)}
         for key in keys:
             row[key] = (_seed_mean(seeds, key, "first"), _seed_mean(seeds, key, "last"))
-        mine = [s for s in summaries if s.get("recipe") == recipe]
-        for when in ("before", "after"):
-            xs = [s[f"accuracy_{when}"] for s in mine if s.get(f"accuracy_{when}") is not None]
-            row[f"accuracy_{when}"] = statistics.fmean(xs) if xs else None
-            row[f"accuracy_{when}_std"] = statistics.stdev(xs) if len(xs) > 1 else None
+        held_out = accuracy.get(recipe, {})
+        row["accuracy_before"], row["accuracy_after"] = held_out.get("accuracy_before"), held_out.get("accuracy_after")
+        row["accuracy_after_std"] = held_out["accuracy_after_std"] if held_out.get("seeds", 0) > 1 else None
         out.append(row)
     return out
 

@@ -1,6 +1,7 @@
-"""Figures for the entropy notebook (11_entropy): the entropy mechanism on an exact softmax, the logp-advantage
-covariance of real tokens with Clip-Cov's and KL-Cov's selections, the stored entropy comparison, and one small
-picture per entropy control (SAC's temperature, SAFE's gate, LLDS, HAPO's temperature, EPO's band).
+"""The entropy controls (notebook 11): what one step does to the entropy of an exact softmax (an entropy-bonus step
+against a policy-gradient step, and the first-order covariance that predicts it), the token entropy of a sampled
+batch, the logp-advantage covariance of real tokens with Clip-Cov's and KL-Cov's selections, and one small picture per
+entropy control (SAC's temperature, SAFE's gate, LLDS, HAPO's temperature, EPO's band).
 
 Pure functions (data in, `go.Figure` or text out), except `entropy_explorer`, which wraps `entropy_step_figure` in
 ipywidgets. Every number comes from the library's own code: the entropy-bonus regularizer and the registered
@@ -8,12 +9,11 @@ policy objectives stepped by autograd on an exact softmax, `token_covariance` / 
 `kl_cov_selection`, `temperature_loss` with the `sac-temperature` controller, `kl_excess_penalty`, `llds_penalty`,
 `AdaptiveTemperature`, `band_penalty` and `phase_weight`.
 
-    from workbench.viz.entropy import entropy_explorer, covariance_tokens, covariance_figure
+    from workbench.viz.entropy_controls import entropy_explorer, covariance_tokens, covariance_figure
 """
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -24,36 +24,12 @@ from plotly.subplots import make_subplots
 from workbench import registry
 from workbench.batch import RolloutBatch
 from workbench.context import Forward
-from workbench.viz.figures import NEGATIVE, NEUTRAL, POSITIVE, RUN_COLORS, log_tickvals
+from workbench.viz.style import NEGATIVE, NEUTRAL, POSITIVE, RUN_COLORS, display_token, log_tickvals, to_numpy
 
 BONUS_COLOR, PG_COLOR, SELECT_COLOR = "#2ca02c", "#9467bd", "#000000"
 SHAPES = ("one peak", "two peaks", "zipf", "ramp", "flat")
+EVAL_CURVES = ("entropy", "eval/accuracy", "eval/pass@1", "eval/pass@k")  # what section 4 of notebook 11 draws
 VOCAB = 8
-
-
-# ----------------------------------------------------------------------------------------------------
-# Key equations, from the registry
-
-
-def family_entries(family: str = "entropy", extra: Sequence[tuple[str, str]] = ()) -> list:
-    """Registry entries of `family` (every kind) sorted by key, the kinds of one key in registry order (a stable
-    sort), then the (kind, key) entries of `extra`."""
-    entries = sorted((e for e in registry.entries() if e.family == family), key=lambda e: e.key)
-    return entries + [registry.get(kind, key) for kind, key in extra]
-
-
-def equations_markdown(family: str = "entropy", extra: Sequence[tuple[str, str]] = ()) -> str:
-    """One Markdown table, a row per registered component of `family` (and `extra`): its key over its kind, and its
-    summary with the equation under it (one cell, so the summary wraps to the equation's width instead of being
-    squeezed beside it). `|` inside an equation becomes `\\vert` so it cannot split a table cell."""
-    def cell(text: str) -> str:
-        return " ".join(str(text).split()).replace("|", "\\|")
-
-    lines = ["| component (kind) | what it does, and its equation |", "| --- | --- |"]
-    for e in family_entries(family, extra):
-        equation = f"<br>${' '.join(e.equation.split()).replace('|', chr(92) + 'vert ')}$" if e.equation else ""
-        lines.append(f"| `{e.key}`<br>({e.kind}) | {cell(e.summary)}{equation} |")
-    return "\n".join(lines) + "\n"
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -237,6 +213,41 @@ def entropy_explorer(shape: str = "one peak", sharpness: float = 3.0, temperatur
 
 
 # ----------------------------------------------------------------------------------------------------
+# Token entropy of a sampled batch
+
+
+def entropy_heatmap(tokens: Sequence[Sequence[str]], entropy, mask=None, title: str | None = None) -> go.Figure:
+    """Per-token entropy as a heatmap with each token's text in its cell.
+
+    tokens: B rows of token strings (rows may be shorter than T); entropy: [B, T] tensor or array;
+    mask: optional [B, T], cells where it is 0 (and cells past a row's tokens) are left blank.
+    """
+    z = to_numpy(entropy)
+    if z.ndim != 2:
+        raise ValueError(f"entropy must be [B, T], got shape {z.shape}")
+    B, T = z.shape
+    if len(tokens) != B:
+        raise ValueError(f"tokens has {len(tokens)} rows but entropy has {B}")
+    valid = np.ones((B, T), dtype=bool) if mask is None else to_numpy(mask) > 0
+    if valid.shape != (B, T):
+        raise ValueError(f"mask has shape {valid.shape} but entropy has {(B, T)}")
+    text = [[display_token(row[t]) if t < len(row) else "" for t in range(T)] for row in tokens]
+    for b in range(B):
+        valid[b, len(tokens[b]):] = False
+    z = np.where(valid, z, np.nan)
+    text = [[cell if valid[b, t] else "" for t, cell in enumerate(row)] for b, row in enumerate(text)]
+    fig = go.Figure(go.Heatmap(
+        z=z, text=text, texttemplate="%{text}", textfont=dict(size=11), colorscale="Viridis",
+        colorbar=dict(title="entropy (nats)"), hoverongaps=False, x=list(range(T)), y=list(range(B)),
+        hovertemplate="row %{y}, position %{x}<br>token %{text}<br>H = %{z:.3f}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", title_text="sequence")
+    fig.update_xaxes(title_text="response position")
+    fig.update_layout(title=title or "token entropy", template="plotly_white",
+                      height=max(250, 40 * B + 140), width=max(500, 56 * T + 160))
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------------
 # The covariance term on real rollouts, and what Clip-Cov / KL-Cov select
 
 
@@ -313,78 +324,6 @@ def covariance_figure(data: Mapping, clip_cov_lb: float = 1.0, clip_cov_ub: floa
                       template="plotly_white", height=820, shapes=shapes, legend=dict(orientation="h", y=-0.08),
                       coloraxis=dict(colorscale="RdBu_r", cmin=-peak, cmax=peak,
                                      colorbar=dict(title="cov_t", len=0.4, y=0.8)))
-    return fig
-
-
-# ----------------------------------------------------------------------------------------------------
-# Before / after tables (stored reference runs, live comparisons) and the claims
-
-
-BEFORE_AFTER = (("accuracy", "greedy accuracy"), ("pass@1", "pass@1"), ("pass@k", "pass@k"),
-                ("entropy", "entropy (nats)"))
-EVAL_CURVES = ("entropy", "eval/accuracy", "eval/pass@1", "eval/pass@k")  # what section 4 of notebook 11 draws
-
-
-def with_start(groups: Mapping[str, list[list[dict]]], summaries: Sequence[Mapping]) -> dict[str, list[list[dict]]]:
-    """`groups` (recipe -> metric rows per seed) with each seed's held-out evaluation before training prepended as a
-    row at step -1 (eval/accuracy, eval/pass@1, eval/pass@k, eval/entropy = the summary's *_before values; the
-    evaluation of row `step` s runs after s + 1 updates, so -1 is "after 0 updates"). Seed i of a recipe is matched
-    to its summary by "seed" (or by order when the summaries carry none). The input is not modified."""
-    out = {}
-    for recipe, seeds in groups.items():
-        mine = [s for s in summaries if s.get("recipe") == recipe]
-        by_seed = {s.get("seed", i): s for i, s in enumerate(mine)}
-        out[recipe] = []
-        for i, rows in enumerate(seeds):
-            s = by_seed.get(i, {})
-            start = {f"eval/{key}": s.get(f"{key}_before") for key in ("accuracy", "pass@1", "pass@k", "entropy")}
-            start = {k: v for k, v in start.items() if v is not None}
-            out[recipe].append(([{"step": -1, **start}] if start else []) + [dict(r) for r in rows])
-    return out
-
-
-def before_after_rows(summaries: Sequence[Mapping], metrics: Sequence[tuple[str, str]] = BEFORE_AFTER) -> list[dict]:
-    """One row per recipe (first-seen order) from run summaries (each with "recipe" and *_before / *_after keys):
-    seeds, pass_k, and for each of `metrics` (default accuracy, pass@1, pass@k, entropy) the mean before, mean after
-    and the std of the after values over seeds (None where the runs do not report it)."""
-    recipes: dict[str, list[Mapping]] = {}
-    for s in summaries:
-        recipes.setdefault(s["recipe"], []).append(s)
-    rows = []
-    for recipe, seeds in recipes.items():
-        row = {"recipe": recipe, "seeds": len(seeds), "pass_k": seeds[0].get("pass_k")}
-        for key, _ in metrics:
-            before = [s[f"{key}_before"] for s in seeds if s.get(f"{key}_before") is not None]
-            after = [s[f"{key}_after"] for s in seeds if s.get(f"{key}_after") is not None]
-            row[f"{key}_before"] = statistics.fmean(before) if before else None
-            row[f"{key}_after"] = statistics.fmean(after) if after else None
-            row[f"{key}_after_std"] = statistics.stdev(after) if len(after) > 1 else (0.0 if after else None)
-        rows.append(row)
-    return rows
-
-
-def before_after_table(summaries: Sequence[Mapping], title: str | None = None,
-                       metrics: Sequence[tuple[str, str]] = BEFORE_AFTER) -> go.Figure:
-    """`before_after_rows` as a table: "before → after ± std over seeds" for each (key, label) of `metrics`."""
-    rows = before_after_rows(summaries, metrics)
-
-    def cell(row, key):
-        if row[f"{key}_after"] is None:
-            return "–"
-        before = f"{row[f'{key}_before']:.3f} → " if row[f"{key}_before"] is not None else ""
-        spread = f" ± {row[f'{key}_after_std']:.3f}" if row["seeds"] > 1 else ""
-        return f"{before}{row[f'{key}_after']:.3f}{spread}"
-
-    ks = {row["pass_k"] for row in rows if row["pass_k"]}
-    labels = [label.replace("pass@k", f"pass@{ks.pop()}") if key == "pass@k" and len(ks) == 1 else label
-              for key, label in metrics]
-    cells = [[r["recipe"] for r in rows], [str(r["seeds"]) for r in rows]]
-    cells += [[cell(r, key) for r in rows] for key, _ in metrics]
-    fig = go.Figure(go.Table(header=dict(values=["recipe", "seeds", *labels], fill_color="#e8eef7", align="left"),
-                             cells=dict(values=cells, align="left"), columnwidth=[1.6, 0.6, *[2] * len(metrics)]))
-    fig.update_layout(title=title or "held-out before → after training (mean ± std over seeds)",
-                      # "before → after ± std" wraps to two lines in the book's column: room for both
-                      template="plotly_white", height=100 + 44 * len(rows), margin=dict(t=50, b=10, l=10, r=10))
     return fig
 
 

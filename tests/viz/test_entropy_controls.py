@@ -1,6 +1,6 @@
-"""The entropy notebook's figures (workbench.viz.entropy) follow the library: entropy steps by autograd through the
-registered entropy bonus and objectives, the covariance selections of Clip-Cov / KL-Cov, the stored-run tables, and
-the per-method pictures (SAC's temperature, SAFE, LLDS, HAPO, EPO). Fast: no model."""
+"""The entropy controls follow the library: entropy steps by autograd through the registered entropy bonus and
+objectives, a batch's token entropy as drawn, the covariance selections of Clip-Cov / KL-Cov, and the per-method
+pictures (SAC's temperature, SAFE, LLDS, HAPO, EPO). Fast: no model."""
 from __future__ import annotations
 
 import math
@@ -9,39 +9,20 @@ import numpy as np
 import pytest
 import torch
 
-from workbench import ops, registry
-from workbench.viz.entropy import (EVAL_CURVES, before_after_rows, before_after_table, covariance_figure,
-                                   covariance_summary, covariance_tokens, entropy_bonus_step, entropy_explorer,
-                                   entropy_step_figure, entropy_steps, epo_band_curves, epo_band_figure,
-                                   equations_markdown, family_entries, first_order_entropy_change,
-                                   hapo_temperature_curves, hapo_temperature_figure, llds_figure, llds_toy,
-                                   policy_gradient_step, sac_temperature_figure, sac_temperature_toy,
-                                   safe_penalty_curves, safe_penalty_figure, shape_logits, token_entropy, with_start)
+from workbench import ops
+from workbench.viz.entropy_controls import (covariance_figure, covariance_summary, covariance_tokens,
+                                            entropy_bonus_step, entropy_explorer, entropy_heatmap, entropy_step_figure,
+                                            entropy_steps, epo_band_curves, epo_band_figure,
+                                            first_order_entropy_change, hapo_temperature_curves,
+                                            hapo_temperature_figure, llds_figure, llds_toy, policy_gradient_step,
+                                            sac_temperature_figure, sac_temperature_toy, safe_penalty_curves,
+                                            safe_penalty_figure, shape_logits, token_entropy)
 
 LOGITS = torch.tensor([2.0, 1.0, 0.5, 0.0, -0.5, -1.0, -1.5, -3.0], dtype=torch.float64)
 
 
 def probs_at(z, T):
     return torch.softmax(z / T, -1)
-
-
-# ---------------------------------------------------------------------------------------------- key equations
-
-
-def test_equations_table_has_every_entropy_component_and_whole_cells():
-    text = equations_markdown("entropy", extra=[("regularizer", "entropy-bonus")])
-    lines = text.strip().splitlines()
-    entries = family_entries("entropy", [("regularizer", "entropy-bonus")])
-    assert len(lines) == 2 + len(entries) and len(entries) > 10
-    keys = {e.key for e in registry.entries() if e.family == "entropy"}
-    assert {"clip_cov", "kl_cov", "epo", "dcpo", "aepo-arbitrary", "safe", "llds", "sac-temperature",
-            "hapo-temperature"} <= keys
-    for e, line in zip(entries, lines[2:]):
-        assert line.startswith(f"| `{e.key}`<br>({e.kind}) |")
-        # a '|' inside an equation or summary is escaped, so every row has exactly the header's 2 cells
-        assert len(line.replace("\\|", "").split("|")) == 4, line
-        assert (f"<br>${' '.join(e.equation.split())[:20]}" in line.replace("\\vert ", "|")) == bool(e.equation)
-    assert "\\vert" in text  # kl_cov's |logp - old| and dcpo's |H_0 - H|
 
 
 # ---------------------------------------------------------------------------------------------- the mechanism
@@ -140,6 +121,22 @@ def test_entropy_explorer_redraws_in_place():
     assert set(c) == {"shape", "sharpness", "temperature", "bonus_lr", "token", "advantage", "pg_lr"}
 
 
+# ---------------------------------------------------------------------------------------------- a batch's tokens
+
+
+def test_entropy_heatmap_shape_text_and_mask():
+    tokens = [["The", " cat", "<eos>"], ["1", "+"]]
+    entropy = torch.tensor([[0.5, 1.0, 2.0], [0.1, 0.2, 9.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
+    fig = entropy_heatmap(tokens, entropy, mask)
+    z = np.asarray(fig.data[0].z, dtype=float)
+    assert z.shape == (2, 3)
+    assert np.isnan(z[0, 2]) and np.isnan(z[1, 2])  # masked, and past the row's tokens
+    assert z[0, 1] == pytest.approx(1.0)
+    assert fig.data[0].text[0][0] == "The" and fig.data[0].text[0][2] == ""
+    assert "&lt;" in entropy_heatmap([["<eos>"]], [[1.0]]).data[0].text[0][0]
+
+
 # ---------------------------------------------------------------------------------------------- covariance
 
 
@@ -195,44 +192,7 @@ def test_covariance_figure_marks_the_selections():
     assert fig.layout.shapes[0].x0 == 0.1 and fig.layout.shapes[0].x1 == 5.0
 
 
-# ---------------------------------------------------------------------------------------------- stored runs
-
-
-SUMMARIES = [
-    {"recipe": "grpo", "seed": 0, "accuracy_before": 0.3, "accuracy_after": 0.4, "pass_k": 8, "pass@1_before": 0.3,
-     "pass@1_after": 0.42, "pass@k_before": 0.75, "pass@k_after": 0.7, "entropy_before": 0.52, "entropy_after": 0.36},
-    {"recipe": "grpo", "seed": 1, "accuracy_before": 0.3, "accuracy_after": 0.5, "pass_k": 8, "pass@1_before": 0.3,
-     "pass@1_after": 0.44, "pass@k_before": 0.75, "pass@k_after": 0.72, "entropy_before": 0.52, "entropy_after": 0.34},
-    {"recipe": "clip_cov", "seed": 0, "accuracy_before": 0.3, "accuracy_after": 0.38},
-]
-
-
-def test_before_after_rows_are_means_over_seeds():
-    rows = before_after_rows(SUMMARIES)
-    assert [r["recipe"] for r in rows] == ["grpo", "clip_cov"]
-    grpo, clip = rows
-    assert grpo["seeds"] == 2 and grpo["pass_k"] == 8
-    assert grpo["accuracy_after"] == pytest.approx(0.45) and grpo["accuracy_after_std"] == pytest.approx(
-        np.std([0.4, 0.5], ddof=1))
-    assert grpo["pass@k_after"] == pytest.approx(0.71) and grpo["entropy_before"] == pytest.approx(0.52)
-    assert clip["pass@1_after"] is None and clip["accuracy_after"] == pytest.approx(0.38)
-    table = before_after_table(SUMMARIES).data[0]
-    assert list(table.header.values[:3]) == ["recipe", "seeds", "greedy accuracy"]
-    assert "pass@8" in table.header.values
-    assert table.cells.values[2][0] == f"0.300 → 0.450 ± {np.std([0.4, 0.5], ddof=1):.3f}"
-    assert table.cells.values[3][1] == "–"
-
-
-def test_with_start_prepends_the_evaluation_before_training():
-    groups = {"grpo": [[{"step": 0, "entropy": 0.5}, {"step": 19, "eval/pass@k": 0.7}], [{"step": 0}]],
-              "clip_cov": [[{"step": 0}]]}
-    out = with_start(groups, SUMMARIES)
-    first = out["grpo"][0][0]
-    assert first == {"step": -1, "eval/accuracy": 0.3, "eval/pass@1": 0.3, "eval/pass@k": 0.75, "eval/entropy": 0.52}
-    assert out["grpo"][1][0]["eval/pass@k"] == 0.75 and out["grpo"][0][1:] == groups["grpo"][0]
-    assert out["clip_cov"][0][0] == {"step": -1, "eval/accuracy": 0.3}
-    assert groups["grpo"][0][0] == {"step": 0, "entropy": 0.5}  # the input is not modified
-    assert set(EVAL_CURVES) == {"entropy", "eval/accuracy", "eval/pass@1", "eval/pass@k"}
+# ---------------------------------------------------------------------------------------------- the claims
 
 
 def test_claims_table_covers_the_family():

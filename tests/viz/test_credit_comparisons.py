@@ -4,7 +4,7 @@ import math
 import pytest
 
 from workbench import credit_exact as ce
-from workbench.viz.credit import (
+from workbench.viz.credit_comparisons import (
     advantage_heatmaps,
     against_baseline_grid,
     bias_variance_figure,

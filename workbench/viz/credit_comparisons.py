@@ -3,7 +3,7 @@ same sampled episodes beside the exact advantage, each estimator's bias and vari
 held-out curve against GRPO's (one panel per method, from the stored reference runs).
 
     from workbench import credit_exact as ce
-    from workbench.viz.credit import turn_grid, advantage_heatmaps, bias_variance_figure
+    from workbench.viz.credit_comparisons import turn_grid, advantage_heatmaps, bias_variance_figure
 
 Pure functions: episodes, estimators and rows in, `go.Figure` out; `turn_grid` is public so a notebook or a test
 prints the numbers a heatmap draws.
@@ -18,11 +18,10 @@ from plotly.subplots import make_subplots
 
 from workbench import credit_exact as ce
 from workbench import registry
-from workbench.viz.figures import RUN_COLORS, seed_band
+from workbench.viz.run_curves import seed_band
+from workbench.viz.style import RUN_COLORS, SIGNED_SCALE
 
 COLORS = RUN_COLORS[:10]  # plotly's ten hues: the darker extras read as the grey baseline
-
-SCALE = "RdBu"
 
 
 def turn_grid(mdp: ce.EpisodeMDP, policy: dict, episodes: list, estimator: ce.Estimator | None,
@@ -46,7 +45,7 @@ def episode_labels(mdp: ce.EpisodeMDP, episodes: list) -> list[str]:
 def _heatmap(grid, labels, actions, zmax, showscale):
     S = len(grid[0])
     return go.Heatmap(z=grid, x=[f"turn {s}" for s in range(S)], y=labels, text=actions, texttemplate="%{text}",
-                      colorscale=SCALE, zmid=0, zmin=-zmax, zmax=zmax, showscale=showscale,
+                      colorscale=SIGNED_SCALE, zmid=0, zmin=-zmax, zmax=zmax, showscale=showscale,
                       colorbar=dict(title="A", len=0.9), hovertemplate="%{y}<br>%{x}: A = %{z:.3f}<extra></extra>")
 
 

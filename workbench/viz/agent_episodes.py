@@ -13,7 +13,7 @@ Every token of an episode has one of four roles, read from the batch exactly as 
 (after a token-mask stage, e.g. an overlong filter, an action token whose mask was zeroed shows as not trained:
 the role follows the mask the update uses.)
 
-    from workbench.viz.agents import episode_tokens, turn_advantages, success_curves
+    from workbench.viz.agent_episodes import episode_tokens, turn_advantages, success_curves
 """
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ import torch
 from plotly.subplots import make_subplots
 
 from workbench.batch import RolloutBatch
-from workbench.viz.figures import band_note, display_token, seed_band_curves, to_numpy
+from workbench.viz.run_curves import band_note, metric_series, seed_band_curves
+from workbench.viz.style import SIGNED_SCALE, display_token, to_numpy
 
 ROLES = ("prompt", "action", "observation", "padding")
 ROLE_COLORS = {"prompt": "#d0d0d0", "action": "#1f77b4", "observation": "#ff9f40", "padding": "#f4f4f4"}
@@ -35,7 +36,6 @@ ROLE_LABELS = {"prompt": "prompt", "action": "action: mask 1, trained", "observa
                "padding": "padding: turn -1"}
 TEXT_COLORS = {"prompt": "#222222", "action": "#ffffff", "observation": "#222222", "padding": "#999999"}
 CELL_PX = 24        # one token cell, in pixels
-ADVANTAGE_SCALE = "RdBu"
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -355,7 +355,7 @@ def turn_advantages(batch: RolloutBatch, rows, advantages=None, *,
     fig.update_layout(
         title=title or f"{R} episodes of group {int(batch.group[table['rows'][0]])}: per-turn rewards and advantages",
         template="plotly_white", height=panel * (1 + len(names)) + 120,  # width: the page's (a book column)
-        coloraxis=dict(colorscale=ADVANTAGE_SCALE, cmin=-peak, cmax=peak, colorbar=dict(title="A", len=0.6, y=0.35)),
+        coloraxis=dict(colorscale=SIGNED_SCALE, cmin=-peak, cmax=peak, colorbar=dict(title="A", len=0.6, y=0.35)),
         margin=dict(t=70, b=50))
     return fig
 
@@ -369,7 +369,6 @@ def with_trailing_mean(groups: Mapping[str, list[list[dict]]], key: str = "accur
     """Copies of every run's rows with one more metric, the trailing `window`-step mean of `key` (the smoothing
     `workbench compare` uses for steps-to-target); returns (groups, the new key's name)."""
     from workbench.train.compare import smoothed
-    from workbench.viz.figures import metric_series
 
     name = f"{key} ({window}-step mean)"
     out = {}
@@ -385,8 +384,6 @@ def with_trailing_mean(groups: Mapping[str, list[list[dict]]], key: str = "accur
 
 def window_means(rows: list[dict], key: str = "accuracy", window: int = 10) -> tuple[float, float]:
     """Mean of `key` over the first and the last `window` logged steps of one run."""
-    from workbench.viz.figures import metric_series
-
     _, values = metric_series(rows, key)
     if not values:
         return float("nan"), float("nan")

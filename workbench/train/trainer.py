@@ -407,24 +407,28 @@ class Trainer:
         return term.kw.get("estimator", "k3") if term else "k3"
 
     def rollout_metrics(self, batch: RolloutBatch) -> dict:
-        """What the step's batch looks like: rewards, accuracy, advantages (when estimated), entropy, lengths, KL
-        to the reference, the engine's mismatch; nothing for a batch of no rows (no preference pair this step)."""
+        """What the step's batch looks like: entropy, lengths, KL to the reference, advantages (when estimated) and,
+        for the policy's own samples (the rollout engine's log-probs `mu_logp` are set), rewards, accuracy and the
+        engine's mismatch; a preference batch's rows are given responses, teacher-forced, and a batch of no rows
+        (no preference pair this step) logs nothing."""
         if batch.size == 0:
             return {}
         lengths = batch.lengths
         valid = batch.mask if batch.mask.sum() > 0 else torch.ones_like(batch.mask)
-        _, std, _ = group_stats(batch.rewards.double(), batch.group)
         row = {
-            "reward/mean": float(batch.rewards.mean()),
-            "reward/std": float(batch.rewards.std()) if batch.size > 1 else 0.0,
-            "accuracy": float((batch.scores >= 1.0).float().mean()),
-            "frac_zero_std_groups": float((std == 0).double().mean()),
             "entropy": float(ops.masked_mean(batch.entropy, valid)),
             "response_length/mean": float(lengths.mean()),
             "response_length/max": float(lengths.max()),
             "truncated_frac": float(batch.truncated.float().mean()),
             "kl": None,
         }
+        if batch.mu_logp is not None:
+            _, std, _ = group_stats(batch.rewards.double(), batch.group)
+            row.update({"reward/mean": float(batch.rewards.mean()),
+                        "reward/std": float(batch.rewards.std()) if batch.size > 1 else 0.0,
+                        "accuracy": float((batch.scores >= 1.0).float().mean()),
+                        "frac_zero_std_groups": float((std == 0).double().mean()),
+                        **mismatch_metrics(batch.old_logp, batch.mu_logp, valid)})
         if batch.advantages is not None:  # a preference batch has none: its signal is the ranking
             row.update({"advantage/mean": float(ops.masked_mean(batch.advantages, valid)),
                         "advantage/abs_mean": float(ops.masked_mean(batch.advantages.abs(), valid))})
@@ -434,8 +438,6 @@ class Trainer:
             if self.parallel.active:  # controllers must see the same KL on every rank
                 kl_sum, count = self.parallel.sum([float((per_token * valid).sum()), float(valid.sum())])
                 row["kl"] = kl_sum / max(count, 1.0)
-        if batch.mu_logp is not None:
-            row.update(mismatch_metrics(batch.old_logp, batch.mu_logp, valid))
         return row
 
     def step(self, step: int) -> dict:

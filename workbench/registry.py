@@ -112,10 +112,12 @@ def catalog() -> dict[str, dict]:
 
 
 def keyword_defaults(fn: Callable) -> dict:
+    """The keyword-only parameters with defaults: a component's hyperparameters (`ctx`, the step context the
+    pipeline passes a rollout, is not one)."""
     fn = fn.init if inspect.isclass(fn) and hasattr(fn, "init") else fn
     return {
         name: p.default for name, p in inspect.signature(fn).parameters.items()
-        if p.default is not inspect.Parameter.empty and p.kind is inspect.Parameter.KEYWORD_ONLY
+        if p.default is not inspect.Parameter.empty and p.kind is inspect.Parameter.KEYWORD_ONLY and name != "ctx"
     }
 
 

@@ -100,7 +100,7 @@ def test_bad_parameters_are_refused_naming_what_exists():
 
 def test_it_is_registered_as_an_objective_that_minibatches_whole_items():
     entry = registry.get("objective", "preference")
-    assert entry.whole_groups and entry.kl_coef == "beta" and entry.check is check_preference
+    assert entry.whole_groups and entry.coefficients == {"kl_coef": "beta"} and entry.check is check_preference
     layouts = {e.key: e.layout for e in registry.entries("preference")}
     assert layouts["lipo"] == layouts["brain"] == "list" and layouts["direct-advantage-po"] == "one"
     assert layouts["dpo"] == "pair" and set(layouts.values()) <= set(registry.LAYOUTS)

@@ -182,7 +182,7 @@ def test_the_trainer_samples_and_evaluates_with_its_stop_strings(tmp_path):
         return generate(*args, **kw)
 
     trainer.engine.generate = recorded_generate
-    trainer.sample(0)
+    trainer.sample(trainer.context(0))
     trainer.evaluate()
     assert len(seen) == 2 and all(stop == ["=U"] for stop in seen)
 
@@ -202,7 +202,7 @@ def test_components_can_score_and_resample_at_another_temperature(tmp_path, monk
     with pytest.raises(ValueError, match="temperature must be > 0"):
         ctx.score(batch, 0.0)
     seen = []
-    monkeypatch.setattr(trainer.pipeline, "rollout", lambda engine, task, examples, *, group_size, sampling:
+    monkeypatch.setattr(trainer.pipeline, "rollout", lambda engine, task, examples, *, group_size, sampling, ctx:
                         seen.append(sampling.temperature))
     ctx.rollout(ctx.examples or [trainer.task.eval_set(1)[0]], group_size=2, temperature=1.3)
     ctx.rollout([trainer.task.eval_set(1)[0]], group_size=2)
@@ -296,8 +296,8 @@ def test_pass_at_k_and_held_out_entropy_are_reported_before_after_and_on_eval_st
     again = Trainer(config, tmp_path / "b", progress=False)
     again.task = DigitFirst()
     again.setup()
-    assert again.evaluate_sampled() == pytest.approx({k[:-len("_before")]: v for k, v in summary.items()
-                                                      if k.endswith("_before") and k != "accuracy_before"})
+    assert again.held_out() == pytest.approx({k[:-len("_before")]: v for k, v in summary.items()
+                                              if k.endswith("_before") and k != "accuracy_before"})
     # the before-training numbers live in the checkpoint, so a resumed run reports the same ones
     resumed = Trainer(config, tmp_path / "a", progress=False)
     resumed.task = DigitFirst()
@@ -305,7 +305,8 @@ def test_pass_at_k_and_held_out_entropy_are_reported_before_after_and_on_eval_st
     step, before = resumed.restore()
     resumed.close()
     assert step == 4 and before == {"accuracy": summary["accuracy_before"], "pass@1": summary["pass@1_before"],
-                                    "pass@k": summary["pass@k_before"], "entropy": summary["entropy_before"]}
+                                    "pass@k": summary["pass@k_before"], "entropy": summary["entropy_before"],
+                                    "preference_accuracy": summary["preference_accuracy_before"]}
 
 
 # ------------------------------------------------------------------------------ preference recipes, the same loop

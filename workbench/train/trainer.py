@@ -385,8 +385,10 @@ class Trainer:
                     if live.sum() > 0 or parallel.active:
                         loss, metrics = self.minibatch_loss(mb, denom, step, value_denom, moves)
                         (loss * parallel.loss_scale).backward()
-                        # the learning signal: |A| on the trained tokens (a preference batch's is its ranking)
-                        signal += float(live.sum() if mb.advantages is None else (mb.advantages.abs() * live).sum())
+                        # the learning signal the dead-gradient guard checks: |A| on the trained tokens (a preference
+                        # batch has no advantages; its loss may rightly have no gradient, e.g. DAPO's A = 0 steps)
+                        if mb.advantages is not None:
+                            signal += float((mb.advantages.abs() * live).sum())
                     if on_policy:
                         batch.old_logp[idx], batch.entropy[idx] = mb.old_logp * mb.mask, mb.entropy
                     parallel.sum_gradients(self.params)

@@ -57,7 +57,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from workbench.export import export_run
+    from workbench.train.export import export_run
 
     record = export_run(args.run, args.out, step=args.step, adapter=args.adapter, progress=not args.quiet)
     what = {"full": "weights", "merged": "LoRA merged into full weights", "adapter": "PEFT adapter"}[record["format"]]
@@ -72,7 +72,7 @@ def cmd_export(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from workbench.export import evaluate_model
+    from workbench.train.export import evaluate_model
     from workbench.files import write_atomic
     from workbench.train import apply_sets, make_config
 
@@ -106,7 +106,7 @@ def cmd_list(args) -> int:
 
 def cmd_notebook(args) -> int:
     """Execute a notebook headless (papermill) with its run folders inside one folder; re-running resumes."""
-    from workbench.book import NOTEBOOKS_DIR, execute_notebook
+    from workbench.book.notebooks import NOTEBOOKS_DIR, execute_notebook
     from workbench.train.config import parse_value
 
     source = Path(args.notebook)

@@ -10,9 +10,9 @@ import torch
 
 from tests.helpers import D, TINY, DigitFirst, grad, random_mask, seeded
 from workbench import ops, registry
+from workbench.advantages.exact import random_tree
 from workbench.batch import RolloutBatch
 from workbench.context import Head
-from workbench.credit_exact import random_tree
 from workbench.objectives.rover import (at_next_policy_token, head_stats, next_policy_index, rover, rover_clip,
                                         rover_policy, rover_target, uniform_next_value, uniform_q)
 from workbench.recipes import RECIPES, Recipe, use

@@ -1,8 +1,8 @@
 """The "claim vs what we see" table as a reader meets it: recipe, claim and verdict fit the text column; the numbers
-behind a verdict, the reference run and what explains it (or why a claim is not testable here) open on a click.
+behind a verdict, the stored run and what explains it (or why a claim is not testable here) open on a click.
 One function for the book's claims page and the notebooks' claims sections (10, 11, 12).
 
-    from workbench.claims import claims_table
+    from workbench.results.claims import claims_table
     from workbench.viz.claims import claims_html
     display(HTML(claims_html(claims_table(recipes=["grpo", "dapo"]))))
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Mapping, Sequence
 
-from workbench.claims import VERDICT_KINDS, verdict_kind
+from workbench.results.claims import VERDICT_KINDS, verdict_kind
 
 # Scoped to the table's class, so it can sit in a notebook output as well as on a book page. Fixed layout: the
 # columns share the column's width (long recipe keys wrap) instead of pushing the verdict out of sight.
@@ -67,7 +67,7 @@ def recipe_html(row: Mapping, links: Callable[[str], tuple[str, list[tuple[str, 
 
 
 def claims_html(rows: Sequence[Mapping], links=None, table_id: str = "") -> str:
-    """`workbench.claims.claims_table` rows as one compact table (recipe, claim, verdict). `links(key)` returns
+    """`workbench.results.claims.claims_table` rows as one compact table (recipe, claim, verdict). `links(key)` returns
     (catalog card href, [(notebook section href, label)]) to link each recipe; rows carry `data-family` and
     `data-verdict` for the book's filters."""
     body = "".join(

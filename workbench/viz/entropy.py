@@ -317,7 +317,7 @@ def covariance_figure(data: Mapping, clip_cov_lb: float = 1.0, clip_cov_ub: floa
 
 
 # ----------------------------------------------------------------------------------------------------
-# Before / after tables (stored reference runs, live comparisons) and the claims
+# Before / after tables (stored runs, live comparisons) and the claims
 
 
 BEFORE_AFTER = (("accuracy", "greedy accuracy"), ("pass@1", "pass@1"), ("pass@k", "pass@k"),

@@ -72,6 +72,7 @@ run: install
 	$(BIN)/workbench notebook $(NB) --preset $(PRESET)
 
 bench: install
+	$(BIN)/python bench/bench_cli.py
 	$(BIN)/python bench/bench_tiny.py
 	$(BIN)/python bench/bench_engines.py
 	$(BIN)/python bench/bench_vs_trl.py

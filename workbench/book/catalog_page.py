@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from workbench.book.covers import TESTS_DIR, collect_covers, entry_tests
+from workbench.book.covers import TESTS_DIR, collect_covers, entry_tests, tests_by_file
 from workbench.book.finder import notebook_sections, section_links, short_label
 from workbench.book.notebooks import NOTEBOOKS_DIR
 
@@ -41,12 +41,16 @@ def _assignment(name: str, value) -> str:
 
 
 def files_and_tests(tests: list[str]) -> list[str]:
-    """Markdown bullets, one per test file: "`tests/x.py`: test_a, test_b" (ids keep their class and params)."""
-    files: dict[str, list[str]] = {}
-    for test_id in tests:
-        path, _, name = test_id.partition("::")
-        files.setdefault(path, []).append(name)
-    return [f"- `{path}`: " + ", ".join(names) for path, names in files.items()]  # plain names: light pages
+    """Markdown bullets, one per test file: "`tests/x.py`: test_a, test_b" (ids keep their class and params; plain
+    names, not links: light pages)."""
+    return [f"- `{path}`: " + ", ".join(names) for path, names in tests_by_file(tests).items()]
+
+
+def shown_defaults(entry) -> dict:
+    """The defaults a card (and `workbench show`) lists: a recipe's fields less its key, title and summary, which
+    are shown above them already."""
+    return {k: v for k, v in entry.defaults.items()
+            if not (k in ("key", "title", "summary") and v == getattr(entry, k))}
 
 
 def _card(entry, tests: list[str], taught: list[tuple[str, str]] = ()) -> list[str]:
@@ -70,9 +74,7 @@ def _card(entry, tests: list[str], taught: list[tuple[str, str]] = ()) -> list[s
         reads = ", ".join(f"`{f}`" for f in entry.reads) or "nothing beyond its signature"
         lines += [f"Reads {reads}" + (f"; provides {', '.join(f'`{f}`' for f in entry.provides)}."
                                        if entry.provides else "."), ""]
-    # recipes carry their own key/title/summary among their fields: shown above already
-    defaults = {k: v for k, v in entry.defaults.items()
-                if not (k in ("key", "title", "summary") and v == getattr(entry, k))}
+    defaults = shown_defaults(entry)
     if defaults:
         lines += ["Defaults: " + ", ".join(_assignment(name, value) for name, value in defaults.items()), ""]
     if taught:  # inline HTML: the notebooks' pages are not Sphinx documents MyST can link by name with an anchor

@@ -74,6 +74,15 @@ def collect_covers(tests_dir: Path = TESTS_DIR) -> dict[str, list[str]]:
     return found
 
 
+def tests_by_file(tests: list[str]) -> dict[str, list[str]]:
+    """Test ids grouped by file: {"tests/x.py": ["test_a", "T::test_b[grpo]"]} (names keep their class and params)."""
+    files: dict[str, list[str]] = {}
+    for test_id in tests:
+        path, _, name = test_id.partition("::")
+        files.setdefault(path, []).append(name)
+    return files
+
+
 RECIPE_TESTS = "tests/recipes/"  # a recipe shares its key with a component ("grpo"): these files test recipes
 EVERY_RECIPE_TESTS = {  # parametrized over every recipe of a loop (tests/book/test_covers.py checks they exist)
     "rl": ["tests/train/test_pipeline.py::test_every_recipe_trains_end_to_end_and_resumes_exactly"],

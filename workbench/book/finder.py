@@ -5,11 +5,10 @@ tests' `covers` marks; the filter is a few lines of inline JavaScript, so the pa
 from __future__ import annotations
 
 import html
-import inspect
 import re
 from pathlib import Path
 
-from workbench.paths import ROOT
+from workbench import registrations
 
 ANCHOR_TESTS = "tests/anchors/"  # agreement tests with the anchors' (authors', TRL's, verl's ...) code
 ANCHOR_NAMES = {"trl": "TRL", "trl_dpo": "TRL", "verl": "verl", "openrlhf": "OpenRLHF"}  # by test file
@@ -87,21 +86,13 @@ def anchor_names(tests: list[str]) -> list[str]:
     return sorted({ANCHOR_NAMES.get(stem, stem) for stem in stems})
 
 
-def source_of(entry) -> str:
-    """`workbench/advantages/group.py:48`: where the component is defined."""
-    try:
-        fn = inspect.unwrap(entry.fn)
-        path = Path(inspect.getsourcefile(fn)).resolve().relative_to(ROOT)
-        return f"{path.as_posix()}:{inspect.getsourcelines(fn)[1]}"
-    except (TypeError, ValueError, OSError):  # a recipe is data, not code
-        return ""
-
-
 def finder_rows(entries, covers: dict[str, list[str]], sections: dict) -> list[dict]:
+    sources = {(r.kind, r.key): r.source for r in registrations.read()}  # "workbench/advantages/group.py:48"
     return [{"key": e.key, "kind": e.kind, "family": e.family or "", "confidence": e.confidence or "unknown",
              "title": " ".join(e.title.split()), "card": card_href(e.kind, e.key),
              "sections": [{"href": href, "label": label} for href, label in section_links(sections.get(e.key, []))],
-             "anchors": anchor_names(covers.get(e.key, [])), "source": source_of(e)} for e in entries]
+             "anchors": anchor_names(covers.get(e.key, [])), "source": sources.get((e.kind, e.key), "")}
+            for e in entries]
 
 
 def select(name: str, values) -> str:

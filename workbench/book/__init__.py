@@ -22,7 +22,8 @@ Generated files (``book/notebooks/``, ``book/catalog.md``, ``book/finder.md``, `
 ``book/_toc.yml``, ``book/_vendor/``) are git-ignored: ``book/_config.yml``, ``book/intro.md``,
 ``book/workbench.css`` and ``book/package.json`` are the sources.
 
-This file imports nothing: `workbench notebook` and `workbench show` use one module each without the rest.
+This file imports nothing, so a command that needs one part of the book (`workbench notebook` its notebook runner,
+`workbench show` the `covers` marks) imports only that part and what it uses.
 """
 
 

@@ -7,7 +7,7 @@ export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install browser demo test test-fast lab book book-check bench gpu-check run reference-runs clean
+.PHONY: install browser demo test test-fast lab book book-check bench gpu-check run stored-runs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -28,7 +28,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 install: $(VENV)/.installed browser
 
-# Debian's chromium for the book's browser test (tests/test_book_browser.py, skipped without it): installed
+# Debian's chromium for the book's browser test (tests/book/test_check.py, skipped without it): installed
 # with apt where that works (root, Debian/Ubuntu), otherwise a note says how.
 browser:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
@@ -52,14 +52,14 @@ lab: install
 	$(BIN)/jupytext --to ipynb --update notebooks/*.py >/dev/null  # writes the untracked .ipynb only (--sync rewrote the .py headers)
 	$(BIN)/jupyter lab notebooks/
 
-# The comparisons the book plots, over seeds (workbench/reference.py): about an hour on this 2-core machine.
-reference-runs: install
-	$(BIN)/python -m workbench.reference
+# The comparisons the book plots, over seeds (workbench/results/stored_runs.py): about an hour on this 2-core machine.
+stored-runs: install
+	$(BIN)/python -m workbench.results.stored_runs
 
 book: install
 	$(BIN)/python -m workbench.book build
 
-# What a learner would trip over on the built book's pages (workbench/book_check.py; needs chromium).
+# What a learner would trip over on the built book's pages (workbench/book/check.py; needs chromium).
 book-check: install
 	$(BIN)/python -m workbench.book check
 
@@ -72,6 +72,7 @@ run: install
 	$(BIN)/workbench notebook $(NB) --preset $(PRESET)
 
 bench: install
+	$(BIN)/python bench/bench_cli.py
 	$(BIN)/python bench/bench_tiny.py
 	$(BIN)/python bench/bench_engines.py
 	$(BIN)/python bench/bench_vs_trl.py

@@ -36,7 +36,7 @@ from workbench.train.metrics import read_rows
 
 # Greedy accuracy (before, after) of the smoke preset, seed 0, on CPU: the first two from the README's "What the demo
 # shows" (make demo), the third this script's `--device cpu --part smoke` on the development machine with today's
-# code (as data/reference_runs/f1-countdown.jsonl's grpo seed 0: 0.36 -> 0.42).
+# code (as data/stored_runs/f1-countdown.jsonl's grpo seed 0: 0.36 -> 0.42).
 CPU_RUNS = {"the development machine (AVX-512), earlier code": (0.360, 0.445), "another CPU (AVX2)": (0.340, 0.435),
             "the development machine, gpu_check --device cpu": (0.360, 0.420)}
 # Same seed, other kernels: the runs diverge after a few sampled tokens, as on another CPU. 0.05 is about one and a

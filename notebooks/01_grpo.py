@@ -202,7 +202,8 @@ if solutions:
                            for g in ([1, 0, 0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0, 0, 0]))   # (7.0, 7.0)
 
 # %%
-from workbench.exercises import check_answers, check_grpo_by_hand, check_grpo_sum_of_squares, check_zero_gradient
+from workbench.exercises.answers import check_answers
+from workbench.exercises.nb01_grpo import check_grpo_by_hand, check_grpo_sum_of_squares, check_zero_gradient
 
 check_answers([(1, my_advantages, check_grpo_by_hand),
               (2, zero_gradient, check_zero_gradient),

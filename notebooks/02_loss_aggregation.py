@@ -255,7 +255,9 @@ if solutions:
     # each of them 1.5 times more, so the accumulated gradient is not the full-batch one
 
 # %%
-from workbench.exercises import check_answers, check_length_bias, check_local_microbatch_weight, check_token_weight
+from workbench.exercises.answers import check_answers
+from workbench.exercises.nb02_loss_aggregation import (check_length_bias, check_local_microbatch_weight,
+                                                       check_token_weight)
 
 check_answers([(1, my_weight, check_token_weight),
               (2, harder_seq_mean, check_length_bias),

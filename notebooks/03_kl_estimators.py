@@ -257,7 +257,9 @@ if solutions:
     # ["k1 + k2", "k2 - k1"]; "k3 - k1" = pi_ref / pi - 1 is zero in expectation, yet its gradient is the forward KL's
 
 # %%
-from workbench.exercises import check_answers, check_k1_sign, check_nonnegative_estimators, check_reverse_kl_gradient
+from workbench.exercises.answers import check_answers
+from workbench.exercises.nb03_kl_estimators import (check_k1_sign, check_nonnegative_estimators,
+                                                    check_reverse_kl_gradient)
 
 check_answers([(1, my_sign, check_k1_sign),
               (2, my_nonnegative, check_nonnegative_estimators),

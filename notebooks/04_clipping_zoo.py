@@ -301,8 +301,9 @@ if solutions:
     bad_token_weights = (w_ppo, w_dual)     # (-5.0, 0.0)
 
 # %%
-from workbench.exercises import (check_answers, check_logged_clip_fraction, check_negative_advantage_weights,
-                                 check_nonzero_weight_objectives)
+from workbench.exercises.answers import check_answers
+from workbench.exercises.nb04_clipping_zoo import (check_logged_clip_fraction, check_negative_advantage_weights,
+                                                   check_nonzero_weight_objectives)
 
 check_answers([(1, logged_clip_fraction, check_logged_clip_fraction),
               (2, nonzero_weight, check_nonzero_weight_objectives),

@@ -275,7 +275,9 @@ if solutions:
     my_opo = [r - b for r in R]   # [0.875, -0.125, ...]: the short right answer gains, the wrong ones lose less
 
 # %%
-from workbench.exercises import check_answers, check_largest_advantage_rate, check_opo_by_hand, check_rloo_by_hand
+from workbench.exercises.answers import check_answers
+from workbench.exercises.nb05_advantage_estimators import (check_largest_advantage_rate, check_opo_by_hand,
+                                                           check_rloo_by_hand)
 
 check_answers([(1, my_rloo, check_rloo_by_hand),
               (2, largest_at, check_largest_advantage_rate),

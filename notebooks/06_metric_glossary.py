@@ -220,6 +220,7 @@ if solutions:
     no_signal = "frac_zero_std_groups"
 
 # %%
-from workbench.exercises import check_answers, check_k3_old, check_no_signal_metric
+from workbench.exercises.answers import check_answers
+from workbench.exercises.nb06_metric_glossary import check_k3_old, check_no_signal_metric
 
 check_answers([(1, my_k3, check_k3_old), (2, no_signal, check_no_signal_metric)])

@@ -90,32 +90,32 @@ seed_band_curves(groups, keys=["reward/mean", "accuracy", "entropy", "kl", "clip
                                "response_length/mean"]).show()
 
 # %% [markdown]
-# ## Reference runs: the same comparison at a scale where differences show
+# ## Stored runs: the same comparison at a scale where differences show
 #
 # The smoke runs above are a live check of the pipeline: a few steps, one seed, curves on top of each other. The
-# reference runs are the comparison itself: every F1 recipe for 200 steps on countdown, 3 seeds each, from the same
-# warm start, trained once by `make reference-runs` and stored in `data/reference_runs/f1-countdown.jsonl` with
+# stored runs are the comparison itself: every F1 recipe for 200 steps on countdown, 3 seeds each, from the same
+# warm start, trained once by `make stored-runs` and stored in `data/stored_runs/f1-countdown.jsonl` with
 # the command, commit and machine that made them. Read them as a benchmark of this toy setting, not of the
 # methods at scale: what to look at is whether the recipes separate by more than the seed bands, which one
 # collapses entropy first, and whether any grows its responses.
 
 # %%
-from workbench.reference import load
+from workbench.results.stored_runs import load
 
 stored = load("f1-countdown")
 if stored is None:
-    print("no reference runs stored yet: run `make reference-runs` (about an hour on a 2-core CPU)")
+    print("nothing stored yet: run `make stored-runs` (about an hour on a 2-core CPU)")
 else:
-    meta, reference_groups, summaries = stored
+    meta, stored_groups, summaries = stored
     print(f"{meta['command']}  (commit {meta['commit']}, {meta['date']}, {meta['machine']}; "
           f"{meta['seeds']} seeds, {' '.join(meta['sets'])})")
-    for key in reference_groups:
+    for key in stored_groups:
         after = [s["accuracy_after"] for s in summaries if s["recipe"] == key]
         before = [s["accuracy_before"] for s in summaries if s["recipe"] == key]
         print(f"{key:12s} greedy held-out accuracy {sum(before) / len(before):.3f} -> "
               f"{sum(after) / len(after):.3f} (seeds: {', '.join(f'{a:.3f}' for a in after)})")
-    seed_band_curves(reference_groups, keys=["accuracy", "entropy", "kl", "response_length/mean"],
-                     title=f"reference runs: {meta['name']} (mean and min-max over {meta['seeds']} seeds)").show()
+    seed_band_curves(stored_groups, keys=["accuracy", "entropy", "kl", "response_length/mean"],
+                     title=f"stored runs: {meta['name']} (mean and min-max over {meta['seeds']} seeds)").show()
 
 # %% [markdown]
 # ## Exercises (checked automatically)
@@ -140,6 +140,7 @@ if solutions:
     no_kl = [key for key, terms in kl_terms.items() if not terms]
 
 # %%
-from workbench.exercises import check_answers, check_recipes_without_kl
+from workbench.exercises.answers import check_answers
+from workbench.exercises.nb07_compare import check_recipes_without_kl
 
 check_answers([(1, no_kl, lambda a: check_recipes_without_kl(a, recipes))])

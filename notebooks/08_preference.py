@@ -362,9 +362,9 @@ seed_band_curves(groups, keys=["logps/chosen", "logps/rejected"]).show()
 # the differences.
 
 # %% [markdown]
-# ## 6. Reference runs: the same comparison over seeds
+# ## 6. Stored runs: the same comparison over seeds
 #
-# `make reference-runs` trained these recipes for 200 steps on addition, 3 seeds each, from a warm start stopped
+# `make stored-runs` trained these recipes for 200 steps on addition, 3 seeds each, from a warm start stopped
 # partway (500 SFT steps at lr 1e-3: greedy accuracy 0.56 / 0.86 / 0.79 by seed, preference accuracy 0.92-0.99),
 # at lr 1e-5, the least harmful of about 60 settings tried (learning rates 1e-6 to 3e-3, beta 0.5 to 10, 512 to
 # 8192 pairs, 50 to 600 steps, longer and shorter warm starts). What to look at: every recipe lowers greedy
@@ -374,21 +374,21 @@ seed_band_curves(groups, keys=["logps/chosen", "logps/rejected"]).show()
 # we see" page gives the verdicts.
 
 # %%
-from workbench.reference import load
+from workbench.results.stored_runs import load
 
 stored = load("f7-addition")
 if stored is None:
-    print("no reference runs stored yet: run `make reference-runs`")
+    print("nothing stored yet: run `make stored-runs`")
 else:
-    meta, reference_groups, reference_summaries = stored
+    meta, stored_groups, stored_summaries = stored
     print(f"{meta['command']}  (commit {meta['commit']}, {meta['date']}, {meta['machine']}; {meta['seeds']} seeds)")
-    for key in reference_groups:
-        mine = [s for s in reference_summaries if s["recipe"] == key]
+    for key in stored_groups:
+        mine = [s for s in stored_summaries if s["recipe"] == key]
         print(f"{key:11s} " + "   ".join(
             f"seed {s['seed']}: greedy {s['accuracy_before']:.3f} -> {s['accuracy_after']:.3f}, preference "
             f"{s['preference_accuracy_before']:.3f} -> {s['preference_accuracy_after']:.3f}" for s in mine))
-    seed_band_curves(reference_groups, keys=["logps/chosen", "logps/rejected"],
-                     title=f"reference runs: {meta['name']} (mean and min-max over {meta['seeds']} seeds)").show()
+    seed_band_curves(stored_groups, keys=["logps/chosen", "logps/rejected"],
+                     title=f"stored runs: {meta['name']} (mean and min-max over {meta['seeds']} seeds)").show()
 
 # %% [markdown]
 # ## Exercises (checked automatically)
@@ -427,8 +427,9 @@ if solutions:
     rock_exploitability = (0.5 + strength / 2) - 0.5   # 0.45
 
 # %%
-from workbench.exercises import (check_answers, check_dpo_weight_at_zero, check_pure_rock_exploitability,
-                                 check_reference_free)
+from workbench.exercises.answers import check_answers
+from workbench.exercises.nb08_preference import (check_dpo_weight_at_zero, check_pure_rock_exploitability,
+                                                 check_reference_free)
 
 check_answers([(1, my_weight, check_dpo_weight_at_zero),
               (2, reference_free, check_reference_free),

@@ -385,8 +385,9 @@ if solutions:
     my_two_step = 1 / math.sqrt(2)   # two members: (a - (a+b)/2) / (|a-b|/sqrt 2), whatever the gap
 
 # %%
-from workbench.exercises import (check_anchor_step_advantage, check_answers, check_trained_tokens,
-                                 check_two_step_anchor, check_unshared_step_advantage)
+from workbench.exercises.answers import check_answers
+from workbench.exercises.nb09_agents import (check_anchor_step_advantage, check_trained_tokens, check_two_step_anchor,
+                                             check_unshared_step_advantage)
 
 check_answers([(1, my_trained_tokens, check_trained_tokens),
               (2, my_start_step, check_anchor_step_advantage),

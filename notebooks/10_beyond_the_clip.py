@@ -38,7 +38,7 @@
 # 3. positive vs negative tokens on real rollouts: who carries the gradient, and which tokens each objective
 #    silences;
 # 4. BAPO's adaptive bounds and R²VPO's dual variable over short training runs;
-# 5. each method's claim next to what our reference runs show.
+# 5. each method's claim next to what our stored runs show.
 #
 # ## Key equations
 #
@@ -355,13 +355,13 @@ dual_ascent_figure(r2vpo_runs).show()
 #
 # ## 5. Claim vs what we see
 #
-# Each F2 method's central claim as we read it, and what the stored reference comparison `f2-countdown` shows over
-# seeds (`workbench.claims.claims_table`, the same rows as the book's claims page). The numbers are computed from
-# `data/reference_runs/f2-countdown.jsonl` when it exists; until then the claims are listed without numbers.
+# Each F2 method's central claim as we read it, and what the stored comparison `f2-countdown` shows over seeds
+# (`workbench.results.claims.claims_table`, the same rows as the book's claims page). The numbers are computed from
+# `data/stored_runs/f2-countdown.jsonl` when it exists; until then the claims are listed without numbers.
 
 # %%
-from workbench.claims import VERDICT_RULE, claims_table
-from workbench.reference import REFERENCES, load
+from workbench.results.claims import VERDICT_RULE, claims_table
+from workbench.results.stored_runs import COMPARISONS, load
 from workbench.viz.run_curves import seed_band_curves
 from workbench.viz.tables import before_after_table, claims_html
 
@@ -369,17 +369,18 @@ catalog = registry.catalog()
 f2_recipes = [e.key for e in registry.entries("recipe") if catalog.get(e.key, {}).get("family") == F2]
 stored = load("f2-countdown")
 if stored is None:
-    how = ("`python -m workbench.reference f2-countdown` (or `make reference-runs`)" if "f2-countdown" in REFERENCES
-           else "adding `f2-countdown` to `workbench/reference.py`'s REFERENCES, then "
-                "`python -m workbench.reference f2-countdown`")
-    print(f"no stored reference comparison f2-countdown yet: make it with {how}; the claims below have no numbers")
+    how = ("`python -m workbench.results.stored_runs f2-countdown` (or `make stored-runs`)"
+           if "f2-countdown" in COMPARISONS else
+           "adding `f2-countdown` to `workbench/results/stored_runs.py`'s COMPARISONS, then "
+           "`python -m workbench.results.stored_runs f2-countdown`")
+    print(f"no stored comparison f2-countdown yet: make it with {how}; the claims below have no numbers")
 print(VERDICT_RULE)
 display(HTML(claims_html(claims_table(recipes=f2_recipes))))
 if stored is not None:
-    meta, reference_groups, summaries_ref = stored
+    meta, stored_groups, summaries_ref = stored
     print(f"{meta['command']}  (commit {meta['commit']}, {meta['date']}, {meta['machine']}; {meta['seeds']} seeds)")
-    seed_band_curves(reference_groups, keys=["accuracy", "entropy", "clip/region", "response_length/mean"],
-                     title=f"reference runs: {meta['name']} (mean and min-max over {meta['seeds']} seeds)").show()
+    seed_band_curves(stored_groups, keys=["accuracy", "entropy", "clip/region", "response_length/mean"],
+                     title=f"stored runs: {meta['name']} (mean and min-max over {meta['seeds']} seeds)").show()
     before_after_table(summaries_ref, title="held-out before → after 80 steps (mean ± std over seeds)").show()
 
 # %% [markdown]
@@ -455,8 +456,9 @@ if solutions:
     shaping_answer = tuple(gamma * p / (p + gamma) ** 2 for p in (0.1, 0.9))  # d f / d log p: (0.25, 0.09)
 
 # %%
-from workbench.exercises import (check_answers, check_bapo_exercise, check_dispo_masked_tokens,
-                                 check_gbpo_target_ratios, check_shaping_weights)
+from workbench.exercises.answers import check_answers
+from workbench.exercises.nb10_beyond_the_clip import (check_bapo_exercise, check_dispo_masked_tokens,
+                                                      check_gbpo_target_ratios, check_shaping_weights)
 
 check_answers([(1, gbpo_targets, check_gbpo_target_ratios),
                (2, dispo_masked, check_dispo_masked_tokens),

@@ -23,10 +23,10 @@
 # 1. the key equations of every registered F3 component, from the registry;
 # 2. the mechanism on one exact softmax: temperature, an entropy-bonus step and a policy-gradient step (explorer);
 # 3. the logp-advantage covariance of real tokens, and which tokens Clip-Cov and KL-Cov act on;
-# 4. the stored reference comparison (8 recipes × 3 seeds: entropy, greedy accuracy, pass@1, pass@k) and a live
+# 4. the stored comparison (8 recipes × 3 seeds: entropy, greedy accuracy, pass@1, pass@k) and a live
 #    smoke comparison;
 # 5. one small picture per control that is not in the comparison (SAC's temperature, SAFE, LLDS, HAPO, EPO);
-# 6. each paper's claim against what the reference runs show;
+# 6. each paper's claim against what the stored runs show;
 # 7. exercises.
 #
 # ## Key equations
@@ -56,9 +56,9 @@ cov_ratio = 0.02     # section 3: share of the batch tokens that Clip-Cov and KL
 clip_cov_lb = 1.0    # section 3: Clip-Cov's candidate band lb < cov_t < ub (verl's defaults)
 clip_cov_ub = 5.0
 compare_recipes = ["grpo", "entropy-bonus", "clip_cov", "kl_cov"]   # section 4, the live comparison
-compare_steps = None  # None: 10 on smoke, the reference comparison's settings on full
+compare_steps = None  # None: 10 on smoke, the stored comparison's settings on full
 compare_seeds = 1
-reference_dir = None  # where the stored reference runs are read from (None: data/reference_runs)
+stored_runs_dir = None  # where the stored runs are read from (None: data/stored_runs)
 seed = 0
 solutions = False    # True fills in the exercises' answers (the learner's cells start empty)
 runs_dir = "runs"   # where the run folders go (`make run` / `workbench notebook` point it at their folder)
@@ -214,11 +214,11 @@ covariance_figure(tokens, clip_cov_lb, clip_cov_ub).show()
 #
 # ## 4. The toy run: eight recipes, three seeds
 #
-# The reference comparison `f3-entropy` (`workbench/reference.py`) trains GRPO, clip-higher (DAPO's $\epsilon_{high} =
-# 0.28$), the entropy bonus (0.01), Clip-Cov, KL-Cov, EPO, DCPO and AEPO from the same countdown warm start, 3 seeds
-# each, at lr $3\cdot10^{-4}$ (3× the smoke default, so that GRPO sharpens within the run) for 80 steps, with held-out
-# pass@1 and pass@8 on 100 prompts (8 samples each) every 20 steps. The point at step −1 is the held-out evaluation
-# before training. Lines are the mean over seeds, bands the min–max.
+# The stored comparison `f3-entropy` (`workbench/results/stored_runs.py`) trains GRPO, clip-higher (DAPO's
+# $\epsilon_{high} = 0.28$), the entropy bonus (0.01), Clip-Cov, KL-Cov, EPO, DCPO and AEPO from the same countdown warm
+# start, 3 seeds each, at lr $3\cdot10^{-4}$ (3× the smoke default, so that GRPO sharpens within the run) for 80 steps,
+# with held-out pass@1 and pass@8 on 100 prompts (8 samples each) every 20 steps. The point at step −1 is the held-out
+# evaluation before training. Lines are the mean over seeds, bands the min–max.
 #
 # What a healthy curve looks like: **entropy falling slowly, pass@k holding while pass@1 (and greedy accuracy)
 # rises.** GRPO's sharpening looks different: pass@1 up, pass@k down, entropy down fast; the policy concentrates on
@@ -226,22 +226,22 @@ covariance_figure(tokens, clip_cov_lb, clip_cov_ub).show()
 # pass@k stay above GRPO's without its pass@1 falling below.
 
 # %%
-from workbench.reference import REFERENCES, load
+from workbench.results.stored_runs import COMPARISONS, load
 
-reference = REFERENCES["f3-entropy"]
-stored = load("f3-entropy") if reference_dir is None else load("f3-entropy", data_dir=Path(reference_dir))
+comparison = COMPARISONS["f3-entropy"]
+stored = load("f3-entropy") if stored_runs_dir is None else load("f3-entropy", data_dir=Path(stored_runs_dir))
 if stored is None:
-    print("The f3-entropy reference runs are not stored yet (data/reference_runs/f3-entropy.jsonl). Make them with\n"
-          "    python -m workbench.reference f3-entropy\n"
-          f"({len(reference.recipes)} recipes x {reference.seeds} seeds, {' '.join(reference.sets)}; resumable), then "
-          "run this notebook again. The live comparison below still runs.")
+    print("The f3-entropy runs are not stored yet (data/stored_runs/f3-entropy.jsonl). Make them with\n"
+          "    python -m workbench.results.stored_runs f3-entropy\n"
+          f"({len(comparison.recipes)} recipes x {comparison.seeds} seeds, {' '.join(comparison.sets)}; resumable), "
+          "then run this notebook again. The live comparison below still runs.")
 else:
-    meta, reference_groups, reference_summaries = stored
+    meta, stored_groups, stored_summaries = stored
     print(f"{meta['command']}  (commit {meta['commit']}, {meta['date']}, {meta['machine']}; {meta['seeds']} seeds, "
           f"{' '.join(meta['sets'])})")
-    seed_band_curves(with_start(reference_groups, reference_summaries), keys=EVAL_CURVES,
-                     title=f"reference runs {meta['name']}: mean, min-max over {meta['seeds']} seeds").show()
-    before_after_table(reference_summaries, title="held-out before → after 80 steps (mean ± std over seeds)").show()
+    seed_band_curves(with_start(stored_groups, stored_summaries), keys=EVAL_CURVES,
+                     title=f"stored runs {meta['name']}: mean, min-max over {meta['seeds']} seeds").show()
+    before_after_table(stored_summaries, title="held-out before → after 80 steps (mean ± std over seeds)").show()
 
 # %% [markdown]
 # **What the stored runs show** (commit 5053e01, 3 seeds): GRPO sharpens as intended, pass@1 0.26 → 0.36 while
@@ -252,9 +252,9 @@ else:
 # the same recipes with GRPO's KL term (`f3-entropy-kl`), so that only the mechanism differs.
 
 # %%
-stored_kl = load("f3-entropy-kl") if reference_dir is None else load("f3-entropy-kl", data_dir=Path(reference_dir))
+stored_kl = load("f3-entropy-kl") if stored_runs_dir is None else load("f3-entropy-kl", data_dir=Path(stored_runs_dir))
 if stored_kl is None:
-    print("f3-entropy-kl is not stored yet: python -m workbench.reference f3-entropy-kl")
+    print("f3-entropy-kl is not stored yet: python -m workbench.results.stored_runs f3-entropy-kl")
 else:
     meta_kl, groups_kl, summaries_kl = stored_kl
     seed_band_curves(with_start(groups_kl, summaries_kl), keys=EVAL_CURVES,
@@ -289,9 +289,9 @@ if preset == "smoke":
     sets = [f"steps={compare_steps or 10}", "pass_k=4", "eval_every=5", "eval_size=20", "checkpoint_every=10"]
     live_recipes = list(compare_recipes)
 else:  # the reference settings on the preset's model; lr stays the preset's (3e-4 is tuned for the tiny model)
-    sets = [s for s in reference.sets if not s.startswith("lr=")]
+    sets = [s for s in comparison.sets if not s.startswith("lr=")]
     sets = [f"steps={compare_steps}" if s.startswith("steps=") and compare_steps else s for s in sets]
-    live_recipes = list(reference.recipes)
+    live_recipes = list(comparison.recipes)
 compare_out = Path(runs_dir) / f"11_entropy-compare-{task.replace(':', '_')}-{preset}-{'-'.join(sorted(sets))}".replace(
     "=", "")
 result = compare(live_recipes, task=task, preset=preset, seeds=compare_seeds, out=compare_out, sets=sets,
@@ -310,7 +310,7 @@ before_after_table(live_summaries, title=f"live comparison: held-out before → 
 
 # %% [markdown]
 # At smoke scale the curves lie on top of each other and 20 held-out prompts move in steps of 0.05: read the
-# reference runs above for the comparison, this cell for a live check that each recipe trains and evaluates.
+# stored runs above for the comparison, this cell for a live check that each recipe trains and evaluates.
 #
 # ## 5. The controls that are not in the comparison
 #
@@ -389,19 +389,18 @@ epo_band_figure(hbar=0.5, bands=((0.8, 1.2), (0.0, 2.0))).show()
 #
 # ## 6. Claim vs what we see
 #
-# Each method's central claim as we read its paper and what the stored reference runs show, from
-# `workbench.claims` (the book's "claim vs what we see" page, restricted to this family and its F1 baselines). A
-# claim is only judged against a reference comparison that tests it; the others say why not, or that none is written
-# yet.
+# Each method's central claim as we read its paper and what the stored runs show, from `workbench.results.claims` (the
+# book's "claim vs what we see" page, restricted to this family and its F1 baselines). A claim is only judged against a
+# stored comparison that tests it; the others say why not, or that none is written yet.
 
 # %%
-from workbench.claims import VERDICT_RULE, claims_table
+from workbench.results.claims import VERDICT_RULE, claims_table
 from workbench.viz.tables import claims_html
 
 F3_RECIPES = ["clip-higher", "entropy-bonus", "clip_cov", "kl_cov", "epo", "dcpo", "aepo-arbitrary", "safe",
               "safe-kl-control", "llds", "sac-temperature", "hapo-temperature"]
 print(VERDICT_RULE)
-display(HTML(claims_html(claims_table(None if reference_dir is None else Path(reference_dir), recipes=F3_RECIPES))))
+display(HTML(claims_html(claims_table(None if stored_runs_dir is None else Path(stored_runs_dir), recipes=F3_RECIPES))))
 
 # %% [markdown]
 # ## Exercises (checked automatically)
@@ -449,8 +448,9 @@ if solutions:
     alpha_moves = "fall" if H > 0.6 else "rise"
 
 # %%
-from workbench.exercises import (check_alpha_direction, check_answers, check_clip_cov_candidates,
-                                 check_covariance_term, check_entropy_at_temperature)
+from workbench.exercises.answers import check_answers
+from workbench.exercises.nb11_entropy import (check_alpha_direction, check_clip_cov_candidates, check_covariance_term,
+                                              check_entropy_at_temperature)
 
 check_answers([(1, entropy_at_half, check_entropy_at_temperature),
               (2, covariance_of_token0, check_covariance_term),

@@ -27,7 +27,7 @@
 #    judges as the fix;
 # 4. the per-reward curves of a multi-reward run (live at smoke, and stored);
 # 5. one small picture per process reward: CM2's checklist, SRPO, ReflexiCoder, SPEAR, RetroAgent, SSL, FAPO;
-# 6. each paper's claim against what the reference runs show;
+# 6. each paper's claim against what the stored runs show;
 # 7. exercises.
 #
 # ## Key equations
@@ -64,7 +64,7 @@ multi_aggregation = "normalize_then_sum"  # section 4: the live run's reward_agg
 multi_steps = None   # section 4: None -> 8 steps on smoke, the preset's count on full
 checklist_actions = ["[37*40]", "[1776+19]", "[37*48]", "[1776+19]", "A:1795"]  # section 5: one calculator episode
 judge_noise = 0.0    # section 5: the checklist judge's label-flip probability (0: exact)
-reference_dir = None  # where the stored reference runs are read from (None: data/reference_runs)
+stored_runs_dir = None  # where the stored runs are read from (None: data/stored_runs)
 seed = 0
 solutions = False    # True fills in the exercises' answers (the learner's cells start empty)
 runs_dir = "runs"   # where the run folders go (`make run` / `workbench notebook` point it at their folder)
@@ -79,7 +79,7 @@ import torch
 from IPython.display import HTML, Markdown, display
 from transformers.utils import logging as hf_logging
 
-from workbench.reference import REFERENCES, load
+from workbench.results.stored_runs import COMPARISONS, load
 from workbench.viz.reward_curves import (aggregation_advantages, aggregation_explorer, checklist_grid_figure,
                                          fapo_figure, fapo_rows, family_recipes, hacking_figure, length_explorer,
                                          length_table, per_reward_figure, reflection_figure, reward_names,
@@ -94,12 +94,12 @@ ACCURACY = (("accuracy", "greedy accuracy"),)  # the F6 comparisons evaluate gre
 
 
 def stored(name):
-    """A stored reference comparison (meta, recipe -> rows per seed, summaries), or None with a note on making it."""
-    data = load(name) if reference_dir is None else load(name, data_dir=Path(reference_dir))
+    """A stored comparison (meta, recipe -> rows per seed, summaries), or None with a note on making it."""
+    data = load(name) if stored_runs_dir is None else load(name, data_dir=Path(stored_runs_dir))
     if data is None:
-        ref = REFERENCES[name]
-        print(f"The {name} reference runs are not stored yet (data/reference_runs/{name}.jsonl). Make them with\n"
-              f"    python -m workbench.reference {name}\n({len(ref.recipes)} recipes x {ref.seeds} seeds, "
+        ref = COMPARISONS[name]
+        print(f"The {name} runs are not stored yet (data/stored_runs/{name}.jsonl). Make them with\n"
+              f"    python -m workbench.results.stored_runs {name}\n({len(ref.recipes)} recipes x {ref.seeds} seeds, "
               f"{' '.join(ref.sets)}; resumable), then run this notebook again.")
     else:
         meta = data[0]
@@ -214,8 +214,8 @@ print(length_table(max_len, buffer))
 # prompt the model almost never answers right (none in 10 steps with it first), so `hbpo-reward` is not in the
 # comparison (its claim below says so).
 #
-# **The stored comparison `f6-length`.** GRPO, `soft-overlong`, `cosine-length` and `arlcp` from the same countdown
-# warm start, 3 seeds each, lr $3\cdot10^{-4}$, 80 steps (`workbench/reference.py`). Lines are the mean over seeds,
+# **The stored comparison `f6-length`.** GRPO, `soft-overlong`, `cosine-length` and `arlcp` from the same countdown warm
+# start, 3 seeds each, lr $3\cdot10^{-4}$, 80 steps (`workbench/results/stored_runs.py`). Lines are the mean over seeds,
 # bands the min–max; the table is greedy held-out accuracy before and after.
 #
 # What a healthy curve looks like: **response length falling (or holding) while accuracy holds or rises, and
@@ -227,7 +227,7 @@ f6_length = stored("f6-length")
 if f6_length is not None:
     meta, length_groups, length_summaries = f6_length
     seed_band_curves(length_groups, keys=["response_length/mean", "accuracy", "truncated_frac", "entropy"],
-                     title=f"reference runs {meta['name']}: mean, min-max over {meta['seeds']} seeds").show()
+                     title=f"stored runs {meta['name']}: mean, min-max over {meta['seeds']} seeds").show()
     before_after_table(length_summaries, metrics=ACCURACY,
                        title="greedy held-out accuracy before → after 80 steps (mean ± std over seeds)").show()
     print("first -> last logged value (mean over seeds), and held-out accuracy:")
@@ -291,7 +291,7 @@ if f6_hacking is not None:
     meta, hacking_groups, hacking_summaries = f6_hacking
     seed_band_curves(hacking_groups, keys=["accuracy", "rewards/length-bias/mean", "response_length/mean",
                                            "truncated_frac"],
-                     title=f"reference runs {meta['name']}: mean, min-max over {meta['seeds']} seeds").show()
+                     title=f"stored runs {meta['name']}: mean, min-max over {meta['seeds']} seeds").show()
     before_after_table(hacking_summaries, metrics=ACCURACY,
                        title="greedy held-out accuracy before → after 80 steps (mean ± std over seeds)").show()
     print("first -> last logged value (mean over seeds), and held-out accuracy:")
@@ -447,18 +447,18 @@ fapo_figure().show()
 #
 # ## 6. Claim vs what we see
 #
-# Each method's central claim as we read its paper and what the stored reference runs show, from
-# `workbench.claims` (the book's "claim vs what we see" page, restricted to this family's recipes and this notebook's
-# teaching recipes). A claim is only judged against a reference comparison that tests it; the others say why not, or
-# that none is written yet. Most F6 rewards are made for long answers, tool-using agents or judges that the toy tasks
-# do not have, so most of them have no stored comparison.
+# Each method's central claim as we read its paper and what the stored runs show, from `workbench.results.claims` (the
+# book's "claim vs what we see" page, restricted to this family's recipes and this notebook's teaching recipes). A claim
+# is only judged against a stored comparison that tests it; the others say why not, or that none is written yet. Most F6
+# rewards are made for long answers, tool-using agents or judges that the toy tasks do not have, so most of them have no
+# stored comparison.
 
 # %%
-from workbench.claims import VERDICT_RULE, claims_table
+from workbench.results.claims import VERDICT_RULE, claims_table
 from workbench.viz.tables import claims_html
 
 print(VERDICT_RULE)
-display(HTML(claims_html(claims_table(None if reference_dir is None else Path(reference_dir),
+display(HTML(claims_html(claims_table(None if stored_runs_dir is None else Path(stored_runs_dir),
                                       recipes=family_recipes()))))
 
 # %% [markdown]
@@ -517,8 +517,9 @@ if solutions:
     ssl_reward = next((v for e, v in ((0, 1.0), (0.5, 0.6), (1, 0.3), (2, 0.1)) if d <= e * 0.1), 0.0)  # 0.1
 
 # %%
-from workbench.exercises import (check_answers, check_cosine_length_value, check_dominant_aggregation,
-                                 check_soft_overlong_first_length, check_ssl_tier)
+from workbench.exercises.answers import check_answers
+from workbench.exercises.nb12_reward_design import (check_cosine_length_value, check_dominant_aggregation,
+                                                    check_soft_overlong_first_length, check_ssl_tier)
 
 check_answers([(1, cosine_reward, check_cosine_length_value),
                (2, dominant_aggregation, check_dominant_aggregation),

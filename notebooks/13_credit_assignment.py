@@ -30,7 +30,7 @@
 # 2. **an explorer**: every estimator's per-turn advantage on the same sampled episodes, beside the exact one;
 # 3. **bias and variance** of every estimator against the exact advantage, over many sampled groups.
 #
-# Everything here is `workbench.credit_exact` (the exact values and the sampled comparison) and the registered
+# Everything here is `workbench.advantages.exact` (the exact values and the sampled comparison) and the registered
 # advantage estimators, called exactly as the trainer calls them.
 #
 # ## Key equations
@@ -72,7 +72,7 @@ import pandas as pd
 import torch
 from IPython.display import display
 
-from workbench import credit_exact as ce
+from workbench.advantages import exact as ce
 from workbench.viz.credit_comparisons import advantage_heatmaps, bias_variance_figure, table_rows
 from workbench.viz.widgets import explorer
 
@@ -163,7 +163,7 @@ bias_variance_figure(rows).show()
 # is exact too, but for the *uniform random* policy: it ranks the actions well (the highest correlation after the
 # exact ones) while being biased for the policy we sample from.
 #
-# The `full` preset samples 2000 groups (the table in the README; `python -m workbench.credit_exact` prints
+# The `full` preset samples 2000 groups (the table in the README; `python -m workbench.advantages.exact` prints
 # it). Not every estimator of the family runs on a tabular problem; those that do not, and why:
 
 # %%
@@ -172,10 +172,10 @@ display(pd.DataFrame({"why not here": ce.NOT_HERE}))
 # %% [markdown]
 # ## 4. Does finer credit make a policy learn faster?
 #
-# Less bias and variance is a means; the claims are about success. The stored reference comparisons
-# (`python -m workbench.reference f4-keydoor f4-screen f4-search f4-calculator f4-countdown`, 3 seeds each;
-# `workbench/reference.py` says why each setting) train every credit recipe from the same warm start as GRPO, as
-# its paper's script does (its own clip, KL term and loss aggregation):
+# Less bias and variance is a means; the claims are about success. The stored comparisons
+# (`python -m workbench.results.stored_runs f4-keydoor f4-screen f4-search f4-calculator f4-countdown`, 3 seeds each;
+# `workbench/results/stored_runs.py` says why each setting) train every credit recipe from the same warm start as GRPO,
+# as its paper's script does (its own clip, KL term and loss aggregation):
 #
 # - `f4-keydoor`: the key-door corridor (take the key in the first two turns, walk 3-5 rooms, open the door;
 #   5-7 turns), warm-started to greedy 0.99 but sampled success 0.48, 40 steps of 4 corridors x 8 episodes;
@@ -195,8 +195,8 @@ display(pd.DataFrame({"why not here": ce.NOT_HERE}))
 # %%
 from IPython.display import HTML
 
-from workbench.claims import VERDICT_RULE, claims_table
-from workbench.reference import load
+from workbench.results.claims import VERDICT_RULE, claims_table
+from workbench.results.stored_runs import load
 from workbench.viz.credit_comparisons import against_baseline_grid
 from workbench.viz.run_curves import with_start
 from workbench.viz.tables import before_after_table, claims_html
@@ -204,7 +204,7 @@ from workbench.viz.tables import before_after_table, claims_html
 for name in ("f4-keydoor", "f4-screen", "f4-search", "f4-calculator", "f4-countdown"):
     stored = load(name)
     if stored is None:
-        print(f"no stored reference comparison {name} yet: make it with `python -m workbench.reference {name}`")
+        print(f"no stored comparison {name} yet: make it with `python -m workbench.results.stored_runs {name}`")
         continue
     meta, groups, summaries = stored
     print(f"{meta['command']}  (commit {meta['commit']}, {meta['date']}, {meta['machine']}; {meta['seeds']} seeds)")
@@ -275,8 +275,9 @@ if solutions:
     td_second = 0 + 0 - V_a                              # leaf ab pays 0, nothing after it: -0.5 = A((a,), b)
 
 # %%
-from workbench.exercises import (check_answers, check_credit_first_advantage, check_credit_rloo_second,
-                                 check_credit_td_second)
+from workbench.exercises.answers import check_answers
+from workbench.exercises.nb13_credit_assignment import (check_credit_first_advantage, check_credit_rloo_second,
+                                                        check_credit_td_second)
 
 check_answers([(1, first_advantage, check_credit_first_advantage),
                (2, rloo_second, check_credit_rloo_second),

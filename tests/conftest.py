@@ -1,5 +1,5 @@
 """Shared test set-up: one CPU thread, offline Hugging Face, the `covers` marker, and the notebooks
-executed once per session (tests/test_notebooks.py checks them, tests/test_book.py builds the book
+executed once per session (tests/test_notebooks.py checks them, tests/book/test_build.py builds the book
 from them)."""
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ class NotebookRuns:
     def run(self, source):
         from filelock import FileLock
 
-        from workbench.book import execute_notebook
+        from workbench.book.notebooks import execute_notebook
 
         ok, failed = self.dir / f"{source.stem}.ok", self.dir / f"{source.stem}.error"
         with FileLock(self.dir / f"{source.stem}.lock"):
@@ -77,7 +77,7 @@ def notebook_runs(tmp_path_factory) -> NotebookRuns:
 @pytest.fixture(scope="session")
 def executed_notebooks(notebook_runs):
     """Folder holding <stem>.ipynb for every notebooks/*.py, all executed without error."""
-    from workbench.book import notebook_sources
+    from workbench.book.notebooks import notebook_sources
 
     for source in notebook_sources():
         notebook_runs.run(source)

@@ -1,10 +1,17 @@
-"""The `workbench` command line: list, bad input, and `workbench notebook` / `make run NB=... PRESET=...`
-(one folder holds the executed notebook and its runs)."""
+"""The `workbench` command line: list (with each component's source), show, bad input, and `workbench notebook` /
+`make run NB=... PRESET=...` (one folder holds the executed notebook and its runs)."""
+import inspect
 import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from workbench import cli, registry
+from workbench.paths import ROOT
+from workbench.recipes import RECIPES, Recipe
 from workbench.train.metrics import read_rows
 
 
@@ -13,8 +20,75 @@ def test_list_json_has_the_promised_fields(capsys):
     rows = json.loads(capsys.readouterr().out)
     assert {r["key"] for r in rows} >= {"grpo", "rloo", "ppo-clip", "k3", "token-mean", "ppo"}
     for row in rows:
-        assert {"key", "kind", "family", "title", "confidence"} <= set(row)
+        assert {"key", "kind", "family", "title", "confidence", "source"} <= set(row)
         assert row["family"] and row["confidence"] in ("exact", "partial", "abstract-only")
+
+
+def defined_at(entry) -> str:
+    """Where `inspect` finds a component's code: "workbench/advantages/group.py:73"."""
+    fn = inspect.unwrap(entry.fn)
+    return f"{Path(inspect.getsourcefile(fn)).resolve().relative_to(ROOT).as_posix()}:{inspect.getsourcelines(fn)[1]}"
+
+
+def test_list_prints_every_entry_with_the_file_and_line_that_registers_it(capsys):
+    assert cli.main(["list"]) == 0
+    rows = [line.split(maxsplit=5) for line in capsys.readouterr().out.splitlines() if re.search(r"\.py:\d+ ", line)]
+    printed = {(kind, key): source for kind, key, _, _, source, _ in rows}
+    entries = registry.entries()
+    assert set(printed) == {(e.kind, e.key) for e in entries}
+    for e in entries:
+        if e.kind != "recipe":
+            assert printed[e.kind, e.key] == defined_at(e), e.key
+        else:  # a recipe is data: its line is the define(...) that registers it
+            path, line = printed[e.kind, e.key].split(":")
+            lines = (ROOT / path).read_text().splitlines()[int(line) - 1:]
+            assert lines[0].startswith("define(") and f'key="{e.key}"' in "".join(lines[:3]), e.key
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["list"], ["list", "--missing"], ["show", "no-such-key"]])
+def test_help_and_list_import_no_torch(argv):
+    code = ("import sys\nfrom workbench import cli\ntry:\n    cli.main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print('torch' in sys.modules, file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
+    assert proc.stderr.splitlines()[-1] == "False", proc.stderr[-2000:]
+
+
+def test_show_prints_a_components_card_recipes_and_tests(capsys):
+    assert cli.main(["show", "ppo-clip"]) == 0
+    out = capsys.readouterr().out
+    entry = registry.get("objective", "ppo-clip")
+    assert out.startswith(f"objective ppo-clip: {entry.title}")
+    assert f"source {defined_at(entry)}" in out and " ".join(entry.equation.split()) in out
+    assert "defaults    " + ", ".join(f"{k}={v!r}" for k, v in entry.defaults.items()) in out
+    users = sorted(k for k, r in RECIPES.items() if isinstance(r, Recipe) and r.objective.key == "ppo-clip")
+    assert f"recipes     {', '.join(users)} ({len(users)})" in out
+    # a test marked covers("ppo-clip"), found here by reading its file
+    source = (ROOT / "tests" / "anchors" / "test_trl.py").read_text()
+    marked = re.search(r'@pytest\.mark\.covers\("ppo-clip"\)\n(?:@.*\n)*def (test_\w+)', source).group(1)
+    assert re.search(rf"^    tests/anchors/test_trl\.py: .*\b{marked}\b", out, re.M)
+
+
+def test_show_prints_a_recipes_components_and_claims(capsys):
+    from workbench.results.claims import CLAIMS, claims_table
+
+    assert cli.main(["show", "dr_grpo"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("recipe dr_grpo: ") and out.count("\nrecipe ") == 0  # a recipe only: one card
+    assert "components  " in out and "advantage grpo" in out and "aggregation seq-mean-token-sum-norm" in out
+    claims = [c for c in CLAIMS if c.key == "dr_grpo"]
+    assert claims and all(f"claim       {c.claim}" in out for c in claims)
+    assert all(f"verdict   {row['verdict']} ({row['comparison']})" in out for row in claims_table(recipes=["dr_grpo"]))
+    assert "test_every_recipe_trains_end_to_end_and_resumes_exactly[dr_grpo]" in out
+
+
+def test_show_refuses_an_unknown_key_naming_close_ones(capsys):
+    assert cli.main(["show", "grpoo"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no component or recipe named 'grpoo'; close matches: grpo")
+    assert cli.main(["show", "grpo", "--kind", "objective"]) == 2
+    assert "'grpo' is registered as: advantage, recipe" in capsys.readouterr().err
+    assert cli.main(["show", "grpo", "--kind", "advantages"]) == 2
+    assert "unknown kind 'advantages'; kinds are reward" in capsys.readouterr().err
 
 
 def test_list_missing_prints_unregistered_catalog_keys(capsys):

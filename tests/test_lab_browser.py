@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from workbench.book_check import chromium, chromium_path, wait_for
+from workbench.book.check import chromium, chromium_path, wait_for
 from workbench.paths import ROOT
 
 CHROMIUM = chromium_path()

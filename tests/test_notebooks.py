@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.book import notebook_sources
+from workbench.book.notebooks import notebook_sources
 
 SOURCES = notebook_sources()
 

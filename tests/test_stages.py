@@ -34,3 +34,9 @@ def test_token_masks_run_after_the_advantage_and_loss_weights_in_the_update():
     assert names.index("advantage") < names.index("token_masks") < names.index("update")
     update = next(s for s in stages.STAGES if s.name == "update")
     assert update.slots == ("loss_weights", "objective", "regularizers", "value")
+
+
+def test_the_book_catalog_shows_the_kinds_in_the_order_they_run():
+    from workbench.book.catalog_page import KIND_TITLES
+
+    assert list(KIND_TITLES) == list(registry.KINDS) and KIND_TITLES["loss_weight"] == "Loss weights"

@@ -1,7 +1,11 @@
-"""Command line: `workbench run`, `compare`, `notebook`, `report`, `export`, `eval`, `list`."""
+"""Command line: `workbench run`, `compare`, `notebook`, `report`, `export`, `eval`, `list`, `show`.
+
+Each command imports what it needs when it runs: `workbench --help` and `workbench list` import no torch (`list`
+reads the registrations from the source, `workbench.registrations`); bench/bench_cli.py times them."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import signal
@@ -57,7 +61,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from workbench.export import export_run
+    from workbench.train.export import export_run
 
     record = export_run(args.run, args.out, step=args.step, adapter=args.adapter, progress=not args.quiet)
     what = {"full": "weights", "merged": "LoRA merged into full weights", "adapter": "PEFT adapter"}[record["format"]]
@@ -72,7 +76,7 @@ def cmd_export(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from workbench.export import evaluate_model
+    from workbench.train.export import evaluate_model
     from workbench.files import write_atomic
     from workbench.train import apply_sets, make_config
 
@@ -86,27 +90,108 @@ def cmd_eval(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from workbench import registry
+    from workbench import registrations, registry
 
+    check_kind(args.kind)
+    everything = registrations.read()
+    missing = registry.missing_keys({r.key for r in everything})
     if args.missing:
         rows = registry.catalog()
-        for key in registry.missing_keys():
+        for key in missing:
             print(f"{key:32s} {rows[key]['family']:11s} {rows[key]['kind']:12s} {rows[key]['title']}")
         return 0
-    entries = registry.entries(args.kind)
-    if args.json:
-        print(json.dumps([e.as_dict() for e in entries], indent=2))
+    if args.json:  # every field of an entry (defaults, equation ...): the registry itself, with its imports
+        sources = {(r.kind, r.key): r.source for r in everything}
+        print(json.dumps([{**e.as_dict(), "source": sources.get((e.kind, e.key), "")}
+                          for e in registry.entries(args.kind)], indent=2))
         return 0
-    for e in entries:
-        print(f"{e.kind:15s} {e.key:28s} {e.family:10s} {e.confidence:13s} {e.summary}")
-    print(f"\n{len(entries)} registered; {len(registry.missing_keys())} catalog keys not yet implemented "
-          "(workbench list --missing)")
+    found = [r for r in everything if args.kind in (None, r.kind)]
+    width = max((len(r.source) for r in found), default=0)
+    for r in found:
+        print(f"{r.kind:15s} {r.key:28s} {r.family:10s} {r.confidence:13s} {r.source:{width}s} {r.summary}")
+    print(f"\n{len(found)} registered; {len(missing)} catalog keys not yet implemented (workbench list --missing)")
     return 0
+
+
+def check_kind(kind: str | None) -> None:
+    from workbench.registry import KINDS
+
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; kinds are {', '.join(KINDS)}")
+
+
+def cmd_show(args) -> int:
+    """A component's (or recipe's) card in the terminal: what the catalog page shows, and the claims about it."""
+    from workbench import registrations
+
+    check_kind(args.kind)
+    everything = registrations.read()
+    found = [r for r in everything if r.key == args.key and args.kind in (None, r.kind)]
+    if not found:
+        raise KeyError(unknown_key(args.key, args.kind, everything))
+    from workbench import registry
+    from workbench.book.covers import collect_covers
+
+    covers = collect_covers()
+    print("\n\n".join("\n".join(card_lines(registry.get(r.kind, r.key), r.source, covers)) for r in found))
+    return 0
+
+
+def unknown_key(key: str, kind: str | None, everything) -> str:
+    """The error for a key `show` does not find (of `kind`, if given): the kinds that have it, or close keys."""
+    kinds = sorted({r.kind for r in everything if r.key == key})
+    if kinds:
+        return f"no {kind} named {key!r}; {key!r} is registered as: {', '.join(kinds)}"
+    close = difflib.get_close_matches(key, sorted({r.key for r in everything}), n=5, cutoff=0.6)
+    return (f"no {kind or 'component or recipe'} named {key!r}; "
+            + (f"close matches: {', '.join(close)}" if close else "nothing close")
+            + " (workbench list shows every key)")
+
+
+def card_lines(entry, source: str, covers: dict[str, list[str]]) -> list[str]:
+    """What `workbench show` prints of one entry: the catalog card's fields, the recipes using a component (or a
+    recipe's components), the tests marked as covering it and, for a recipe, its claim rows."""
+    from workbench import registry
+    from workbench.book.catalog_page import shown_defaults
+    from workbench.book.covers import entry_tests, tests_by_file
+
+    lines = [f"{entry.kind} {entry.key}: {' '.join(entry.title.split())}",
+             f"  family {entry.family or '-'}, confidence {entry.confidence or '-'}, source {source}",
+             f"  summary     {' '.join(entry.summary.split())}"]
+    if entry.equation.strip():
+        lines.append(f"  equation    {' '.join(entry.equation.split())}")
+    defaults = shown_defaults(entry)
+    lines.append("  defaults    " + (", ".join(f"{k}={v!r}" for k, v in defaults.items()) or "none"))
+    if entry.kind == "recipe":
+        lines.append("  components  " + ", ".join(f"{kind} {key}" for kind, key in entry.fn.components()))
+    else:
+        lines.append(f"  reads       {', '.join(entry.reads) or '-'}; provides {', '.join(entry.provides) or '-'}")
+        users = [e.key for e in registry.entries("recipe") if (entry.kind, entry.key) in e.fn.components()]
+        lines.append(f"  recipes     {', '.join(users) or 'none'}" + (f" ({len(users)})" if users else ""))
+    tests = entry_tests(entry, covers)
+    files = tests_by_file(tests)
+    lines.append(f"  tests       {len(tests)} in {len(files)} file(s), from the tests' @pytest.mark.covers marks")
+    lines += [f"    {path}: {', '.join(names)}" for path, names in files.items()]
+    if entry.kind == "recipe":
+        lines += claim_lines(entry.key)
+    return lines
+
+
+def claim_lines(recipe: str) -> list[str]:
+    """The recipe's rows of the claims table (workbench.results.claims): each claim and its verdict."""
+    from workbench.results.claims import claims_table
+
+    lines = []
+    for row in claims_table(recipes=[recipe]):
+        lines += [f"  claim       {row['claim']}",
+                  f"    verdict   {row['verdict']}" + (f" ({row['comparison']})" if row["comparison"] else "")]
+        lines += [f"    seen      {row['seen']}"] if row["seen"] else []
+    return lines
 
 
 def cmd_notebook(args) -> int:
     """Execute a notebook headless (papermill) with its run folders inside one folder; re-running resumes."""
-    from workbench.book import NOTEBOOKS_DIR, execute_notebook
+    from workbench.book.notebooks import NOTEBOOKS_DIR, execute_notebook
     from workbench.train.config import parse_value
 
     source = Path(args.notebook)
@@ -132,16 +217,27 @@ def cmd_notebook(args) -> int:
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
+def preset(name: str) -> str:
+    """A --preset value: a key of PRESETS (workbench/train/config.py), imported only when a command that trains is
+    parsed (`--help` imports no trainer)."""
     from workbench.train.config import PRESETS
 
+    if name not in PRESETS:
+        raise argparse.ArgumentTypeError(f"unknown preset {name!r}; presets: {', '.join(sorted(PRESETS))}")
+    return name
+
+
+PRESET_HELP = "smoke (the default: CPU, minutes) or another preset of workbench/train/config.py's PRESETS"
+
+
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="workbench", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="train RECIPE on a task; writes a run folder (resumes if it exists)")
     run.add_argument("recipe", help="recipe key, e.g. grpo, dr_grpo, dapo_lite, rloo, ppo")
     run.add_argument("--task", default="countdown", help="task name (addition, countdown, reasoning_gym:<name>)")
-    run.add_argument("--preset", default="smoke", choices=sorted(PRESETS))
+    run.add_argument("--preset", default="smoke", type=preset, help=PRESET_HELP)
     run.add_argument("--out", help="run folder (default runs/RECIPE-TASK-PRESET-sSEED)")
     run.add_argument("--seed", type=int)
     run.add_argument("--set", action="append", metavar="KEY=VALUE",
@@ -152,7 +248,7 @@ def parser() -> argparse.ArgumentParser:
     cmp = sub.add_parser("compare", help="run several recipes on the same task and seeds; one report")
     cmp.add_argument("recipes", nargs="+", help="recipe keys, e.g. grpo dr_grpo dapo rloo")
     cmp.add_argument("--task", default="countdown")
-    cmp.add_argument("--preset", default="smoke", choices=sorted(PRESETS))
+    cmp.add_argument("--preset", default="smoke", type=preset, help=PRESET_HELP)
     cmp.add_argument("--seeds", type=int, default=2, help="seeds 0..N-1 for every recipe")
     cmp.add_argument("--out", help="folder for the runs and compare.html (default runs/compare-TASK-PRESET)")
     cmp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field for every run")
@@ -163,7 +259,7 @@ def parser() -> argparse.ArgumentParser:
     nb = sub.add_parser("notebook", help="execute a notebook headless with papermill (e.g. 01_grpo --preset full); "
                                          "the executed notebook and its run folders go to one folder")
     nb.add_argument("notebook", help="a notebook name or prefix (01, 01_grpo) or a path to its .py source")
-    nb.add_argument("--preset", default="smoke", choices=sorted(PRESETS))
+    nb.add_argument("--preset", default="smoke", type=preset, help=PRESET_HELP)
     nb.add_argument("--out", help="folder for the executed notebook and its runs (default runs/NOTEBOOK-PRESET)")
     nb.add_argument("-p", "--param", action="append", metavar="NAME=VALUE",
                     help="a notebook parameter, e.g. -p recipe=dr_grpo -p steps=20")
@@ -193,13 +289,20 @@ def parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", help="also write the per-prompt records to this JSONL file")
     ev.set_defaults(fn=cmd_eval)
 
-    lst = sub.add_parser("list", help="registered components")
-    lst.add_argument("--json", action="store_true", help="machine-readable list of objects")
+    lst = sub.add_parser("list", help="registered components and recipes, each with the file and line registering it")
+    lst.add_argument("--json", action="store_true", help="machine-readable list of objects (every field; slower: "
+                                                          "imports every component)")
     lst.add_argument("--kind", help="only this kind: one per pipeline slot (reward, reward_shaping, group_transform, "
                                     "advantage, token_mask, objective, regularizer, value, rollout, env, sampler, "
                                     "buffer, controller, schedule, reference), plus aggregation, kl, preference, recipe")
     lst.add_argument("--missing", action="store_true", help="catalog keys not yet registered")
     lst.set_defaults(fn=cmd_list)
+
+    show = sub.add_parser("show", help="a component's or recipe's equation, summary, defaults, reads and provides, "
+                                       "source, the recipes using it, the tests covering it and its claims")
+    show.add_argument("key", help="a registered key, e.g. grpo, k3, ppo-clip, dr_grpo")
+    show.add_argument("--kind", help="only the entry of this kind (grpo is an advantage and a recipe)")
+    show.set_defaults(fn=cmd_show)
     return p
 
 
@@ -208,30 +311,45 @@ def terminate_as_interrupt(signum, frame):
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from workbench.book import BookError
-    from workbench.train.guards import NoGradientError, NonFiniteError
-    from workbench.train.metrics import TensorBoardMissing
-    from workbench.train.steps import Interrupted
+# Errors a command reports in one line instead of a traceback: (module, class, exit status). Bad input (2) trains
+# nothing; a stopped run (1) resumes from its last checkpoint. A class is looked up only if the command imported its
+# module (`raised`): parsing the command line imports no trainer, and an error can only come from a module it ran.
+REPORTED = (("builtins", "ValueError", 2), ("builtins", "KeyError", 2), ("builtins", "FileNotFoundError", 2),
+            ("workbench.book", "BookError", 2), ("workbench.train.metrics", "TensorBoardMissing", 2),
+            ("workbench.train.guards", "NonFiniteError", 1), ("workbench.train.guards", "NoGradientError", 1))
 
+
+def raised(error: BaseException, module: str, name: str) -> bool:
+    return module in sys.modules and isinstance(error, getattr(sys.modules[module], name))
+
+
+def exit_status(error: BaseException) -> int | None:
+    """The status `main` returns for `error` after printing it, or None for an error it does not report (a bug)."""
+    status = next((status for module, name, status in REPORTED if raised(error, module, name)), None)
+    if status is not None:
+        message = error.args[0] if status == 2 and error.args else error
+        print(f"error: {message}", file=sys.stderr)
+    elif raised(error, "workbench.train.steps", "Interrupted"):
+        print(f"\n{error}", file=sys.stderr)
+        status = 130
+    elif isinstance(error, KeyboardInterrupt):  # before or after the step loop (SFT, evaluation)
+        print("\ninterrupted before the step loop or after it; run the same command to resume", file=sys.stderr)
+        status = 130
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     args = parser().parse_args(argv)
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set signal handlers
     previous = signal.signal(signal.SIGTERM, terminate_as_interrupt) if main_thread else None
     try:
         return args.fn(args)
-    except (ValueError, KeyError, FileNotFoundError, BookError, TensorBoardMissing) as e:  # bad input: none trained
-        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
-        return 2
-    except (NonFiniteError, NoGradientError) as e:  # the run stopped; its folder resumes from the last checkpoint
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except Interrupted as e:
-        print(f"\n{e}", file=sys.stderr)
-        return 130
-    except KeyboardInterrupt:  # before or after the step loop (SFT, evaluation)
-        print("\ninterrupted before the step loop or after it; run the same command to resume", file=sys.stderr)
-        return 130
+    except BaseException as error:
+        status = exit_status(error)
+        if status is None:
+            raise
+        return status
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)

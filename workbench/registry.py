@@ -111,6 +111,13 @@ def catalog() -> dict[str, dict]:
         return {row["key"]: row for row in csv.DictReader(f, delimiter="\t")}
 
 
+def catalog_labels(key: str, family: str | None = None, confidence: str | None = None) -> tuple[str, str]:
+    """(family, confidence) of a registration: those it gives, else its catalog row's (confidence "exact" when the
+    catalog has none)."""
+    row = catalog().get(key, {})
+    return family or row.get("family", ""), confidence or row.get("confidence", "exact")
+
+
 def keyword_defaults(fn: Callable) -> dict:
     """The keyword-only parameters with defaults: a component's hyperparameters (`ctx`, the step context the
     pipeline passes a rollout, is not one)."""
@@ -143,6 +150,7 @@ def register(kind: str, key: str, *, title: str, summary: str, equation: str = "
     unknown = sorted(set(needs) - set(NEEDS))
     if unknown:
         raise ValueError(f"{kind} {key!r} needs {unknown}, which are not task capabilities; known: {sorted(NEEDS)}")
+    family, confidence = catalog_labels(key, family, confidence)
 
     def wrap(fn):
         if key in _REGISTRY[kind]:
@@ -150,12 +158,10 @@ def register(kind: str, key: str, *, title: str, summary: str, equation: str = "
         missing = [m for m in STATEFUL.get(kind, ()) if not callable(getattr(fn, m, None))]
         if missing:
             raise TypeError(f"{kind} {key!r} must define {list(STATEFUL[kind])}; {fn} lacks {missing}")
-        row = catalog().get(key, {})
         _REGISTRY[kind][key] = Entry(
             key=key, kind=kind, fn=fn, title=title, summary=summary, equation=equation,
             defaults=defaults if defaults is not None else keyword_defaults(fn),
-            family=family or row.get("family", ""),
-            confidence=confidence or row.get("confidence", "exact"),
+            family=family, confidence=confidence,
             reads=reads if callable(reads) else tuple(reads), provides=tuple(provides), state=state, targets=targets,
             needs=tuple(needs),
             plan=plan, whole_groups=whole_groups, layout=(layout or "pair") if kind == "preference" else layout,
@@ -214,9 +220,10 @@ def registered_keys() -> set[str]:
     return {e.key for e in entries()}
 
 
-def missing_keys() -> list[str]:
-    """Catalog keys with no registered component yet."""
-    have = registered_keys()
+def missing_keys(registered: set[str] | None = None) -> list[str]:
+    """Catalog keys with no registered component yet (`registered`: the registered keys, when the caller has them
+    without importing every component, as `workbench list` does)."""
+    have = registered_keys() if registered is None else registered
     return [key for key in catalog() if key not in have]
 
 
@@ -238,12 +245,16 @@ def import_submodules(package: str) -> None:
         importlib.import_module(f"{package}.{info.name}")
 
 
+# The modules of `workbench` that register components: each slot package (every module in it) and two modules.
+REGISTERING = ("advantages", "kl", "objectives", "ops", "preference", "regularizers", "rewards", "masks", "values",
+               "weights", "transforms", "controllers", "schedules", "samplers", "buffers", "references", "rollout",
+               "tasks", "envs", "recipes")
+
+
 def _load_all() -> None:
     """Import every module that registers components (registration happens at import): each slot package and every
     module in it. Packages do not import their own modules (importing one component imports only what it uses)."""
-    for module in ("advantages", "kl", "objectives", "ops", "preference", "regularizers", "rewards", "masks",
-                   "values", "weights", "transforms", "controllers", "schedules", "samplers", "buffers", "references",
-                   "rollout", "tasks", "envs", "recipes"):
+    for module in REGISTERING:
         package = importlib.import_module(f"workbench.{module}")
         if hasattr(package, "__path__"):
             import_submodules(package.__name__)

@@ -152,10 +152,10 @@ def test_held_out_set_is_shipped_for_the_defaults_and_never_sampled_for_training
     assert other.eval_file is None and len(other.eval_set()) == 200 and other.eval_set() != held_out
 
 
-def test_without_the_key_window_it_is_the_exact_credit_problem_of_credit_exact():
+def test_without_the_key_window_it_is_the_exact_credit_problem_of_advantages_exact():
     """With the key reachable all episode (key_turns = the budget), every (history, action) steps as
-    `credit_exact.keydoor_mdp` does: the same reward, end and observation (its cell = our room - start)."""
-    from workbench.credit_exact import keydoor_mdp
+    `advantages.exact.keydoor_mdp` does: the same reward, end and observation (its cell = our room - start)."""
+    from workbench.advantages.exact import keydoor_mdp
 
     mdp = keydoor_mdp(length=3, slack=1)
     task = get_task("keydoor", key_turns=6, skip=0.0)

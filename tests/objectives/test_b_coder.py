@@ -11,8 +11,8 @@ import torch
 
 from tests.helpers import D, grad, random_mask, seeded
 from workbench import ops, registry
+from workbench.advantages.exact import exact_values, keydoor_mdp, random_tree, tabular_policy
 from workbench.context import Head
-from workbench.credit_exact import exact_values, keydoor_mdp, random_tree, tabular_policy
 from workbench.objectives.b_coder import (b_coder, conservative_bellman, conservative_value_iteration, dueling_q,
                                           greedy_actions, program_score, rerank, sup_distance)
 from workbench.objectives.rover import at_next_policy_token, head_stats

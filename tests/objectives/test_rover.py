@@ -10,11 +10,11 @@ import torch
 
 from tests.helpers import D, TINY, DigitFirst, grad, random_mask, seeded
 from workbench import ops, registry
+from workbench.advantages.exact import random_tree
 from workbench.batch import RolloutBatch
 from workbench.context import Head
-from workbench.credit_exact import exact_values, random_tree, uniform_policy
 from workbench.objectives.rover import (at_next_policy_token, head_stats, next_policy_index, rover, rover_clip,
-                                        rover_policy, rover_target, uniform_next_value)
+                                        rover_policy, rover_target, uniform_next_value, uniform_q)
 from workbench.recipes import RECIPES, Recipe, use
 from workbench.rollout import policy_forward
 from workbench.train.config import make_config
@@ -181,7 +181,7 @@ def test_greedy_on_q_uniform_reaches_a_correct_leaf_whenever_one_exists(depth, b
     found = 0
     for seed in range(40):
         mdp = random_tree(depth=depth, branching=branching, p_success=p, seed=seed)
-        q = exact_values(mdp, uniform_policy(mdp)).Q  # Q^uniform
+        q = uniform_q(mdp).Q
         leaves = {h: mdp.step(h[:-1], h[-1])[0] for h in itertools.product(range(branching), repeat=depth)}
         _, reward = greedy_path(mdp, q)
         assert reward == max(leaves.values())

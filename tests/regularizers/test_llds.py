@@ -1,6 +1,6 @@
 """LLDS: the likelihood-preserving penalty, its action / response gates, and agreement with the released code
 (vengdeng/LLDS-On-Group-Relative-Policy-Optimization-Collapse-in-Search-R1, commit c19a0942, transcribed in
-tests/reference/formulas_entropy.py)."""
+tests/anchors/formulas_entropy.py)."""
 import pytest
 import torch
 

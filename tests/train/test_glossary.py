@@ -1,7 +1,7 @@
 """The metric glossary (workbench.train.glossary): every metric has a definition and a healthy-curve note.
 
 That every metric a recipe logs is a GLOSSARY key is checked on real runs in tests/train/test_trainer.py and
-tests/train/test_preference.py.
+tests/train/test_pipeline.py.
 """
 import re
 

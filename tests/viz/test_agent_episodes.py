@@ -1,9 +1,8 @@
 """The figures of notebook 09 (multi-turn agents) show what the batch holds: every token's role, mask and turn id
-as the rollout `turns` laid them out, per-turn rewards, and each estimator's per-turn advantages; the notebook's
-exercise checks accept the right answer and explain a wrong one, and its exercises start unsolved."""
+as the rollout `turns` laid them out, per-turn rewards, and each estimator's per-turn advantages (the notebook's
+exercise checks: tests/exercises/test_nb09_agents.py)."""
 from __future__ import annotations
 
-import math
 import random
 import statistics
 
@@ -12,11 +11,10 @@ import pytest
 import torch
 
 from tests.rollout.scripted import ScriptedEngine, gridworld_policy
-from workbench import exercises
 from workbench.advantages.gigpo import gigpo
 from workbench.advantages.group import grpo
+from workbench.exercises import nb09_agents as exercises
 from workbench.models import char_tokenizer
-from workbench.paths import ROOT
 from workbench.rollout import Sampling, turns
 from workbench.tasks import Example, get_task
 from workbench.viz import agent_episodes as ae
@@ -196,60 +194,6 @@ def test_success_curves_add_the_trailing_mean_and_window_means():
     fig = ae.success_curves({"grpo": [rows], "gigpo": [rows]}, window=4, extra=("entropy",))
     assert [a.text for a in fig.layout.annotations] == ["accuracy", key, "entropy"]
     assert {t.name for t in fig.data if t.name} == {"grpo", "gigpo"}
-
-
-# ------------------------------------------------------------------------------- exercises
-
-
-def test_exercise_checkers_accept_the_right_answers():
-    assert exercises.check_trained_tokens(7 + 9 + 6 + 1) == "correct"
-    start = [0.95 ** 2, 0.95 ** 4, 0.0, 0.0, 0.0]
-    assert exercises.check_anchor_step_advantage((start[0] - statistics.mean(start)) / statistics.stdev(start)) \
-        == "correct"
-    assert exercises.check_unshared_step_advantage(-0.5 / statistics.stdev([1, 1, 0, 0])) == "correct"
-    assert exercises.check_two_step_anchor(1 / math.sqrt(2)) == "correct"
-
-
-@pytest.mark.parametrize("check,wrong,message", [
-    (exercises.check_trained_tokens, 33, "observation tokens are mask 0"),
-    (exercises.check_trained_tokens, 22, "ends with EOS"),
-    (exercises.check_trained_tokens, 25, "no EOS follows"),
-    (exercises.check_trained_tokens, None, "count the characters"),
-    (exercises.check_anchor_step_advantage, 1.3265, "Bessel"),
-    (exercises.check_anchor_step_advantage, 0.559, "divides by the group's std"),
-    (exercises.check_anchor_step_advantage, 0.5, "acted from by 5 steps"),
-    (exercises.check_unshared_step_advantage, 0.0, "episode term A_E is still"),
-    (exercises.check_unshared_step_advantage, 0.5, "A_S = 0"),
-    (exercises.check_two_step_anchor, -1 / math.sqrt(2), "wrong sign"),
-    (exercises.check_two_step_anchor, 0.1, "does not depend on the gap"),
-])
-def test_exercise_checkers_reject_a_wrong_answer_and_say_why(check, wrong, message):
-    with pytest.raises(AssertionError, match=message):
-        check(wrong)
-
-
-def notebook_cells():
-    import jupytext
-
-    return [c.source for c in jupytext.read(ROOT / "notebooks" / "09_agents.py").cells if c.cell_type == "code"]
-
-
-def test_notebook_exercises_start_unsolved_and_its_solutions_pass():
-    cells = notebook_cells()
-    params = next(c for c in cells if c.lstrip().startswith('preset = "smoke"'))
-    for name in ("seed = 0", "solutions = False", "runs_dir = "):
-        assert name in params
-    learner_cell = next(c for c in cells if "my_two_step = None" in c)  # the placeholders the learner fills in
-    answers = learner_cell + "\n" + next(c for c in cells if "if solutions:" in c)  # then the folded solutions
-    names = ("my_trained_tokens", "my_start_step", "my_unshared_step", "my_two_step")
-    learner = {"solutions": False, "math": math, "statistics": statistics}
-    exec(answers, learner)
-    assert all(learner[n] is None for n in names)
-    solved = {"solutions": True, "math": math, "statistics": statistics}
-    exec(answers, solved)
-    checks = (exercises.check_trained_tokens, exercises.check_anchor_step_advantage,
-              exercises.check_unshared_step_advantage, exercises.check_two_step_anchor)
-    assert [check(solved[n]) for n, check in zip(names, checks)] == ["correct"] * 4
 
 
 def test_cell_labels_fit_their_cells():

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from workbench import credit_exact as ce
+from workbench.advantages import exact as ce
 from workbench.viz.credit_comparisons import (
     advantage_heatmaps,
     against_baseline_grid,

@@ -196,7 +196,7 @@ def test_covariance_figure_marks_the_selections():
 
 
 def test_claims_table_covers_the_family():
-    from workbench.claims import claims_table
+    from workbench.results.claims import claims_table
 
     rows = claims_table(recipes=["clip_cov", "kl_cov", "entropy-bonus"])
     assert {r["recipe"] for r in rows} == {"clip_cov", "kl_cov", "entropy-bonus"}

@@ -1,6 +1,6 @@
 """The reward curves follow the library: the reward stage's aggregation and GRPO, the registered length rewards,
 ARLCP's penalty, the length-bias proxy under CGPO's judges, the per-reward curves of a run, the stored comparisons
-read through `reference.load`, and the process-reward pictures. Fast: no model."""
+read through `stored_runs.load`, and the process-reward pictures. Fast: no model."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from workbench import registry
-from workbench.reference import load
+from workbench.results.stored_runs import load
 from workbench.viz.reward_curves import (AGG_CORRECT, AGG_LENGTHS, CELL_KINDS, HACK_GROUPS, aggregation_advantages,
                                          aggregation_explorer, aggregation_figure, aggregation_sweep, arlcp_grid,
                                          cgpo_settings, checklist_episode, checklist_grid_figure, combined_rewards,
@@ -270,10 +270,10 @@ def test_per_reward_band_stays_inside_the_rewards_range():
 
 
 def fake_store(path, name="f6-hacking"):
-    """A small stored comparison in the format `reference.data_lines` writes: 2 recipes x 2 seeds."""
+    """A small stored comparison in the format `stored_runs.data_lines` writes: 2 recipes x 2 seeds."""
     lines = [{"meta": {"name": name, "recipes": ["grpo", "length-bias"], "task": "countdown", "seeds": 2,
-                       "sets": ["steps=10"], "command": f"python -m workbench.reference {name}", "commit": "abc",
-                       "machine": "test", "date": "today"}}]
+                       "sets": ["steps=10"], "command": f"python -m workbench.results.stored_runs {name}",
+                       "commit": "abc", "machine": "test", "date": "today"}}]
     for recipe, grow in (("grpo", 0.0), ("length-bias", 0.2)):
         for seed in range(2):
             lines.append({"summary": {"recipe": recipe, "seed": seed, "accuracy_before": 0.3,

@@ -11,10 +11,10 @@ def test_run_colors_give_every_series_of_the_largest_comparison_its_own_colour()
     from plotly.colors import qualitative
 
     from workbench import registry
-    from workbench.reference import REFERENCES
+    from workbench.results.stored_runs import COMPARISONS
 
     one_turn = [e for e in registry.entries("advantage") if e.family != "credit"]  # notebook 05's; F4's: notebook 13
-    largest = max([len(r.recipes) for r in REFERENCES.values()] + [len(one_turn)])
+    largest = max([len(r.recipes) for r in COMPARISONS.values()] + [len(one_turn)])
     assert len({c.lower() for c in RUN_COLORS}) == len(RUN_COLORS) >= largest
     assert RUN_COLORS[:10] == list(qualitative.Plotly)  # the first colours, and so every small figure, unchanged
 

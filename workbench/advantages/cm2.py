@@ -39,8 +39,8 @@ Authors' code: namezhenzhang/CM2-RLCR-Tool-Agent @ 2758991. Its conventions, as 
     step; "group" (the paper) is over all G.
 Not reproduced: the eta^k decay (eta = 1.0 by default) and the exclusion of rollouts whose tool or judge call
 failed (here every labelled rollout counts; a row whose correctness is unknown gets 0 and is left out).
-The code's dependency bookkeeping departs from the paper's eligibility (see tests/reference/formulas_cm2.py); the
-two agree on labels that respect the dependencies strictly (tests/reference/test_cm2_advantage.py).
+The code's dependency bookkeeping departs from the paper's eligibility (see tests/anchors/formulas_cm2.py); the
+two agree on labels that respect the dependencies strictly (tests/anchors/test_cm2_advantage.py).
 
 Labels: the advantage re-judges each rollout with `checklist_rows` (the reward's own code) from the batch's
 prompts, scores and turn_info. With the default rule judge these are the reward's labels exactly. A noisy judge

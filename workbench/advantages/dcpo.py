@@ -10,7 +10,7 @@ log pi_old^(T) in `batch.temp_logp` (after the forward passes, on the final batc
 `grpo` in the chain, combines it. The `dcpo` controller drives T into the first and H_0 - H into the second.
 
 Reference: 597358816/DCPO `verl/trainer/ray_trainer.py` (branch `alg == "DCPO"`, L813-836;
-`_compute_bool_reward_by_score` L188-197), transcribed in tests/reference/formulas_dcpo.py.
+`_compute_bool_reward_by_score` L188-197), transcribed in tests/anchors/formulas_dcpo.py.
 """
 from __future__ import annotations
 

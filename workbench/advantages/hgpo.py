@@ -25,7 +25,7 @@ mode "mean_std_norm", alpha 1, base_group False, eps 1e-6.
 
 Authors' code: zzj1111/alfworldauto @ 37aec78 (a mirror of langfengQ/verl-agent's recipe)
 `recipe/hgpo/core_hgpo.py::hgpo_advantage_estimate` (+ `aggregate_items`, `trajectory_advantages`,
-`compute_step_discounted_returns`), transcribed in tests/reference/formulas_hgpo.py. `reference_bug=True` reproduces
+`compute_step_discounted_returns`), transcribed in tests/anchors/formulas_hgpo.py. `reference_bug=True` reproduces
 what differs there: the weights are normalized as w / (sum w + eps), so even a single level is scaled by
 (k+1)^alpha / ((k+1)^alpha + eps), and the base group is computed over one sample per step
 (`compute_mean_std_cross_steps=True`) whatever `episode_stats` says.

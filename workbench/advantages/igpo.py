@@ -21,7 +21,7 @@ entry alone, gamma = 1) is `grpo`. Defaults: gamma 1.0 (`train.sh`), norm "joint
 format penalty (-2.0 for unbalanced tags) belongs to the task's reward, not here.
 
 Authors' code, two incompatible official versions, reproduced with `version` and transcribed in
-tests/reference/formulas_igpo.py:
+tests/anchors/formulas_igpo.py:
   "745078b" (GuoqingWang1/IGPO Feb-2026 update, seen in the fork debajoycs98/IGPO, `verl/trainer/ppo/core_algos.py::
   compute_grpo_outcome_advantage` + `_compute_turn_level_advantage`): rewards sit on tokens (IG at the last token of
   each turn, observation included; F1 at the last token); an IG exactly 0 becomes 1e-10 (`info_gain.py`); statistics

@@ -19,7 +19,7 @@ action actually taken next (the catalog's option; `ctx.score` gives the sampled 
 distribution, so no full-vocabulary KL), over all its tokens (`max_tokens=None`; the catalog's k = 16 is
 `max_tokens=16`). The gate is exp(-std/s_0) with s_0 = 0.1 and beta = 1 (the catalog); std is Bessel's.
 
-Authors' code: kfq20/InfoPO @ c26e93c (partial), transcribed in tests/reference/formulas_infopo.py:
+Authors' code: kfq20/InfoPO @ c26e93c (partial), transcribed in tests/anchors/formulas_infopo.py:
 `verl/trainer/ppo/intrinsic_reward.py::compute_batched_kl_divergence` (the same signal: "KL" there is this mean
 log-prob difference) and `verl/trainer/ppo/core_algos.py::compute_info_grpo_advantage`. `version="c26e93c"` reproduces
 its fusion: the signal spread as I/|a_t| over turn t's tokens and normalized over the group's non-zero *tokens*

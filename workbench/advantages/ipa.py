@@ -22,7 +22,7 @@ runs of `response_mask == 1`, reward read at each chunk's last token, gamma acro
 `roll/configs/base_config.py`) and `compute_segment_masked_mean` (the chunk mean of the objective's log-ratio). ROLL
 names no function "IPA"; its README announces ROME "with the novel IPA algorithm", and
 `examples/agentic_demo/openreward_endless_terminals_reinforce_qwen35_2b.yaml` is the "baseline without IPA chunk-level
-loss". Transcribed in tests/reference/formulas_ipa.py.
+loss". Transcribed in tests/anchors/formulas_ipa.py.
 
 reference_bug=True reproduces ROLL's chunk reward: only the token reward at the chunk's last token counts (a per-token
 reward elsewhere in the chunk, e.g. -beta KL, is dropped). chunks="runs" reproduces ROLL's chunk boundaries: a masked

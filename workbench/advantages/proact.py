@@ -30,7 +30,7 @@ from 0. Q and V both see at most `max_steps` steps. The critic V_phi is the valu
 token (`step_critic`), trained on R_s there. Random actions come from `ctx.rng()`: a rerun draws the same rollouts
 (the authors reseed the game from `secrets.randbelow`, which no seed reproduces).
 
-Reference: GreatX3/ProAct @ b0046d0 (transcribed in tests/reference/formulas_proact.py):
+Reference: GreatX3/ProAct @ b0046d0 (transcribed in tests/anchors/formulas_proact.py):
 `envs/twentyFortyEightVariantEnv.py::get_return_for_state_action`, `get_value_for_state`;
 `areal/workflow/step_grpo_workflow.py::group_normalization`, `StepGRPOWorkflow.arun_one_state_groupsample_2048`
 (`use_abs_adv_only_for_group_with_same_reward`); `areal/engine/ppo/actor.py::PPOActor.

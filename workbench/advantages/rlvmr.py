@@ -11,7 +11,7 @@ Transcribed from zzjweb/digitalhuman `RLVMR/code/rlvmr/core_rlvmr.py` (`compute_
 `verl/trainer/ppo/ray_trainer.py::apply_invalid_action_penalty` (the penalty lands on the invalid step's episode
 score). The step rewards r_{i,s} and tags are `workbench.rewards.rlvmr.meta_rewards` of the multi-turn rollout's
 `turn_info` (each step's action and tool_error); success is the verifier's verdict `scores >= 1` (the
-reference's: an episode reward > 0, ALFWorld paying 10 or 0; tests/reference/test_rlvmr.py shows the difference).
+reference's: an episode reward > 0, ALFWorld paying 10 or 0; tests/anchors/test_rlvmr.py shows the difference).
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ r~ of ROVER makes (the authors' function builds the per-prompt score lists `id2s
 
 Reference: yuxiaooye/ROVER @ ea5ce635ee03621035d6659845a387879cf20878
 `Math/verl/trainer/ppo/core_algos.py::compute_rover_outcome_advantage` (L333); transcribed in
-tests/reference/formulas_rover.py.
+tests/anchors/formulas_rover.py.
 """
 from __future__ import annotations
 

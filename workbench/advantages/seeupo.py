@@ -15,7 +15,7 @@ commented "should not norm, otherwise not converge"): `grpo(scale="none")`. The 
 Authors' code: modelscope/AgentEvolver, branch `seeupo` @ e59dea4
 `beyondagent/module/trainer/ba_ray_trainer.py::compute_grpo_outcome_advantage_local` (one sample per (trajectory,
 turn), the trajectory's outcome as its reward, grouped by task uid) and
-`launcher/qwen3_appworld/qwen3-seeupo-appworld.yaml`. Transcribed in tests/reference/formulas_seeupo.py.
+`launcher/qwen3_appworld/qwen3-seeupo-appworld.yaml`. Transcribed in tests/anchors/formulas_seeupo.py.
 """
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ leaves zero-advantage segments out of the whitening and at exactly 0; the token 
 them out of the loss, as the code drops those edges. The chain estimates V(s_0) always (paper: s_0 is the first
 state); K, the temperature and the stop strings of the continuations are parameters of the reward shaping.
 
-Reference (AIFrameResearch/SPO @ b9fc6a2, transcribed in tests/reference/formulas_spo.py):
+Reference (AIFrameResearch/SPO @ b9fc6a2, transcribed in tests/anchors/formulas_spo.py):
 `src/treetune/episode_generators/math_episode_generator_with_mc_advantages.py`
 (`_create_value_estimation_requests`: cutpoints; `_compute_mc_value`; `_compute_token_advantages`: A per token),
 `src/treetune/inference_strategies/hybrid_inference_strategy.py::_construct_tree` (node reward = mean of its

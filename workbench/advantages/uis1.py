@@ -21,7 +21,7 @@ Defaults from the authors' `scripts/train_example.sh`: gamma 0.5, mode "mean_std
 
 Authors' code: X-PLUG/MobileAgent @ 11cea57 `UI-S1/uis1/core_uis1.py` (`compute_step_discounted_returns`,
 `compute_uis1_outcome_advantage`, `episode_norm_reward`, `step_norm_reward`), transcribed in
-tests/reference/formulas_uis1.py. One row there is one step, and its `token_level_rewards` hold that step's own
+tests/anchors/formulas_uis1.py. One row there is one step, and its `token_level_rewards` hold that step's own
 score: the "episode" term normalizes each step's score r_{i,s} over every step sample of the prompt group (no
 episode return at all), with verl's singleton convention (mean 0, std 1: A = r). `reference_bug=True` reproduces
 that episode term; the step term is the code's either way (its singleton: mean = own score, A = 0).

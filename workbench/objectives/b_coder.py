@@ -36,7 +36,7 @@ Our reading (the card's "decide"; `unverified`):
   its reward, so a correct candidate is ranked first whenever the set holds one.
 
 Reference: none located (REFERENCES-AGENTS.md section 5); the tests check the operator's properties on enumerable
-toy problems (`workbench.credit_exact.EpisodeMDP`) and the loss's target and gradient.
+toy problems (`workbench.advantages.exact.EpisodeMDP`) and the loss's target and gradient.
 """
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ def b_coder(logp, old_logp, advantages, mask, *, head, response_ids, ref_argmax,
 
 
 # ------------------------------------------------------------------ the operator on enumerable toy problems
-# Tables over an `EpisodeMDP` (workbench.credit_exact): Q maps each history h to a list of one value per action.
+# Tables over an `EpisodeMDP` (workbench.advantages.exact): Q maps each history h to a list of one value per action.
 
 
 def greedy_actions(policy: dict) -> dict:

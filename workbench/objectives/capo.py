@@ -26,7 +26,7 @@ Reference: luckeciano/stable-pg-llm `src/open_r1/grpo_entropy_trainer.py` at 933
 (`_compute_token_level_gradients` L437-453, `_compute_and_log_hessian_coefficient` L1375-1476,
 `_compute_and_log_fisher_curvature` L1631-1734, the token masks L1009-1048) and
 `src/open_r1/sparse_optim_models/sparse_adam_model.py` (`batch_compute_effective_token_gradients`);
-transcribed in tests/reference/formulas_capo.py.
+transcribed in tests/anchors/formulas_capo.py.
 """
 from __future__ import annotations
 

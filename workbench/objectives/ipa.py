@@ -21,7 +21,7 @@ Authors' code: alibaba/ROLL @ 8eb27cc `roll/pipeline/agentic/agentic_actor_worke
 clip) and `agentic_actor_pg_worker.py` (the same ratio). ROLL differentiates exp(chunk mean) directly, which spreads
 each token's loss gradient over its chunk: s_c mean_{t in c}(A_t) ∇logp_t' for every t' in c, equal to the token form's
 s_c A_t' ∇logp_t' when A is constant on the chunk (it is, for both `ipa` advantages) and the chunk is clipped as a
-whole (tests/reference/test_ipa.py).
+whole (tests/anchors/test_ipa.py).
 """
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ one epoch, four minibatches per step, no KL, no entropy bonus, GRPO advantage wi
 
 Reference: yuxiaooye/ROVER @ ea5ce635ee03621035d6659845a387879cf20878 `Math/verl/workers/actor/dp_actor.py`
 (`DataParallelROVERActor.update_policy`, L895-1022), `Math/verl/trainer/ppo/core_algos.py::compute_rover_loss`,
-`Math/verl/utils/torch_functional.py::sum_log_softmax`; transcribed in tests/reference/formulas_rover.py. The
+`Math/verl/utils/torch_functional.py::sum_log_softmax`; transcribed in tests/anchors/formulas_rover.py. The
 code's batch-wide reward shaping (`adv_estimator=rover`) is the advantage `rover` (workbench/advantages/rover.py).
 """
 from __future__ import annotations
@@ -221,8 +221,14 @@ def rover(logp, old_logp, advantages, mask, *, head, response_ids, old_vocab_mea
 
 
 # ------------------------------------------------------------------------------ the claim, on enumerable trees
-# Q^uniform of a tree is `credit_exact.exact_values(mdp, uniform_policy(mdp))`: credit_exact runs registered estimators,
-# so it sits above the catalog and this module does not import it.
+
+
+def uniform_q(mdp, gamma: float = 1.0):
+    """`advantages.exact.Exact` of the uniformly random policy on an enumerable episodic problem (`EpisodeMDP`):
+    Q^uniform(h, a) for every history h, by dynamic programming from the leaves."""
+    from workbench.advantages.exact import exact_values, tabular_policy
+
+    return exact_values(mdp, tabular_policy(mdp, temperature=math.inf), gamma)
 
 
 def rover_policy(q: list[float] | torch.Tensor, rho: float = 1.0) -> torch.Tensor:

@@ -26,7 +26,7 @@ Authors' code: modelscope/AgentEvolver, branch `seeupo` @ e59dea4 `beyondagent/m
 running product multiplied by it and clipped again to the same band), `compute_advantage(..., ratios=)` (advantages x
 sg(ratios)), the fit loop (`update_order: reverse`, one full actor update per turn, GSPO loss, seq-mean-token-mean,
 `adv_clip_ratio_low/high: 0.2`), `launcher/qwen3_appworld/qwen3-seeupo-appworld.yaml`. correction="code" reproduces
-`update_ratios` (transcribed in tests/reference/formulas_seeupo.py). Two differences of the code's loop remain: it
+`update_ratios` (transcribed in tests/anchors/formulas_seeupo.py). Two differences of the code's loop remain: it
 measures turn k' right after its own update, s_{k'}(theta after k') / s_{k'}(theta before k'), where this reads it at
 the current theta (equal when the turns' parameters are separate, as in the tabular test); and it re-computes old_logp
 before each turn's update (each turn's clip is centred there), where this keeps the rollout's.

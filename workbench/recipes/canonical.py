@@ -142,7 +142,7 @@ define(Recipe(
     summary="Critic + GAE advantages, PPO clip, k1 KL per token in the reward (TRL PPO defaults).",
     advantage=[GAE], agg="token-mean", reward_shaping=[KL_IN_REWARD], value=CRITIC))
 
-# Two one-knob variants of GRPO: the entropy baselines of the F3 comparison (workbench.reference "f3-entropy").
+# Two one-knob variants of GRPO: the entropy baselines of the stored F3 comparison "f3-entropy" (results/stored_runs.py).
 define(Recipe(
     key="clip-higher", title="DAPO: An Open-Source LLM Reinforcement Learning System at Scale",
     summary="GRPO with DAPO's clip-higher alone (eps_high 0.28): low-probability tokens with A > 0 may grow more, "

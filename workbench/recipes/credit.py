@@ -4,7 +4,7 @@ Most need episodes of several turns (their components declare `needs=("multi_tur
 refused at start): train them on `keydoor` (an early action decides a late reward), `screen` (a form filled field by
 field), `gridworld`, `calculator` or `search`. `rover` and `b-coder` are value-based objectives over the vocabulary
 and train on any task (`countdown`). Notebook 13 puts every estimator beside the exact advantage
-(`workbench.credit_exact`).
+(`workbench.advantages.exact`).
 """
 from workbench.advantages.adora import ADORA_TITLE
 from workbench.advantages.cm2 import CM2_TITLE

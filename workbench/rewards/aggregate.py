@@ -7,7 +7,7 @@ Missing values (NaN) are left out of every sum, mean and std (TRL's nansum / nan
 value from any reward is *unscorable*.
 
 After normalize_then_sum TRL z-scores R over the whole batch; our advantage does what the recipe says (grpo: per
-group by default). `grpo` with `scale="batch"` and `eps=1e-4` is TRL's (tests/reference/test_trl_rewards.py).
+group by default). `grpo` with `scale="batch"` and `eps=1e-4` is TRL's (tests/anchors/test_trl_rewards.py).
 """
 from __future__ import annotations
 

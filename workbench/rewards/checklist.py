@@ -17,7 +17,7 @@ takes any number of turns.
 
 Reference: namezhenzhang/CM2-RLCR-Tool-Agent (verl_v0.6.1_checklist: the judge call in
 `utils/reward_score/checklist_reward.py`, the step scores in `interactions/checklist_interaction.py`, the
-trajectory score in `workers/reward_manager/checklist.py`); see tests/reference/formulas_cm2.py for where its
+trajectory score in `workers/reward_manager/checklist.py`); see tests/anchors/formulas_cm2.py for where its
 code and the paper's equations part ways.
 """
 from __future__ import annotations

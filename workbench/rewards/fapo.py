@@ -12,7 +12,7 @@ parameter): `first_wrong_step`, a rule-based checker of the arithmetic steps wri
 
 References: yyDing1/FAPO `fapo/fapo_reasoning/reward_fn.py::compute_score_fapo` and
 `fapo/fapo_genrm/reward_fn.py::compute_score_fapo_genrm`; volcengine's verl-recipe `fapo/reward_fn_reasoning.py`
-(`FLAWED_REWARD_PENALTY = 1.0`) and `fapo/reward_fn_genrm.py` (tests/reference/formulas_fapo.py).
+(`FLAWED_REWARD_PENALTY = 1.0`) and `fapo/reward_fn_genrm.py` (tests/anchors/formulas_fapo.py).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ so that grad J = grad J_GRPO + alpha E_{o ~ pi^T}[grad log pi(o | q) R(q, o)] wi
 after `grpo` in the chain (workbench/advantages/aepo.py); it reads `batch.resampled`.
 
 Reference: 597358816/AEPO `verl/trainer/ray_trainer.py`, branch `alg == "AEPO"` (L784-812), transcribed in
-tests/reference/formulas_dcpo.py.
+tests/anchors/formulas_dcpo.py.
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Figures for credit assignment against the exact answer (notebook 13): every estimator's per-turn advantage on the
 same sampled episodes beside the exact advantage, each estimator's bias and variance, and each trained method's
-held-out curve against GRPO's (one panel per method, from the stored reference runs).
+held-out curve against GRPO's (one panel per method, from the stored runs).
 
-    from workbench import credit_exact as ce
+    from workbench.advantages import exact as ce
     from workbench.viz.credit_comparisons import turn_grid, advantage_heatmaps, bias_variance_figure
 
 Pure functions: episodes, estimators and rows in, `go.Figure` out; `turn_grid` is public so a notebook or a test
@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from workbench import credit_exact as ce
 from workbench import registry
 from workbench.viz.run_curves import seed_band
 from workbench.viz.style import RUN_COLORS, SIGNED_SCALE

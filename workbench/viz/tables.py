@@ -3,7 +3,7 @@ page and the notebooks' claims sections), a family's key equations from the regi
 new methods appear by themselves) and held-out accuracy before → after training per recipe (a plotly table, mean
 ± std over seeds).
 
-    from workbench.claims import claims_table
+    from workbench.results.claims import claims_table
     from workbench.viz.tables import claims_html, equations_markdown, before_after_table
     display(HTML(claims_html(claims_table(recipes=["grpo", "dapo"]))))
 """
@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 import plotly.graph_objects as go
 
 from workbench import registry
-from workbench.claims import VERDICT_KINDS, verdict_kind
+from workbench.results.claims import VERDICT_KINDS, verdict_kind
 
 # ----------------------------------------------------------------------------------------------------
 # Claims: recipe, claim and verdict fit the text column; the numbers behind a verdict, the reference run and what
@@ -78,7 +78,7 @@ def recipe_html(row: Mapping, links: Callable[[str], tuple[str, list[tuple[str, 
 
 
 def claims_html(rows: Sequence[Mapping], links=None, table_id: str = "") -> str:
-    """`workbench.claims.claims_table` rows as one compact table (recipe, claim, verdict). `links(key)` returns
+    """`workbench.results.claims.claims_table` rows as one compact table (recipe, claim, verdict). `links(key)` returns
     (catalog card href, [(notebook section href, label)]) to link each recipe; rows carry `data-family` and
     `data-verdict` for the book's filters."""
     body = "".join(

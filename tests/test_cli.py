@@ -22,6 +22,8 @@ def test_list_json_has_the_promised_fields(capsys):
     for row in rows:
         assert {"key", "kind", "family", "title", "confidence", "source"} <= set(row)
         assert row["family"] and row["confidence"] in ("exact", "partial", "abstract-only")
+    ppo = next(r for r in rows if (r["kind"], r["key"]) == ("objective", "ppo-clip"))
+    assert {"clip/high", "ratio/mean"} <= set(ppo["logs"])  # the metrics it declares (`registry.Entry.logs`)
 
 
 def defined_at(entry) -> str:

@@ -67,6 +67,26 @@ def test_unknown_keys_and_duplicates_get_clear_errors():
         registry.advantage("grpo", title="t", summary="s")(lambda batch: None)
 
 
+@pytest.mark.parametrize("logs, problem", [
+    ({"x/y": "what it measures"}, r"logs\['x/y'\] must be a pair \(what it measures, its healthy range"),
+    ({"x/y": ("measures", "")}, r"logs\['x/y'\] holds ''; each text is one non-empty line"),
+    ({"x/y": ("two\nlines", "healthy")}, r"logs\['x/y'\] holds 'two\\nlines'; each text is one non-empty line"),
+    ({"": ("measures", "healthy")}, r"a metric name must be a non-empty string"),
+])
+def test_a_bad_metric_declaration_is_refused_before_anything_is_registered(logs, problem):
+    with pytest.raises(ValueError, match=r"objective 'nope': " + problem):
+        registry.objective("nope", title="t", summary="s", logs=logs)
+    with pytest.raises(KeyError):
+        registry.get("objective", "nope")
+
+
+def test_a_component_declares_the_metrics_it_logs():
+    ppo = registry.get("objective", "ppo-clip")
+    assert ppo.declares("clip/high") and ppo.declares("clip/dual") and not ppo.declares("value/loss")
+    clip_high = next(m for m in ppo.logs if m.name == "clip/high")
+    assert clip_high.measures.startswith("Fraction of tokens with A > 0") and clip_high.healthy
+
+
 KEYS = ["lipo", "p3o", "apo-accelerated", "brain", "spo-prefdeg", "refuel", "mcts-dpo", "direct-advantage-po", "salsa"]
 
 

@@ -21,6 +21,16 @@ def _logr(logp, ref_logp, logr_clamp):
     return logr if logr_clamp is None else logr.clamp(-logr_clamp, logr_clamp)
 
 
+# The loop logs `kl` with the recipe's estimator (`Trainer.rollout_metrics`); KTO logs its KL baseline under the same
+# name, so both declare it from here.
+KL_LOGS = {
+    "kl": ("Mean per-token KL(pi || ref) estimate (recipe's estimator) to the frozen reference; grows slowly when "
+           "healthy. KTO logs its batch KL baseline z_ref under this name (0 here: no mismatched pairs).",
+           "Starts at 0 and grows slowly and smoothly. A steep climb means the policy leaves the reference fast "
+           "(raise the KL coefficient or lower the learning rate)."),
+}
+
+
 @registry.kl("k1", title=_TITLE, summary="Naive log-ratio estimator; unbiased, may be negative.",
                       equation=r"k_1 = \log\frac{\pi_\theta}{\pi_{ref}}")
 def k1(logp, ref_logp, *, logr_clamp=None):

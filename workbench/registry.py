@@ -7,6 +7,8 @@ The kind of an entry fixes its signature (`SIGNATURES`). An entry declares what 
 forward outputs such as `entropy` or `values`) and provides, and, where it keeps state across steps, how that
 state starts (`state`): the pipeline checks a recipe's parts against these declarations before anything runs.
 `defaults` are read from the function's keyword defaults, so they cannot drift from the code.
+An entry also declares the metrics it logs (`logs`: name -> (what it measures, its healthy range or shape and what a
+bad curve means)); the glossary (`workbench.train.glossary`) gathers them, so a new component edits no central list.
 `family` and `confidence` come from the project's copy of the catalog (`data/catalog.tsv`).
 """
 from __future__ import annotations
@@ -16,6 +18,7 @@ import functools
 import importlib
 import inspect
 import pkgutil
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -50,6 +53,42 @@ COEFFICIENTS = {
     "kl_coef": "weight of the KL-to-reference term: in the loss or in the reward (beta), or a preference loss's beta",
     "entropy_coef": "weight of the entropy bonus in the loss (c_H)",
 }
+METRIC_PLACEHOLDER = re.compile(r"<[a-z_]+>")  # "rewards/<name>/mean": <...> stands for one path segment
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A metric a component (or the loop) logs: what it measures, in one line, and the healthy range or shape of its
+    curve with what a bad one means. A name may hold placeholders ("rewards/<name>/mean") for metrics whose names
+    depend on a parameter: each stands for one path segment (anything but "/")."""
+
+    name: str
+    measures: str
+    healthy: str
+
+    def matches(self, logged: str) -> bool:
+        parts = METRIC_PLACEHOLDER.split(self.name)
+        return re.fullmatch("[^/]+".join(re.escape(p) for p in parts), logged) is not None
+
+
+def metrics(table: dict, owner: str = "metrics") -> tuple[Metric, ...]:
+    """Declarations {name: (measures, healthy)} of `owner` (a component, a loop table) -> Metrics, each text checked
+    to be one non-empty line."""
+    out = []
+    for name, texts in (table or {}).items():
+        if not (isinstance(name, str) and name):
+            raise ValueError(f"{owner}: a metric name must be a non-empty string, got {name!r}")
+        if not (isinstance(texts, tuple) and len(texts) == 2):
+            raise ValueError(f"{owner}: logs[{name!r}] must be a pair (what it measures, its healthy "
+                             f"range and what a bad curve means), got {texts!r}")
+        for text in texts:
+            if not (isinstance(text, str) and text.strip() == text and text and "\n" not in text):
+                raise ValueError(f"{owner}: logs[{name!r}] holds {text!r}; each text is one non-empty "
+                                 "line without leading or trailing spaces")
+        out.append(Metric(name, *texts))
+    return tuple(out)
+
+
 STATEFUL = {"sampler": ("init", "select", "update"), "buffer": ("init", "add", "draw"),
             "controller": ("init", "update", "value")}  # kinds registered as a class of static methods
 
@@ -83,6 +122,7 @@ class Entry:
     #                                  it}: the run's --set kl_coef=X sets kl-penalty's beta, a preference loss's beta
     check: Callable | None = None    # check(**hp) raises ValueError on parameters it cannot take, for a component
     #                                  whose signature cannot say (one that passes keywords on to another)
+    logs: tuple = ()                 # the Metrics it logs (`Metric`): what each measures, its healthy curve
 
     def __call__(self, *args, **kwargs):
         return self.fn(*args, **kwargs)
@@ -91,12 +131,17 @@ class Entry:
         """What the component reads with parameters `kw` (a preference loss's inputs decide its fields)."""
         return tuple(self.reads(**kw)) if callable(self.reads) else self.reads
 
+    def declares(self, metric: str) -> bool:
+        """Whether `metric` is one of the metrics this component declares it logs (a placeholder name matches)."""
+        return any(m.matches(metric) for m in self.logs)
+
     def as_dict(self) -> dict:
         return {
             "key": self.key, "kind": self.kind, "family": self.family, "title": self.title,
             "confidence": self.confidence, "summary": self.summary, "equation": self.equation,
             "defaults": {k: _jsonable(v) for k, v in self.defaults.items()},
             "reads": list(self.reads_with({})), "provides": list(self.provides), "needs": list(self.needs),
+            "logs": [m.name for m in self.logs],
             "module": getattr(self.fn, "__module__", ""),
         }
 
@@ -133,9 +178,10 @@ def register(kind: str, key: str, *, title: str, summary: str, equation: str = "
              reads: tuple = (), provides: tuple = (), state: Callable | None = None,
              targets: Callable | None = None, needs: tuple = (), plan: Callable | None = None,
              whole_groups: bool = False, layout: str = "", moves: Callable | None = None, keeps: tuple = (),
-             check: Callable | None = None, coefficients: dict | None = None):
-    """Decorator registering `fn` under (kind, key) with what it reads, provides, keeps and needs of the task, and
-    (an objective) the update schedule it asks of the trainer (`plan`)."""
+             check: Callable | None = None, coefficients: dict | None = None, logs: dict | None = None):
+    """Decorator registering `fn` under (kind, key) with what it reads, provides, keeps and needs of the task, the
+    metrics it logs ({name: (measures, healthy)}, `Metric`) and (an objective) the update schedule it asks of the
+    trainer (`plan`)."""
     if kind not in KINDS:
         raise ValueError(f"unknown registry kind {kind!r}; kinds are {KINDS}")
     if plan is not None and kind != "objective":
@@ -147,6 +193,7 @@ def register(kind: str, key: str, *, title: str, summary: str, equation: str = "
     bad = sorted(set(coefficients or {}) - set(COEFFICIENTS))
     if bad:
         raise ValueError(f"{kind} {key!r} declares coefficients {bad}; run coefficients are {sorted(COEFFICIENTS)}")
+    declared = metrics(logs, f"{kind} {key!r}")
     unknown = sorted(set(needs) - set(NEEDS))
     if unknown:
         raise ValueError(f"{kind} {key!r} needs {unknown}, which are not task capabilities; known: {sorted(NEEDS)}")
@@ -165,7 +212,7 @@ def register(kind: str, key: str, *, title: str, summary: str, equation: str = "
             reads=reads if callable(reads) else tuple(reads), provides=tuple(provides), state=state, targets=targets,
             needs=tuple(needs),
             plan=plan, whole_groups=whole_groups, layout=(layout or "pair") if kind == "preference" else layout,
-            moves=moves, keeps=tuple(keeps), check=check, coefficients=dict(coefficients or {}),
+            moves=moves, keeps=tuple(keeps), check=check, coefficients=dict(coefficients or {}), logs=declared,
         )
         return fn
 

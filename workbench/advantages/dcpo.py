@@ -61,12 +61,22 @@ def dcpo_mix(advantages: torch.Tensor, rho: torch.Tensor, correct: torch.Tensor,
     return (1 - alpha) * advantages + alpha * correct.to(rho.dtype)[:, None] * rho
 
 
+DCPO_LOGS = {
+    "dcpo/rho_mean": ("DCPO: mean target-temperature weight pi_old^(T)(y_t) / pi_old(y_t) over the sampled tokens.",
+                      "About 1 at any T, since E_{y ~ pi}[pi^T / pi] = 1; exactly 1 at T = 1. Far from 1: very few "
+                      "tokens, or samples not drawn from pi_old."),
+    "dcpo/correct_frac": ("DCPO: share of samples with score > 0.05 (p_correct), the denominator of alpha.",
+                          "Equals accuracy for 0/1 scores. Near 0 pushes alpha towards 1 and fades the GRPO signal; "
+                          "at 0 alpha is 0 here (the reference gives NaN)."),
+}
+
+
 @registry.reward_shaping(
     "dcpo", title=DCPO_TITLE,
     summary="Score the batch's responses with the old policy at the target temperature T (driven by the dcpo "
             "controller) into batch.temp_logp; rewards are unchanged.",
     equation=r"\log\pi_{old}^{(T)}(y_t) = \log\mathrm{softmax}(z_t / T)_{y_t}",
-    provides=("temp_logp",))
+    provides=("temp_logp",), logs=DCPO_LOGS)
 def dcpo_score(batch, ctx, *, temperature=1.0):
     """Reads the rollout's prompt/response ids and `scores`. `temperature` = 1.0 when nothing drives it (the
     reference's starting value; T = 1 gives rho = 1). T is absolute (logits / T); rho is taken against `old_logp`,

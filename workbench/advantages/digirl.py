@@ -118,12 +118,20 @@ def trajectory_scores(batch: RolloutBatch, clamp=(1e-4, 1 - 1e-4)) -> torch.Tens
     return batch.rewards.double() - baseline
 
 
+DIGIRL_FILTER_LOGS = {
+    "filtered_frac/digirl": ("DigiRL: share of rollouts outside the top 10% of R - V(s_0) (the trajectory filter), "
+                             "left out of the policy loss.",
+                             "About 0.9 by construction (ties at the cutoff keep more); much less: many rows tie "
+                             "(e.g. all failed with the same baseline)."),
+}
+
+
 @registry.token_mask(
     "digirl", title=DIGIRL_TITLE,
     summary="Keep the policy tokens of the trajectories whose outcome minus the critic's first-state success "
             "probability is in the batch's top 10% (DigiRL's replay filter, on-policy).",
     equation=r"m_{i,\cdot} \leftarrow m_{i,\cdot}\,\mathbb{1}\big[R_i - V(s_{i,0}) \ge Q_{0.9}(R - V(s_0))\big]",
-    reads=("values", "turn"))
+    reads=("values", "turn"), logs=DIGIRL_FILTER_LOGS)
 def digirl_filter(batch: RolloutBatch, *, quantile=0.9) -> torch.Tensor:
     """Token mask [B, T]: the rows whose R_i - p(s_0) is below the batch's `quantile` (0.9: the code's `1 - 0.1`;
     0.0 keeps every row) are zeroed. Reads `mask`, `rewards`, `values`, `turn`. The critic's `value_mask` is left

@@ -131,13 +131,27 @@ def info_gain_rewards(beliefs: list[list[float]], outcomes: torch.Tensor, S: int
     return out
 
 
+IGPO_LOGS = {
+    "igpo/belief_first": ("IGPO: mean belief b_0 in the ground-truth answer before the first turn (exp of its mean "
+                          "token log-prob given the prompt alone).",
+                          "Flat across steps (the prompt alone says little about the answer); it rises only if the "
+                          "policy learns to guess without searching."),
+    "igpo/belief_last": ("IGPO: mean belief before each row's last turn (after its last observation).",
+                         "Rises above igpo/belief_first as the turns gather the answer; equal to it: the tools add "
+                         "nothing the policy uses."),
+    "igpo/info_gain_mean": ("IGPO: mean information-gain turn reward b_{s+1} - b_s over the non-final turns.",
+                            "Positive and growing while searches pay off; near 0 or negative: turns that mislead or "
+                            "add nothing, where IGPO's dense signal is noise."),
+}
+
+
 @registry.reward_shaping(
     "igpo", title=TITLE,
     summary="Score the policy's belief in the ground-truth answer before every turn (teacher-forced, no gradient); "
             "turn reward = belief gain, the last turn's = the outcome, into batch.turn_rewards.",
     equation=r"r_{i,s} = b_{i,s+1} - b_{i,s},\ b_{i,s} = \exp\Big(\frac{1}{L}\sum_j \log\pi(a_j \mid q, o_{<s}, "
              r"a_{<j})\Big),\ r_{i,n-1} = R_i",
-    reads=("turn", "turn_info"), provides=("turn_rewards",), needs=("multi_turn", "expert"))
+    reads=("turn", "turn_info"), provides=("turn_rewards",), needs=("multi_turn", "expert"), logs=IGPO_LOGS)
 def igpo_rewards(batch: RolloutBatch, ctx, *, belief="prob", temperature=1.0):
     """Reads `prompt_ids`, `response_ids`, `turn`, `mask`, `turn_info`, `rewards` (the outcome), `group` (indexes
     ctx.examples) and the task's expert final action. belief: "prob" (b = exp(mean log p)) or "log_prob" (mean log p,

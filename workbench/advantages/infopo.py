@@ -55,13 +55,25 @@ def neutral_ids(placeholder: list[int], length: int) -> list[int]:
     return (placeholder + [placeholder[-1]] * max(length - len(placeholder), 0))[:length]
 
 
+INFOPO_LOGS = {
+    "infopo/gain_mean": ("InfoPO: mean counterfactual signal I_t (next action's mean log-prob with the real "
+                         "observation minus with a neutral text) over the turns followed by an observation and an "
+                         "action.",
+                         "Positive: the observations steer the next action. Near 0: the policy ignores its feedback "
+                         "(or the feedback is empty); large negative: observations push away from what it did."),
+    "infopo/gain_positive_frac": ("InfoPO: share of those turns whose observation made the next action more likely.",
+                                  "Above 0.5 once the policy reads its observations; stuck near 0.5 means the signal "
+                                  "is noise and the gated term only adds variance."),
+}
+
+
 @registry.reward_shaping(
     "infopo", title=TITLE,
     summary="Per turn, the mean log-prob of the next action given the real observation minus given a neutral text "
             "of the same token length (policy-scored, no gradient), recorded per turn in turn_info.",
     equation=r"I_{i,t} = \frac{1}{|a_{t+1}|}\sum_j \log\frac{\pi(a_{t+1,j} \mid h, o_t)}{\pi(a_{t+1,j} \mid h, "
              r"\tilde o_t)}",
-    reads=("turn", "turn_info"), needs=("multi_turn",))
+    reads=("turn", "turn_info"), needs=("multi_turn",), logs=INFOPO_LOGS)
 def infopo_signal(batch: RolloutBatch, ctx, *, placeholder=PLACEHOLDER, temperature=1.0, max_tokens=None):
     """Reads `prompt_ids`, `response_ids`, `turn`, `mask`, `turn_info`. placeholder: the neutral text (the authors'
     "No information found."). max_tokens: score only the next action's first k tokens (None: all). A turn followed by

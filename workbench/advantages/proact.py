@@ -185,13 +185,31 @@ class Estimates:
         return self.cache[key, None]
 
 
+PROACT_LOGS = {
+    "proact/rollouts": ("ProAct: random-policy rollouts run this step for the Monte Carlo values (N per state, "
+                        "action).",
+                        "About distinct (state, action) pairs x N; constant when the episodes are. A jump means the "
+                        "policy visits many new states (or says many distinct action texts)."),
+    "proact/states": ("ProAct: state groups valued this step (same prompt, turn index and environment state).",
+                      "Between the turns per group and all turns; falls as a group's episodes converge on one path."),
+    "proact/mc_value": ("ProAct: mean Monte Carlo value over the batch's turns (Q_MC of the action taken, or V_MC).",
+                        "Rises as the policy picks better moves (Q_MC of good moves is higher); it does not depend "
+                        "on the policy's later moves (random play after the first action)."),
+    "proact/fallback_frac": ("ProAct MC-GRPO: share of state groups whose responses all took one action (normalized "
+                             "against every move's Q_MC instead of the group's).",
+                             "High early in an episode group only if the policy is already deterministic; 1 on turns "
+                             "where rows are alone in their state. Near 1 everywhere: group normalization never "
+                             "fires."),
+}
+
+
 @registry.reward_shaping(
     "proact-mc-critic", title=TITLE,
     summary="Monte Carlo values of every turn's state from uniformly random play in copies of the environment: "
             "Q_MC(s, a) of the action taken (MC-GRPO) or V_MC(s) (MC-PPO), into turn_q / turn_values.",
     equation=r"Q_{MC}(s,a) = \frac1N\sum_{n=1}^N \Big[r_0 + \sum_{k\ge1}\gamma^k r_k\Big]_{a_0 = a,\ a_k \sim "
              r"\mathcal U(\mathcal A)},\quad V_{MC}(s) = \frac1N\sum_n \sum_{k\ge0}\gamma^k r_k",
-    reads=("turn", "turn_info"), provides=("turn_q", "turn_values"), needs=NEEDS)
+    reads=("turn", "turn_info"), provides=("turn_q", "turn_values"), needs=NEEDS, logs=PROACT_LOGS)
 def proact_mc_values(batch: RolloutBatch, ctx, *, mode="grpo", num_rollouts=1000, max_steps=1000, gamma=0.9,
                      moves="fallback", reference_bug=False):
     """Reads `turn_info` (each turn's state and action), `group`; uses `ctx.task`, `ctx.examples`, `ctx.group_size`

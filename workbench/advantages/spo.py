@@ -331,13 +331,28 @@ def mc_values(ctx, requests: list[tuple], *, samples: int, temperature: float, t
     return out
 
 
+SPO_CHAIN_LOGS = {
+    "spo/segments": ("SPO-chain: mean number of segments per response (the prompt plus every 5th cut before a token "
+                     "with p < 0.9).",
+                     "1 + (unsure tokens)/5 per response: grows with response length and falls as the policy "
+                     "sharpens (fewer tokens with p < 0.9). About 1: nothing is cut, the advantage is the "
+                     "trajectory's."),
+    "spo/continuations": ("SPO-chain: Monte Carlo continuations sampled this step (K per distinct prefix).",
+                          "Proportional to segments x K; the step's cost. Falls when rows share prefixes (identical "
+                          "prefixes are sampled once)."),
+    "spo/mc_value": ("SPO-chain: mean Monte Carlo value V(s) over the estimated segment boundaries.",
+                     "Tracks reward/mean (V(s_0) is the prompt's success rate) and rises with it. Far above the "
+                     "reward: continuations are scored more leniently than responses (truncated_score, stop strings)."),
+}
+
+
 @registry.reward_shaping(
     "spo-segment", title=TITLE,
     summary="SPO-chain's values: cut each response at every 5th token with p < 0.9 (and the prompt), and estimate "
             "V(s) at each cut by K continuations from the current policy; fills segment and segment_values.",
     equation=r"\hat V(s_k) = \frac1K \sum_{j=1}^K R(\text{prompt} \oplus y_{\le c_k} \oplus z_j),\ "
              r"z_j \sim \pi_\theta(\cdot \mid \text{prompt} \oplus y_{\le c_k})",
-    reads=("old_logp",), provides=("segment", "segment_values"))
+    reads=("old_logp",), provides=("segment", "segment_values"), logs=SPO_CHAIN_LOGS)
 def spo_chain_values(batch: RolloutBatch, ctx, *, cutpoint_interval=5, prob_threshold=0.9, mc_samples=9,
                      temperature=1.0, top_p=1.0, stop=None, v0="mc", truncated_score=None, reference_bug=False):
     """Reads `old_logp` (p_t = exp(old_logp), the trainer's old policy as the code's actor log-probs), `mask`,
@@ -406,12 +421,20 @@ def group_means(R: torch.Tensor, group: torch.Tensor) -> list[float]:
 
 # ---------------------------------------------------------------------------------------------------- the loss mask
 
+SPO_MASK_LOGS = {
+    "filtered_frac/spo-segment": ("Share of rollouts left with no token after SPO's probability mask (every token had "
+                                  "p >= 0.9), or with drop_zero no non-zero-advantage token.",
+                                  "Near 0; rises as the policy grows confident (short, certain answers). High: most "
+                                  "responses give no gradient, raise prob_threshold or stop training."),
+}
+
+
 @registry.token_mask(
     "spo-segment", title=TITLE,
     summary="SPO's probability mask: the loss trains only on tokens the old policy was unsure of (p < 0.9); "
             "optionally also drops zero-advantage segments (the tree code's edge filter).",
     equation=r"m'_{i,t} = m_{i,t}\,[\pi_{old}(y_t) < 0.9]\ (\cdot\,[A_{i,t} \ne 0])",
-    reads=("old_logp", "advantages"))
+    reads=("old_logp", "advantages"), logs=SPO_MASK_LOGS)
 def spo_prob_mask(batch: RolloutBatch, *, prob_threshold=0.9, drop_zero=False) -> torch.Tensor:
     """Reads `mask`, `old_logp`, and with drop_zero `advantages`; returns mask * [exp(old_logp) < prob_threshold]
     (the code's `use_prob_mask` in ppo_trainer.py: the PPO loss and its token count skip confident tokens).

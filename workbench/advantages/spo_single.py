@@ -226,6 +226,30 @@ def drift_now(state: SpoTracker, keys: list[str], ctx, temperature: float, pad_i
     return D
 
 
+SPO_SINGLE_LOGS = {
+    "spo-single/p_hat": ("SPO (single-stream): mean tracked success estimate p = alpha / (alpha + beta) of the step's "
+                         "prompts, read before this step's update (each response's baseline).",
+                         "Follows reward/mean as the policy improves (the trackers lag it by a few visits); far "
+                         "below reward/mean for long: stale baselines (rho too high, or prompts rarely revisited)."),
+    "spo-single/rho": ("SPO (single-stream): mean forgetting rate rho applied to the step's prompts' trackers (0.96 "
+                       "on first visits; 0.875 with rho='constant').",
+                       "Between rho_min 0.875 and 0.96; pinned at 0.875: the policy moves fast on revisited prompts "
+                       "and the trackers keep only the last few outcomes."),
+    "spo-single/D": ("SPO (single-stream): mean policy drift mean_t |log pi_then - log pi_now| on each prompt's "
+                     "stored response since its last visit (0 on first visits).",
+                     "Small (about 0.001 to 0.05 per revisit at fine-tuning learning rates); growing: the policy "
+                     "drifts faster than the trackers forget, so the baselines are stale."),
+    "spo-single/first_visit_frac": ("SPO (single-stream): share of the step's prompts the tracker saw for the first "
+                                    "time (initialized from offline samples).",
+                                    "Falls as the prompt pool is covered; stuck at 1: prompts never repeat (a "
+                                    "generated task), every baseline is the offline estimate and the tracker adds "
+                                    "nothing."),
+    "spo-single/n_eff": ("SPO (single-stream): mean effective sample size alpha + beta of the step's prompts' "
+                         "trackers after the update.",
+                         "Settles near 1 / (1 - rho), about 8 to 25; much larger: rho close to 1 (slow forgetting)."),
+}
+
+
 @registry.reward_shaping(
     "spo-single", title=SPO_TITLE,
     summary="Per-prompt Beta tracker kept across steps: writes its success estimate p = alpha/(alpha+beta) as the "
@@ -233,7 +257,7 @@ def drift_now(state: SpoTracker, keys: list[str], ctx, temperature: float, pad_i
             "the policy's drift on the prompt's stored response.",
     equation=r"\hat p_x = \frac{\alpha_x}{\alpha_x+\beta_x},\quad \alpha_x \leftarrow \rho\,\alpha_x + R,\ "
              r"\beta_x \leftarrow \rho\,\beta_x + 1 - R,\quad \rho = \mathrm{clip}(2^{-D/D_{1/2}}, \rho_{min}, 0.96)",
-    reads=("rewards",), provides=("baseline_rewards",), state=SpoTracker)
+    reads=("rewards",), provides=("baseline_rewards",), state=SpoTracker, logs=SPO_SINGLE_LOGS)
 def spo_single_tracker(batch, ctx, *, rho="kl", rho_value=0.875, rho_min=0.875, rho_max=0.96, d_half=0.06,
                        offline_n=8, offline_values=None, temperature=1.0, max_prompts=65536):
     """batch with `baseline_rewards` [B] = p of each row's prompt before this step's update; the tracker in

@@ -20,11 +20,19 @@ class AdaptiveKLController:
         return self.beta
 
 
+# What the pipeline logs of the coefficient this controller drives (`Pipeline.driven_metrics`).
+ADAPTIVE_KL_LOGS = {
+    "kl_coef": ("KL coefficient used this step when a controller drives it (adaptive-kl).",
+                "Drifts slowly (at most 0.2 B/horizon relative change per step): up while kl is above the target, "
+                "down while below. kl is per token here, so the default target 6 (per sequence) only lowers beta."),
+}
+
+
 @registry.controller(
     "adaptive-kl", title="Fine-Tuning Language Models from Human Preferences", family="canonical",
     summary="Drive a KL coefficient (into=...beta) towards the KL target: beta grows while KL is above it.",
     equation=r"\beta \leftarrow \beta\,\big(1 + \mathrm{clip}(\mathrm{KL}/\mathrm{KL}_{target} - 1, \pm 0.2)\,n/H\big)",
-    reads=("kl",))
+    reads=("kl",), logs=ADAPTIVE_KL_LOGS)
 class AdaptiveKL:
     """State: an `AdaptiveKLController` starting at the driven parameter's recipe value (`initial`); updated
     after each step from that step's logged `kl` and its number of samples."""

@@ -50,16 +50,44 @@ class EntropyTargetState:
         return self.entropy_base - self.entropy
 
 
+# What the pipeline logs of the parameters each controller drives, `<target>.<param>` (`Pipeline.driven_metrics`), for
+# the recipes' targets.
+DCPO_DRIVEN_LOGS = {
+    "reward_shaping:dcpo.temperature": ("DCPO: target temperature T the old policy re-scores the batch at (1.2 at or "
+                                        "below the entropy target H_0, 0.8 above).",
+                                        "A step function of the entropy: 1.2 while it is at or below H_0, 0.8 above. "
+                                        "Stuck at one value all run: entropy never reaches the target (at 1.2) or "
+                                        "never comes down to it (at 0.8)."),
+    "advantage:dcpo.entropy_gap": ("DCPO: H_0 - H, the entropy target minus the last step's entropy; alpha = a/(1+a), "
+                                   "a = min(|gap|, 0.1) / dcpo/correct_frac.",
+                                   "Shrinks in size as the entropy settles and then changes sign around 0. Growing "
+                                   "in size: the control loses and entropy runs away from H_0."),
+}
+
+
+AEPO_DRIVEN_LOGS = {
+    "group_transform:aepo-arbitrary.temperature": ("AEPO: temperature the re-sampled prompts are drawn at (1.2 at or "
+                                                   "below the entropy target, 0.8 above).",
+                                                   "A step function of the entropy, as DCPO's: 1.2 at or below the "
+                                                   "target, 0.8 above. Stuck at one value: the target is out of "
+                                                   "reach."),
+    "group_transform:aepo-arbitrary.entropy_gap": ("AEPO: entropy target minus the last step's entropy; below 0 "
+                                                   "(entropy above the target) halves the rows replaced.",
+                                                   "Oscillates around 0 once the entropy is controlled. A gap "
+                                                   "growing in size: too few replaced rows to steer the entropy."),
+}
+
+
 @registry.controller(
     "dcpo", title=DCPO_TITLE, reads=("entropy",),
     summary="Target temperature from the last entropy: 1.2 at or below H_0, 0.8 above; drives DCPO's scoring "
             "temperature and the entropy gap H_0 - H of its advantage weight.",
-    equation=SWITCH + r",\quad \Delta H = H_0 - H")
+    equation=SWITCH + r",\quad \Delta H = H_0 - H", logs=DCPO_DRIVEN_LOGS)
 @registry.controller(
     "aepo-arbitrary", title=AEPO_TITLE, reads=("entropy",),
     summary="Temperature switch on the last entropy (T_high at or below H_target, T_low above) for AEPO's "
             "re-sampling; the sign of H_target - H halves the number of replaced samples above the target.",
-    equation=SWITCH)
+    equation=SWITCH, logs=AEPO_DRIVEN_LOGS)
 class EntropyTarget:
     """State: the last entropy and the switch's constants. Defaults: H_target = `entropy_base` = 0.5, T_high = 1.2,
     T_low = 0.8 (AEPO `verl/trainer/config.py` TrainerConfig and both example scripts; DCPO hard-codes 1.2 / 0.8

@@ -63,13 +63,23 @@ def descend(state: Temperature, g: float) -> Temperature:
     return state
 
 
+# What the pipeline logs of the parameter it drives (`Pipeline.driven_metrics`).
+SAC_DRIVEN_LOGS = {
+    "regularizer:sac-temperature.alpha": ("SAC temperature: entropy-bonus coefficient alpha = exp(log alpha) set by "
+                                          "the controller this step.",
+                                          "Moves by about lr in log space per step: falls while entropy is above the "
+                                          "target (0.5 nats), rises below it. Pinned at a bound or oscillating "
+                                          "widely: lr too high."),
+}
+
+
 @registry.controller(
     "sac-temperature", title=SAC_TITLE,
     summary="Learns log alpha by descending J(alpha) = alpha agg(H_t - Hbar) after every step (Adam, as cleanrl); "
             "drives the entropy bonus regularizer:sac-temperature.alpha.",
     equation=r"\log\alpha \leftarrow \log\alpha - \eta\,\widehat{\nabla}_{\log\alpha}"
              r"\,\alpha\,\mathrm{agg}(H_t - \bar H)",
-    reads=("entropy",))
+    reads=("entropy",), logs=SAC_DRIVEN_LOGS)
 class SACTemperature:
     """State: a `Temperature`, starting at log(initial) (the regularizer's recipe alpha, > 0), updated after each step
     from the batch's sampling-policy entropy [B, T] (`batch.entropy`) on `batch.mask`.

@@ -85,13 +85,29 @@ def control_step(state: SafeControl, kl: float | None, reward: float) -> SafeCon
     return state
 
 
+# What the pipeline logs of the parameters it drives (`Pipeline.driven_metrics`), for either regularizer.
+SAFE_DRIVEN_LOGS = {
+    "regularizer:safe-kl-control.threshold": ("SAFE KL control: threshold theta set by the controller (0.3 + PID of "
+                                              "the reward velocity, times the phase multiplier, clipped to [0.1, "
+                                              "0.6]).",
+                                              "0.45 for the first 50 steps (warm-up x 1.5, PID near 0), then 0.36 "
+                                              "while the reward climbs, 0.24 on a plateau, 0.3 once converged."),
+    "regularizer:safe-kl-control.kl_short_prev": ("SAFE KL control: short KL EMA kl_s' after the previous step.",
+                                                  "Follows safe/kl_short of the previous step; see there."),
+    "regularizer:safe.threshold": ("SAFE: threshold theta set by the safe-kl-control controller (as above).",
+                                   "As regularizer:safe-kl-control.threshold."),
+    "regularizer:safe.kl_short_prev": ("SAFE: short KL EMA kl_s' after the previous step.",
+                                       "As regularizer:safe-kl-control.kl_short_prev."),
+}
+
+
 @registry.controller(
     "safe-kl-control", title=SAFE_TITLE,
     summary="SAFE's threshold controller: KL EMAs, a PID on the reward velocity and a 4-phase detector set the "
             "KL threshold theta; drives the penalty's threshold and short EMA (into='regularizer:safe-kl-control' "
             "or 'regularizer:safe').",
     equation=r"\theta = \mathrm{clip}\big((0.3 + K_p e + K_i\,\mathrm{clip}(\textstyle\sum e, \pm 1) + K_d\,\Delta e)"
-             r"\,m_{\mathrm{phase}},\ 0.1,\ 0.6\big),\ e = \Delta\mathrm{EMA}_{0.95}(R) - 0.001")
+             r"\,m_{\mathrm{phase}},\ 0.1,\ 0.6\big),\ e = \Delta\mathrm{EMA}_{0.95}(R) - 0.001", logs=SAFE_DRIVEN_LOGS)
 class SafeKLControl:
     """State: a `SafeControl`, updated after each step from its logged `safe/kl` (the live token-mean KL to the
     reference, averaged over the step's minibatches) and `reward/mean`.

@@ -18,7 +18,7 @@ from workbench import ops, registry
 from workbench.advantages.aepo_clip import AEPO_TITLE
 from workbench.batch import RolloutBatch
 from workbench.masks.token_masks import high_entropy_mask
-from workbench.objectives.ppo import check_inputs, clip_metrics, ppo_clip_per_token
+from workbench.objectives.ppo import CLIP_LOGS, check_inputs, clip_metrics, ppo_clip_per_token
 
 
 def high_entropy_tokens(entropy: torch.Tensor, mask: torch.Tensor, rho: float) -> torch.Tensor:
@@ -35,13 +35,21 @@ def gradient_preserving(logp: torch.Tensor, old_logp: torch.Tensor, bound: float
     return bound * torch.exp(log_r - log_r.detach())
 
 
+AEPO_CLIP_LOGS = {
+    "aepo_clip/preserved_frac": ("AEPO: share of tokens past the clip whose gradient the stop-gradient form keeps.",
+                                 "0 on the first minibatch (r = 1); at most clip/high (0 to 0.02 on the smoke run)."),
+    "aepo_clip/high_entropy_frac": ("AEPO: share of tokens in the high-entropy set (top rho by entropy).",
+                                    "About rho = 0.2 (ties add to it). Far above: the entropies are all alike."),
+}
+
+
 @registry.objective(
     "aepo-agentic-clip", title=AEPO_TITLE,
     summary="PPO-clip whose clipped high-entropy tokens (top 20 % by entropy, A > 0, r > 1 + eps_high) keep the "
             "clipped value but a gradient (1 + eps_high) grad log pi through a stop-gradient ratio.",
     equation=r"\ell_t = -A_t\,(1+\epsilon_{high})\frac{r_t}{\mathrm{sg}(r_t)}\ \text{if}\ H_t \ge Q_{1-\rho}(H),\ "
              r"A_t>0,\ r_t>1+\epsilon_{high};\ \ \ell_t = \ell^{\mathrm{PPO}}_t\ \text{otherwise}",
-    reads=("entropy",))
+    reads=("entropy",), logs={**CLIP_LOGS, **AEPO_CLIP_LOGS})
 def aepo_agentic_clip(logp, old_logp, advantages, mask, *, entropy, agg="token-mean", denom=None, eps_low=0.2,
                       eps_high=0.2, top_entropy_quantile=0.2, preserve_low=False, logr_clamp=None):
     """Entropy-balanced clipping. `entropy` [B, T]: the batch's detached token entropy (`batch.entropy`).

@@ -85,6 +85,23 @@ def check_b_coder_args(*, gamma, alpha, values, ref_argmax, rewards, mask) -> No
         raise ValueError(f"b-coder needs rewards [B] = {mask.shape[0]}, got {got}")
 
 
+B_CODER_LOGS = {
+    "b-coder/q_mean": ("B-Coder: mean Q(s_t, a_t) = V(s_t) + alpha (log pi(a_t|s_t) - max log pi(.|s_t)) of the "
+                       "sampled tokens.",
+                       "Tracks the mean reward as the critic learns; far below the reward scale: alpha too large "
+                       "(the log-prob part dominates Q)."),
+    "b-coder/target_mean": ("B-Coder: mean conservative Bellman target r_t + gamma Q(s_{t+1}, a*), a* the reference's "
+                            "greedy token.",
+                            "Between 0 and the reward scale (binary rewards: the success rate). Outside: the critic "
+                            "or the bootstrap is off."),
+    "b-coder/td_abs": ("B-Coder: mean |y - Q|, the Bellman residual the loss squares.",
+                       "Falls as Q fits its target; rising: the critic and the policy chase each other (lower lr)."),
+    "b-coder/ref_greedy_frac": ("B-Coder: share of positions where the policy's greedy token is the reference's.",
+                                "Near 1 at the start (the policy is the reference) and falls slowly as training "
+                                "moves the greedy tokens."),
+}
+
+
 @registry.objective(
     "b-coder", title=B_CODER_TITLE,
     summary="Q-learning over tokens: Q = V(s) + alpha (log pi(a|s) - max log pi(.|s)) regressed on the conservative "
@@ -92,7 +109,7 @@ def check_b_coder_args(*, gamma, alpha, values, ref_argmax, rewards, mask) -> No
     equation=r"\ell_t = \big(Q(s_t,a_t) - \mathrm{sg}[r_t + \gamma Q(s_{t+1}, a^*_{t+1})]\big)^2,\ "
              r"Q(s,a) = V(s) + \alpha\big(\log\pi_\theta(a|s) - \max_v \log\pi_\theta(v|s)\big),\ "
              r"a^* = \arg\max_a \pi_{ref}(a|s)",
-    reads=("head", "response_ids", "ref_argmax", "values", "rewards"))
+    reads=("head", "response_ids", "ref_argmax", "values", "rewards"), logs=B_CODER_LOGS)
 def b_coder(logp, old_logp, advantages, mask, *, head, response_ids, ref_argmax, values, rewards, agg="token-mean",
             denom=None, gamma=1.0, alpha=1.0):
     """B-Coder's conservative Q-learning loss (module docstring). Reads the training forward's `head`, the sampled

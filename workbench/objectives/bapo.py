@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from workbench import ops, registry
-from workbench.objectives.ppo import check_inputs, clip_metrics, ppo_clip_per_token, ratio
+from workbench.objectives.ppo import CLIP_LOGS, DUAL_CLIP_LOGS, check_inputs, clip_metrics, ppo_clip_per_token, ratio
 
 BAPO_TITLE = ("BAPO: Stabilizing Off-Policy Reinforcement Learning for LLMs via Balanced Policy Optimization with "
               "Adaptive Clipping")
@@ -108,13 +108,27 @@ def adapt_bounds(r, advantages, mask, *, c_low=0.6, c_low_max=0.8, c_high=1.2, c
     return Bounds(c_low, c_high, _share(pos, neg))
 
 
+BAPO_LOGS = {
+    "bapo/c_low": ("BAPO: lower ratio bound the per-minibatch search settled on (start 0.6, max 0.8).",
+                   "0.6 to 0.8, averaged over minibatches (0.6 to 0.75 on the smoke runs). At 0.8 on every step: "
+                   "negative tokens dominate even after the search; the balance rests on c_high alone."),
+    "bapo/c_high": ("BAPO: upper ratio bound the per-minibatch search settled on (start 1.2, max 2.0).",
+                    "1.2 to 2.0 (1.2 to 1.8 on notebook 10's run). Pinned at 2.0 with pos_share below 0.5: the "
+                    "bounds cannot rebalance, negative tokens swamp the update (long wrong answers)."),
+    "bapo/pos_share": ("BAPO: share pos / (pos + neg) of r |A| carried by positive-advantage tokens after the search.",
+                       "At least rho0 = 0.5 unless both bounds hit their max (0.49 to 1.0 on the smoke run, 1.0 when "
+                       "no negative token counts). Persistently below 0.5: negative-advantage tokens dominate the "
+                       "gradient."),
+}
+
+
 @registry.objective(
     "bapo", title=BAPO_TITLE,
     summary="Dual-clip PPO with explicit ratio bounds raised per batch (c_low first, then c_high) until "
             "positive-advantage tokens carry the target share rho0 of the loss.",
     equation=r"\ell = \min\big(\max(-rA, -\mathrm{clip}(r, c_{low}, c_{high})A), -cA\,[A<0]\big),\ "
              r"c_{low}, c_{high} \uparrow \text{ until } \frac{\sum_{A>0} rA}{\sum_{A>0} rA + \sum_{A<0} r|A|} "
-             r"\ge \rho_0")
+             r"\ge \rho_0", logs={**CLIP_LOGS, **DUAL_CLIP_LOGS, **BAPO_LOGS})
 def bapo(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, c_low=0.6, c_low_max=0.8, c_high=1.2,
          c_high_max=2.0, step_low=0.05, step_high=0.05, rho0=0.5, dual_clip_c=3.0, eps=1e-8, logr_clamp=None,
          reference_bug=False):

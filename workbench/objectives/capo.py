@@ -34,7 +34,7 @@ import torch
 
 from workbench import ops, registry
 from workbench.context import Head
-from workbench.objectives.ppo import check_inputs, clip_metrics, ppo_clip_per_token
+from workbench.objectives.ppo import CLIP_LOGS, check_inputs, clip_metrics, ppo_clip_per_token
 
 CAPO_TITLE = "Stabilizing Policy Gradients for Sample-Efficient Reinforcement Learning in LLM Reasoning"
 CHUNK = 256  # tokens per block: a block holds [CHUNK, K, H] gradients, moments and steps
@@ -153,6 +153,23 @@ def capo_metrics(kl, fisher_ok, hessian_ok, mask) -> dict[str, float]:
             "capo/kl_mean": float(ops.masked_mean(kl.to(mask.dtype), mask))}
 
 
+CAPO_LOGS = {
+    "capo/masked_frac": ("CAPO: fraction of valid tokens rejected (no gradient): predicted KL >= tau_F or |shift| >= "
+                         "tau_H.",
+                         "About half on Adam's first (sign-like) update, then a few percent (the paper: < 8%). Tens "
+                         "of percent for long: lr too high for tau, most tokens lose their gradient; 1: training "
+                         "stalls."),
+    "capo/fisher_frac": ("CAPO: fraction of valid tokens whose predicted KL 1/2 lr^2 (v.u)^2 is >= tau_F.",
+                         "Follows capo/masked_frac; grows as lr^2. Rising over a run: the head's steps get larger."),
+    "capo/hessian_frac": ("CAPO: fraction of valid tokens whose predicted surrogate shift is outside (-tau_H, tau_H).",
+                          "Follows capo/masked_frac; grows as lr. Near 1 with fisher_frac near 0: tau_H too tight."),
+    "capo/kl_mean": ("CAPO: mean predicted per-token KL of the optimizer's next Adam step on the LM head, were it "
+                     "taken on that token's gradient alone.",
+                     "Scales as lr^2: about 1e-3 at lr 1e-3 on the smoke model, 100 times less at 1e-4. Spikes: a "
+                     "large step ahead, which CAPO then masks."),
+}
+
+
 @registry.objective(
     "capo", title=CAPO_TITLE,
     summary="PPO-clip (GRPO) on the tokens whose predicted KL and surrogate shift under the optimizer's own Adam "
@@ -160,7 +177,7 @@ def capo_metrics(kl, fisher_ok, hessian_ok, mask) -> dict[str, float]:
     equation=r"m'_t = m_t\,[\tfrac12\eta^2(v_t^\top u_t)^2 < \tau_F]\,"
              r"[|\eta\langle g_t,\Delta_t\rangle + \tfrac12\eta^2 A_t((v_t^\top u_t)^2 - u_t^\top F_t u_t)| < \tau_H],"
              r"\ g_t = A_t (e_{a_t} - \pi_t) x_t^\top,\ u_t = \Delta_t x_t",
-    reads=("head", "response_ids"))
+    reads=("head", "response_ids"), logs={**CLIP_LOGS, **CAPO_LOGS})
 def capo(logp, old_logp, advantages, mask, *, head, response_ids, agg="token-mean", denom=None, tau_fisher=1e-4,
          tau_hessian=0.01, top_k=50, symmetric=True, eps_low=0.2, eps_high=0.2, logr_clamp=None,
          reference_bug=False):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from workbench import ops, registry
-from workbench.objectives.ppo import check_inputs
+from workbench.objectives.ppo import CLIP_LOGS, check_inputs
 from workbench.objectives.sequence import importance_ratio, ratio_metrics
 
 CONVENTIONS = (
@@ -37,12 +37,23 @@ def cispo_weight(r: torch.Tensor, *, cap_abs=None, eps_low=None, eps_high=None) 
     return r.clamp(1 - eps_low, 1 + eps_high)
 
 
+CISPO_LOGS = {
+    "clip/cispo": ("CISPO: fraction of tokens with A > 0 whose IS weight hit the cap (their weight is truncated).",
+                   "Near 0: with the default cap of 5 only tokens whose ratio grew fivefold are truncated (0 on the "
+                   "smoke runs). Rising: several optimizer steps per batch move some tokens very far."),
+    "cispo/weight_mean": ("CISPO: mean stop-gradient IS weight min(r, cap) over valid tokens.",
+                          "Close to 1 and equal to ratio/mean while the cap of 5 does not bind. Clearly below "
+                          "ratio/mean: the cap truncates many weights, see clip/cispo."),
+}
+
+
 @registry.objective(
     "cispo", title="MiniMax-M1: Scaling Test-Time Compute Efficiently with Lightning Attention",
     summary="REINFORCE weighted by a clipped stop-gradient IS weight: every token keeps a gradient. "
             "cap_abs (TRL, absolute) XOR eps_low/eps_high (verl, relative).",
     equation=r"\ell_{i,t} = -\mathrm{sg}(w_{i,t})A_i\log\pi_\theta(y_t),\quad w = \min(r, C)\ \text{(TRL)}"
-             r"\ \text{or}\ \mathrm{clip}(r, 1-\epsilon_{low}, 1+\epsilon_{high})\ \text{(verl)}")
+             r"\ \text{or}\ \mathrm{clip}(r, 1-\epsilon_{low}, 1+\epsilon_{high})\ \text{(verl)}",
+    logs={**CLIP_LOGS, **CISPO_LOGS})
 def cispo(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, cap_abs=5.0, eps_low=None,
           eps_high=None, logr_clamp=None, level="token"):
     r"""CISPO: l = -sg(w) A logp, the weight truncated but never zeroed (contrast ppo-clip).

@@ -18,7 +18,7 @@ and `temp_log_prob` is pi_old.
 from __future__ import annotations
 
 from workbench import registry
-from workbench.objectives.ppo import check_inputs, ppo_clip
+from workbench.objectives.ppo import CLIP_LOGS, DUAL_CLIP_LOGS, check_inputs, ppo_clip
 from workbench.objectives.tis import tis_weights, with_weights
 
 DOTS_TITLE = ("Improving Data Efficiency for LLM Reinforcement Fine-tuning Through Difficulty-targeted Online Data "
@@ -32,7 +32,7 @@ DOTS_TITLE = ("Improving Data Efficiency for LLM Reinforcement Fine-tuning Throu
     equation=r"\ell = \max\big(-A\tfrac{\pi}{\mu},\ -A\,\mathrm{clip}(\tfrac{\pi}{\mu}, "
              r"\tfrac{\pi_{old}}{\mu}(1-\epsilon), \tfrac{\pi_{old}}{\mu}(1+\epsilon))\big) = "
              r"\mathrm{sg}(\tfrac{\pi_{old}}{\mu})\,\ell^{\mathrm{PPO}}(\tfrac{\pi}{\pi_{old}})",
-    reads=("mu_logp",))
+    reads=("mu_logp",), logs={**CLIP_LOGS, **DUAL_CLIP_LOGS})
 def dots_rr_clip(logp, old_logp, advantages, mask, *, mu_logp, agg="token-mean", denom=None, eps_low=0.2,
                  eps_high=0.2, dual_clip_c=None, logr_clamp=None):
     """DOTS rollout-replay surrogate. `mu_logp` [B, T]: the behaviour log-probs stored with each rollout.

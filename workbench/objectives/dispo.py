@@ -14,7 +14,7 @@ import torch
 
 from workbench import ops, registry
 from workbench.objectives.cispo import cispo_weight
-from workbench.objectives.ppo import check_inputs, clip_metrics, ratio
+from workbench.objectives.ppo import CLIP_LOGS, check_inputs, clip_metrics, ratio
 
 BOUNDS = ("eps_low_pos", "eps_high_pos", "eps_low_neg", "eps_high_neg")
 
@@ -61,13 +61,37 @@ def regime_metrics(r, advantages, inside, mask) -> dict[str, float]:
     return metrics
 
 
+DISPO_LOGS = {
+    "dispo/masked_frac": ("DISPO: fraction of valid tokens with A != 0 whose ratio is outside their class's band (no "
+                          "gradient).",
+                          "0 on the first minibatch after a rollout (r = 1), a few percent with several. Tens of "
+                          "percent: most tokens lose their gradient and learning stalls; bounds too tight for the "
+                          "step."),
+    "dispo/masked_pos_high": ("DISPO: fraction of valid tokens of correct responses (A > 0) masked above 1 + "
+                              "eps_high_pos.",
+                              "Small. High and rising: correct tokens hit the upper bound, which caps the "
+                              "exploration (entropy-raising) regime; widen eps_high_pos if entropy collapses."),
+    "dispo/masked_pos_low": ("DISPO: fraction of valid tokens of correct responses masked below 1 - eps_low_pos.",
+                             "Small. High: correct tokens already pushed down are cut off (the distillation regime); "
+                             "the paper links too much of that regime to slow entropy loss and degradation."),
+    "dispo/masked_neg_high": ("DISPO: fraction of valid tokens of incorrect responses (A < 0) masked above 1 + "
+                              "eps_high_neg.",
+                              "Small. High with repetitive samples: the paper's repetition collapse under "
+                              "over-restrictive incorrect-response clipping."),
+    "dispo/masked_neg_low": ("DISPO: fraction of valid tokens of incorrect responses masked below 1 - eps_low_neg.",
+                             "Small. High with response length falling towards 0: the paper's vanishing-length "
+                             "collapse; loosen eps_low_neg."),
+}
+
+
 @registry.objective(
     "dispo", title="DISPO: Enhancing Training Efficiency and Stability in Reinforcement Learning for Large Language "
                    "Model Mathematical Reasoning",
     summary="CISPO-style -sg(r) A logp with separate up/down bounds for correct (A > 0) and incorrect (A < 0) "
             "responses; tokens outside their class's band get no gradient.",
     equation=r"\ell_t = -M_t\,\mathrm{sg}(r_t)\,A_t\log\pi_\theta(y_t),\quad "
-             r"M_t = \big[1-\epsilon^{c}_{low} \le r_t \le 1+\epsilon^{c}_{high}\big],\ c = \mathrm{sign}(A_t)")
+             r"M_t = \big[1-\epsilon^{c}_{low} \le r_t \le 1+\epsilon^{c}_{high}\big],\ c = \mathrm{sign}(A_t)",
+    logs={**CLIP_LOGS, **DISPO_LOGS})
 def dispo(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, eps_low_pos=0.2, eps_high_pos=0.28,
           eps_low_neg=0.2, eps_high_neg=0.28, logr_clamp=None):
     r"""DISPO (arXiv 2602.00983, AISTATS 2026). No reference implementation located; the paper's abstract says it

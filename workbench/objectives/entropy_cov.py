@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from workbench import ops, registry
-from workbench.objectives.ppo import check_inputs, clip_metrics, ppo_clip_per_token, ratio
+from workbench.objectives.ppo import CLIP_LOGS, check_inputs, clip_metrics, ppo_clip_per_token, ratio
 
 ENTROPY_TITLE = "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models"
 
@@ -69,12 +69,28 @@ def clip_cov_selection(logp, old_logp, advantages, mask, *, clip_cov_ratio=2e-4,
     return detached, candidates
 
 
+CLIP_COV_LOGS = {
+    "clip_cov/detached": ("Clip-Cov: number of tokens whose gradient was detached per minibatch (averaged over the "
+                          "step's optimizer steps).",
+                          "Fixed by construction: max(1, int(2e-4 N)) per minibatch given enough candidates, so 1 on "
+                          "small batches. 0: no token fell in the covariance band (see clip_cov/candidate_frac)."),
+    "clip_cov/detached_frac": ("Clip-Cov: fraction of valid tokens detached (high covariance band, random subset).",
+                               "About clip_cov_ratio (2e-4) on large batches, 1/N on small ones (0.002 on the smoke "
+                               "run). Not a health signal itself: watch entropy, which Clip-Cov keeps from "
+                               "collapsing."),
+    "clip_cov/candidate_frac": ("Clip-Cov: fraction of valid tokens inside the covariance band (candidates).",
+                                "A few percent (2 to 5% on the smoke run), at least clip_cov/detached_frac. Near 0: "
+                                "no token has a covariance in (lb, ub), so Clip-Cov is plain PPO-clip."),
+}
+
+
 @registry.objective(
     "clip_cov", title=ENTROPY_TITLE,
     summary="PPO-clip with a random subset of high-covariance tokens (lb < cov < ub) detached: their "
             "loss is multiplied by 0. Slows entropy collapse.",
     equation=r"\ell_t = \max\big(-r_tA_t, -\mathrm{clip}(r_t)A_t\big)\cdot c_t,\ "
-             r"c_t = 0 \text{ on } k \text{ random tokens with } lb < (A_t-\bar A)(\log\pi_t-\overline{\log\pi}) < ub")
+             r"c_t = 0 \text{ on } k \text{ random tokens with } lb < (A_t-\bar A)(\log\pi_t-\overline{\log\pi}) < ub",
+    logs={**CLIP_LOGS, **CLIP_COV_LOGS})
 def clip_cov(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, eps_low=0.2, eps_high=0.2,
              clip_cov_ratio=2e-4, clip_cov_lb=1.0, clip_cov_ub=5.0, min_one=True, seed=0, generator=None,
              logr_clamp=None):
@@ -123,12 +139,27 @@ def kl_cov_selection(logp, advantages, mask, *, kl_cov_ratio=2e-4, min_one=True)
     return selected
 
 
+KL_COV_LOGS = {
+    "kl/abs_old": ("Mean |logp - old_logp|: drift from the sampling policy, sign ignored.",
+                   "0 on the first minibatch after a rollout, a few thousandths on average (smoke run). Growing: the "
+                   "unclipped KL-Cov surrogate moves too far per batch (lower lr or raise ppo_kl_coef)."),
+    "kl_cov/penalized": ("KL-Cov: number of top-covariance tokens given the |logp - old| penalty per minibatch "
+                         "(averaged over the step's optimizer steps).",
+                         "Fixed by construction: max(1, int(kl_cov_ratio N)) top-covariance tokens per minibatch, 1 "
+                         "on small batches. A change means the batch size changed, not the policy."),
+    "kl_cov/penalized_frac": ("KL-Cov: fraction of valid tokens penalized.",
+                              "About kl_cov_ratio (2e-4) on large batches, 1/N on small ones (0.002 on the smoke "
+                              "run). Judge the effect on entropy and kl/abs_old, not on this share."),
+}
+
+
 @registry.objective(
     "kl_cov", title=ENTROPY_TITLE,
     summary="Unclipped surrogate -A r plus coef |logp - old| on the top-k tokens by logp-advantage "
             "covariance (k = ratio x valid tokens).",
     equation=r"\ell_t = -A_t r_t + \beta\,|\log\pi_\theta(y_t) - \log\pi_{old}(y_t)|\,"
-             r"[t \in \mathrm{top}_k(\mathrm{cov})]")
+             r"[t \in \mathrm{top}_k(\mathrm{cov})]",
+    logs={**{k: CLIP_LOGS[k] for k in ("ratio/mean", "ratio/max")}, **KL_COV_LOGS})
 def kl_cov(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, kl_cov_ratio=2e-4,
            ppo_kl_coef=0.1, min_one=True, logr_clamp=None):
     """KL-Cov. Defaults: kl_cov_ratio 2e-4 and ppo_kl_coef 0.1 from verl `trainer/config/actor/actor.yaml`

@@ -24,7 +24,7 @@ import torch
 
 from workbench import ops, registry
 from workbench.advantages.hapo import HAPO_TITLE
-from workbench.objectives.ppo import check_inputs, clip_metrics, ppo_clip_per_token, ratio
+from workbench.objectives.ppo import CLIP_LOGS, DUAL_CLIP_LOGS, check_inputs, clip_metrics, ppo_clip_per_token, ratio
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,20 @@ def check_hyper_parameters(eps_low, eps_high, dual_clip_c, clip_alpha, adv_beta,
         raise ValueError(f"dual_clip_c must be > 1 (or None: no cap), got {dual_clip_c}")
 
 
+HAPO_LOGS = {
+    "hapo/high_entropy_frac": ("HAPO: share of tokens with h_hat > 0 (log-entropy above its 0.8 quantile).",
+                               "About 0.2 (the 0.8 quantile; 0.13 to 0.2 on the smoke run). 0 or 1: entropy "
+                               "collapsed."),
+    "hapo/redistributed_frac": ("HAPO: share of tokens whose advantage was rescaled by (1 + beta h_hat).",
+                                "1 - high_entropy_frac on-policy (r = 1: 0.7 to 0.75 on the smoke run); moves with r."),
+    "hapo/eps_low_mean": ("HAPO: mean adapted lower clip eps_low (1 - alpha h_hat) (wider on low-entropy tokens).",
+                          "Between eps_low and eps_low (1 + alpha): 0.25 on the smoke run. Stuck at eps_low: no "
+                          "spread."),
+    "hapo/eps_high_mean": ("HAPO: mean adapted upper clip eps_high (1 + alpha h_hat) (wider on high-entropy tokens).",
+                           "A little above eps_high (0.21 to 0.22 on the smoke run). Stuck at eps_high: no spread."),
+}
+
+
 @registry.objective(
     "hapo", title=HAPO_TITLE,
     summary="PPO-clip with entropy-adaptive asymmetric bounds (wider upper bound for high-entropy tokens, wider "
@@ -120,7 +134,7 @@ def check_hyper_parameters(eps_low, eps_high, dual_clip_c, clip_alpha, adv_beta,
              r"A' = A(1+\beta\hat h)\ \text{if}\ (\hat h>0) \ne (r \in (1-\tfrac{\epsilon'_{low}}{2}, "
              r"1+\tfrac{\epsilon'_{high}}{2}));\ \ell = \mathrm{PPO\text{-}clip}(r, A', \epsilon'_{low}, "
              r"\epsilon'_{high}, c)",
-    reads=("entropy",))
+    reads=("entropy",), logs={**CLIP_LOGS, **DUAL_CLIP_LOGS, **HAPO_LOGS})
 def hapo(logp, old_logp, advantages, mask, *, entropy, agg="token-mean", denom=None, eps_low=0.2, eps_high=0.2,
          dual_clip_c=10.0, clip_alpha=1.0, adv_beta=1.0, entropy_pivot=0.8, reference_bug=False, logr_clamp=None):
     """HAPO's policy loss. `entropy` [B, T] is the batch's (detached) token entropy: the sampling policy's

@@ -14,9 +14,9 @@ import torch
 
 from workbench import ops, registry
 from workbench.objectives.dispo import check_bounds
-from workbench.objectives.ppo import check_inputs, ppo_clip, ratio
+from workbench.objectives.ppo import CLIP_LOGS, DUAL_CLIP_LOGS, check_inputs, ppo_clip, ratio
 from workbench.objectives.sequence import sequence_log_ratio
-from workbench.objectives.tis import with_weights
+from workbench.objectives.tis import MISMATCH_LOGS, with_weights
 
 
 def sequence_mask(old_logp, mu_logp, mask, *, delta_seq) -> torch.Tensor:
@@ -32,6 +32,18 @@ def token_mask(logp, mu_logp, *, mask_eps_low, mask_eps_high, logr_clamp=None) -
         return (rho >= 1 - mask_eps_low) & (rho <= 1 + mask_eps_high)
 
 
+HISPO_LOGS = {
+    "hispo/seq_masked_frac": ("HiSPO: share of sequences whose geometric-mean mismatch pi_old/mu leaves "
+                              "exp(+-delta_seq): the whole sequence gets no gradient.",
+                              "0 with HF generate (mu equals old up to rounding). Above a few percent: the rollout "
+                              "engine disagrees with the trainer on whole trajectories (vLLM, MoE routing, stale "
+                              "weights); those samples are discarded."),
+    "hispo/token_masked_frac": ("HiSPO: share of valid tokens whose total ratio pi_theta/mu leaves the token band.",
+                                "0 on the first minibatch with HF generate, a few percent with several minibatches. "
+                                "Tens of percent: staleness or mismatch moved most tokens out of the band."),
+}
+
+
 @registry.objective(
     "hispo", title="LongCat-Flash-Prover: Advancing Native Formal Reasoning via Agentic Tool-Integrated Reinforcement "
                    "Learning",
@@ -40,7 +52,7 @@ def token_mask(logp, mu_logp, *, mask_eps_low, mask_eps_high, logr_clamp=None) -
     equation=r"\ell_{i,t} = M_i M_{i,t}\,\ell^{\mathrm{PPO}}_{i,t},\ "
              r"M_i = \Big[\Big|\tfrac{1}{|y_i|}\sum_t(\log\pi_{old} - \log\mu)\Big| \le \delta\Big],\ "
              r"M_{i,t} = \Big[\tfrac{\pi_\theta}{\mu}(y_{i,t}) \in [1-\epsilon_l, 1+\epsilon_h]\Big]",
-    reads=("mu_logp",))
+    reads=("mu_logp",), logs={**CLIP_LOGS, **DUAL_CLIP_LOGS, **MISMATCH_LOGS, **HISPO_LOGS})
 def hispo(logp, old_logp, advantages, mask, *, mu_logp, agg="token-mean", denom=None, delta_seq=math.log(2),
           mask_eps_low=0.2, mask_eps_high=0.28, eps_low=0.2, eps_high=0.28, dual_clip_c=None, logr_clamp=None):
     r"""HiSPO (Hierarchical Importance Sampling Policy Optimization, LongCat-Flash-Prover report, arXiv 2603.21065).

@@ -30,7 +30,7 @@ import torch
 from workbench import ops, registry
 from workbench.advantages.ipa import IPA_TITLE, chunk_ids, chunk_mean, chunk_table
 from workbench.objectives.multiturn import action_mean
-from workbench.objectives.ppo import check_inputs, clip_metrics, ppo_clip_per_token
+from workbench.objectives.ppo import CLIP_LOGS, DUAL_CLIP_LOGS, check_inputs, clip_metrics, ppo_clip_per_token
 
 
 def chunk_log_ratio(logp, old_logp, mask, ids) -> torch.Tensor:
@@ -54,13 +54,20 @@ def chunks_per_row(mask, ids) -> float:
     return float(ops.masked_mean((counts > 0).sum(-1).to(mask.dtype), rows))
 
 
+IPA_LOGS = {
+    "ipa/chunks_per_row": ("IPA: mean number of interaction chunks (turns, or runs of policy tokens) per row.",
+                           "The episodes' mean turn count with chunks='turn'; with chunks='runs', more than that "
+                           "means masked tokens inside turns split them (e.g. a token mask), fewer that turns merged."),
+}
+
+
 @registry.objective(
     "ipa", title=IPA_TITLE,
     summary="PPO-clip on the interaction-chunk ratio (GSPO's geometric mean over one turn's policy tokens), "
             "averaged per chunk, then per trajectory.",
     equation=r"\ell_t = -\min\big(s_{c(t)}A_t,\ \mathrm{clip}(s_{c(t)}, 1-\epsilon_{low}, 1+\epsilon_{high})A_t\big),"
              r"\ s_c = \exp\Big(\tfrac{1}{|c|}\sum_{t\in c}\log\tfrac{\pi_\theta}{\pi_{old}}\Big)",
-    reads=("turn",), needs=("multi_turn",))
+    reads=("turn",), needs=("multi_turn",), logs={**CLIP_LOGS, **DUAL_CLIP_LOGS, **IPA_LOGS})
 def ipa(logp, old_logp, advantages, mask, *, turn=None, agg="seq-mean-token-mean", denom=None, eps_low=0.2,
         eps_high=0.2, dual_clip_c=None, chunks="turn", chunk_agg=True, logr_clamp=None):
     """IPA's chunk-ratio loss. `turn` [B, T] gives the chunks (chunks='turn'; without it a row is one chunk).

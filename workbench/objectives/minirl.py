@@ -17,7 +17,8 @@ from __future__ import annotations
 import torch
 
 from workbench import ops, registry
-from workbench.objectives.ppo import check_inputs, clip_metrics, ratio
+from workbench.objectives.ppo import CLIP_LOGS, check_inputs, clip_metrics, ratio
+from workbench.objectives.tis import MISMATCH_LOGS
 
 
 def staleness_mask(logp, old_logp, advantages, *, eps_low, eps_high, logr_clamp=None) -> torch.Tensor:
@@ -71,12 +72,22 @@ def first_order_gap(log_ratios, mask) -> torch.Tensor:
     return seq - 1 - ops.masked_sum(torch.expm1(log_ratios), mask, -1)
 
 
+MINIRL_LOGS = {
+    "minirl/w_mean": ("MiniRL: mean IS weight pi_theta / mu_old.",
+                      "Within a few hundredths of 1 (pi_theta/mu is 1 on-policy with HF generate). Far from 1: "
+                      "staleness (see clip/region) or engine mismatch (see mismatch/is_ratio_mean)."),
+    "minirl/masked_frac": ("MiniRL: fraction of tokens masked for staleness past the clip bound.",
+                           "Equal to clip/region (the same band test on pi_theta/pi_old): 0 on the first minibatch "
+                           "after a rollout, a few percent at most. Tens of percent: the step is too large for eps."),
+}
+
+
 @registry.objective(
     "minirl", title="Stabilizing Reinforcement Learning with LLMs: Formulation and Practices",
     summary="Token IS weight pi_theta / mu_old on REINFORCE, with tokens masked once pi_theta / pi_old leaves "
             "the clip band in the direction of A.",
     equation=r"\ell_{i,t} = -M_{i,t}\,\frac{\pi_\theta(y_{i,t})}{\mu_{old}(y_{i,t})}\,\hat A_i",
-    reads=("mu_logp",))
+    reads=("mu_logp",), logs={**CLIP_LOGS, **MISMATCH_LOGS, **MINIRL_LOGS})
 def minirl(logp, old_logp, advantages, mask, *, mu_logp, agg="seq-mean-token-mean", denom=None, eps_low=0.2,
            eps_high=0.2, logr_clamp=None):
     """`minirl_loss` in the policy-objective signature; `mu_logp` [B, T] is the rollout engine's log-prob."""

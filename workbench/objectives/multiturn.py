@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from workbench import ops, registry
-from workbench.objectives.ppo import check_inputs, clip_metrics, ppo_clip_per_token
+from workbench.objectives.ppo import CLIP_LOGS, check_inputs, clip_metrics, ppo_clip_per_token
 
 
 def action_mean(per_token: torch.Tensor, mask: torch.Tensor, turn: torch.Tensor | None,
@@ -40,7 +40,7 @@ def action_mean(per_token: torch.Tensor, mask: torch.Tensor, turn: torch.Tensor 
             "over trajectories.",
     equation=r"L = \frac{1}{G}\sum_i \frac{1}{N_i}\sum_j \frac{1}{|a_{ij}|}\sum_{t\in a_{ij}} "
              r"-\min\big(r_t A_i, \mathrm{clip}(r_t, 1-\epsilon, 1+\epsilon) A_i\big)",
-    reads=("turn",))
+    reads=("turn",), logs=CLIP_LOGS)
 def m_grpo(logp, old_logp, advantages, mask, *, turn=None, agg="seq-mean-token-mean", denom=None, eps_low=0.2,
            eps_high=0.2, logr_clamp=None):
     """Paper aggregation (`unverified`); the reference trainer's token-level loss is `ppo-clip` with `agg`.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from workbench import ops, registry
-from workbench.objectives.ppo import check_inputs, clip_metrics, ppo_clip_per_token
+from workbench.objectives.ppo import CLIP_LOGS, check_inputs, clip_metrics, ppo_clip_per_token
 
 LUFFY_TITLE = "Learning to Reason under Off-Policy Guidance"
 
@@ -27,13 +27,23 @@ def shaped_probability(logp: torch.Tensor, gamma: float) -> torch.Tensor:
     return p / (p + gamma)
 
 
+SHAPING_LOGS = {
+    "shaping/offpolicy_frac": ("Policy shaping: share of trained tokens that are off-policy (reference solutions).",
+                               "The references' share of tokens (about 0.1 at G = 4 on the smoke run). 0: none "
+                               "trained."),
+    "shaping/offpolicy_prob": ("Policy shaping: mean pi_theta of the off-policy tokens (LUFFY's off_policy_prob).",
+                               "Rises from its start (0.01 untrained) towards 1 as references are learnt; flat: "
+                               "stuck."),
+}
+
+
 @registry.objective(
     "policy-shaping", title=LUFFY_TITLE,
     summary="Off-policy tokens trained by -A p/(p + gamma) (gamma = 0.1): no ratio, no clip, gradient weight "
             "gamma p/(p + gamma)^2; on-policy tokens keep PPO-clip.",
     equation=r"\ell_t = -A_t\,\frac{\pi_\theta(y_t)}{\pi_\theta(y_t)+\gamma}\ \ (t\ \text{off-policy}),\qquad "
              r"\ell_t = \ell^{\mathrm{PPO}}_t\ \ \text{otherwise}",
-    reads=("offpolicy_mask",))
+    reads=("offpolicy_mask",), logs={**CLIP_LOGS, **SHAPING_LOGS})
 def policy_shaping(logp, old_logp, advantages, mask, *, offpolicy_mask, agg="token-mean", denom=None, gamma=0.1,
                    eps_low=0.2, eps_high=0.2, logr_clamp=None):
     """Reads `offpolicy_mask` [B, T] (1 on off-policy tokens). Defaults: gamma = 0.1 (LUFFY's

@@ -19,6 +19,41 @@ def ratio(logp, old_logp, logr_clamp=None):
     return torch.exp(logr if logr_clamp is None else logr.clamp(-logr_clamp, logr_clamp))
 
 
+# What `clip_metrics` logs; every objective that logs one of them declares it from here.
+CLIP_LOGS = {
+    "kl/k1_old": ("mean(old_logp - logp): how far the update moved from the sampling policy (cleanrl old_approx_kl).",
+                  "Tiny, about 0 with one optimizer step per batch. Can be negative: it is an unbiased but noisy "
+                  "estimate."),
+    "kl/k3_old": ("mean((r - 1) - log r), a non-negative estimate of the same drift (cleanrl approx_kl).",
+                  "Small and never negative. PPO implementations often stop the epoch loop around 0.01 to 0.02; "
+                  "spikes flag an oversized step."),
+    "clip/region": ("Fraction of tokens where PPO's clipped branch is active (clip/low + clip/high); 0 on the first "
+                    "minibatch after a rollout since r = 1 there.",
+                    "Exactly 0 with one optimizer step per batch, a few percent with several. Tens of percent: the "
+                    "step size is too large for the clip range."),
+    "clip/high": ("Fraction of tokens with A > 0 and r > 1 + eps_high (update stopped from pushing further up).",
+                  "A few percent at most. Persistently high: updates keep hitting the upper bound, which DAPO's "
+                  "clip-higher (eps_high = 0.28) relaxes."),
+    "clip/low": ("Fraction of tokens with A < 0 and r < 1 - eps_low.",
+                 "A few percent at most; it grows with the number of optimizer steps per batch."),
+    "clip/out_of_band": ("Fraction of tokens with r outside [1 - eps_low, 1 + eps_high], whatever the sign of A.",
+                         "At least clip/region. The gap is tokens that moved against their advantage, which the clip "
+                         "does not stop."),
+    "ratio/mean": ("Mean importance ratio pi/pi_old over valid tokens (1 when on-policy).",
+                   "Within a few thousandths of 1."),
+    "ratio/max": ("Largest token ratio in the batch: spikes flag unstable updates.",
+                  "Modest (below 2 or 3). Occasional spikes are normal; growing spikes mean instability or stale "
+                  "data."),
+}
+
+
+# What `clip_metrics` adds with a dual-clip cap (`dual_clip_c`).
+DUAL_CLIP_LOGS = {
+    "clip/dual": ("Fraction of tokens where the dual-clip cap -c A is active.",
+                  "Near 0; only logged with a dual-clip cap. Rising: the ratios of bad tokens blow up (stale data)."),
+}
+
+
 def clip_metrics(r, advantages, mask, eps_low, eps_high, dual_active=None) -> dict[str, float]:
     """Active-clip fractions (the clipped branch is selected) and the out-of-band fraction |r-1| > eps."""
     with torch.no_grad():
@@ -69,7 +104,8 @@ def check_inputs(logp, old_logp, advantages, mask):
 @registry.objective(
     "ppo-clip", title=PPO_TITLE,
     summary="Clipped ratio surrogate with decoupled eps_low / eps_high and optional dual-clip cap c.",
-    equation=r"\ell = -\min\big(rA,\ \mathrm{clip}(r, 1-\epsilon_{low}, 1+\epsilon_{high})A\big)")
+    equation=r"\ell = -\min\big(rA,\ \mathrm{clip}(r, 1-\epsilon_{low}, 1+\epsilon_{high})A\big)",
+    logs={**CLIP_LOGS, **DUAL_CLIP_LOGS})
 def ppo_clip(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, eps_low=0.2, eps_high=0.2,
              dual_clip_c=None, logr_clamp=None):
     """PPO-clip. eps_high = 0.28 is DAPO's clip-higher; dual_clip_c = 3.0 is verl's `clip_ratio_c`."""
@@ -83,7 +119,7 @@ def ppo_clip(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, 
 @registry.objective(
     "dual-clip", title="Mastering Complex Control in MOBA Games with Deep Reinforcement Learning",
     summary="PPO-clip whose loss on negative-advantage tokens is capped at -c A (c = 3).",
-    equation=r"A<0:\ \ell = \min\big(\max(-rA, -\mathrm{clip}(r)A),\ -cA\big)")
+    equation=r"A<0:\ \ell = \min\big(\max(-rA, -\mathrm{clip}(r)A),\ -cA\big)", logs={**CLIP_LOGS, **DUAL_CLIP_LOGS})
 def dual_clip(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, eps_low=0.2, eps_high=0.2,
               dual_clip_c=3.0, logr_clamp=None):
     return ppo_clip(logp, old_logp, advantages, mask, agg=agg, denom=denom, eps_low=eps_low,

@@ -86,6 +86,14 @@ def check_preference(*, loss="dpo", inputs=(), **hp) -> None:
                          f"{sorted(k for k, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY)}")
 
 
+# The preference objective's own metric; the rest of its metrics are the loss's (`registry.preference`'s logs).
+PREFERENCE_LOGS = {
+    "loss/preference": ("Preference objective value on the step's pairs.",
+                        "Falls from its value at the reference: ln 2 for DPO and cDPO, 0.5 for KTO, 1 for hinge and "
+                        "REFUEL, 1/(2 beta)^2 = 25 for IPO. Regression losses keep a floor; a rise: pairs unlearned."),
+}
+
+
 @registry.objective(
     "preference", title="Preference losses on the update's batch", family="canonical", reads=preference_reads,
     whole_groups=True, check=check_preference,
@@ -93,7 +101,7 @@ def check_preference(*, loss="dpo", inputs=(), **hp) -> None:
     summary="Sum each ranked response's token log-probs, reshape to [items, K], and apply the registered "
             "preference loss `loss` (DPO, IPO, SPPO, LiPO, ...) on its layout, with the per-item inputs it takes.",
     equation=r"s_{n,k} = \textstyle\sum_t \log\pi_\theta(y_{n,k,t}\mid x_n, y_{n,k,<t}),\quad "
-             r"\mathcal{L} = \ell_{\text{loss}}(s_{n,1}, s_{n,K}, s^{ref}_{n,1}, s^{ref}_{n,K})")
+             r"\mathcal{L} = \ell_{\text{loss}}(s_{n,1}, s_{n,K}, s^{ref}_{n,1}, s^{ref}_{n,K})", logs=PREFERENCE_LOGS)
 def preference(logp, old_logp, advantages, mask, *, agg=None, denom=None, loss="dpo", inputs=(), group=None,
                ref_logp=None, **fields_and_hp):
     """(loss, metrics) of registered preference loss `loss` over the batch's items; `agg` and `denom` are unused (a

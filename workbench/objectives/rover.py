@@ -180,6 +180,26 @@ def rover_metrics(q, next_value, target, mask, high=None, low=None) -> dict[str,
     return {k: float(v) for k, v in m.items()}
 
 
+ROVER_LOGS = {
+    "rover/q_mean": ("ROVER: mean Q = rho log(pi / pi_old) of the sampled tokens (0 on the first minibatch after a "
+                     "rollout).",
+                     "Near 0, within +-0.1 on later minibatches (pi stays near pi_old at lr 1e-6). Drifting far: the "
+                     "policy leaves pi_old faster than the target moves; lower lr or turn the clip on."),
+    "rover/next_v_mean": ("ROVER: mean uniform-policy value of the next state, rho (mean_v log pi - mean_v log "
+                          "pi_old) at s_{t+1} (0 after the last token).",
+                          "Near 0 (the same scale as rover/q_mean). Large: the next-state term, not the reward, "
+                          "drives the target."),
+    "rover/target_mean": ("ROVER: mean regression target y = r~ + V_unif(s_{t+1}).",
+                          "About the mean advantage (0 for a centred r~). Large and one-signed: the bootstrap "
+                          "dominates."),
+    "rover/clip_high": ("ROVER (use_rover_clip): share of tokens whose Q > log(1 + eps) is held there (target above).",
+                        "0 on the first minibatch, a few percent later. Tens of percent: updates move the policy too "
+                        "far."),
+    "rover/clip_low": ("ROVER (use_rover_clip): share of tokens whose Q < log(1 - eps) is held there (target below).",
+                       "As rover/clip_high, for the moves down."),
+}
+
+
 @registry.objective(
     "rover", title=ROVER_TITLE,
     summary="Squared regression of Q = rho log(pi/pi_old) on r~ + V_unif(s'), the uniform-policy value of the next "
@@ -187,7 +207,7 @@ def rover_metrics(q, next_value, target, mask, high=None, low=None) -> dict[str,
     equation=r"\ell_t = \big(\rho\log\tfrac{\pi_\theta(a_t|s_t)}{\pi_{old}(a_t|s_t)} - \mathrm{sg}\big[\tilde r + "
              r"\rho\,\overline{\log\pi_\theta}(s_{t+1}) - \rho\,\overline{\log\pi_{old}}(s_{t+1})\big]\big)^2,\ "
              r"\overline{\log\pi}(s) = \tfrac{1}{|\mathcal V|}\sum_v \log\pi(v|s)",
-    reads=("head", "response_ids", "old_vocab_mean_logp"))
+    reads=("head", "response_ids", "old_vocab_mean_logp"), logs=ROVER_LOGS)
 def rover(logp, old_logp, advantages, mask, *, head, response_ids, old_vocab_mean_logp, agg="token-mean", denom=None,
           rho=1.0, use_rover_clip=False, clip_ratio=0.2, response_level=False, next_q_scale=1.0):
     """ROVER loss (module docstring): (Q - sg(y))^2 aggregated by `agg` (the authors: token mean), or the

@@ -39,7 +39,7 @@ from workbench import ops, registry
 from workbench.advantages.ipa import chunk_ids, chunk_table, gather_chunks
 from workbench.advantages.seeupo import SEEUPO_TITLE
 from workbench.objectives.ipa import chunk_clip_loss
-from workbench.objectives.ppo import check_inputs, clip_metrics
+from workbench.objectives.ppo import CLIP_LOGS, check_inputs, clip_metrics
 
 ORDERS = ("reverse", "forward", "simultaneous")
 CORRECTIONS = ("is", "code", "none")
@@ -107,13 +107,28 @@ def correction_metrics(M_tok, mask) -> dict[str, float]:
             "seeupo/correction_min": float(M_tok[valid].min()), "seeupo/correction_max": float(M_tok[valid].max())}
 
 
+SEEUPO_LOGS = {
+    "seeupo/correction_mean": ("SeeUPO: mean over policy tokens of M = the stopped product of the later turns' ratios "
+                               "that multiplies a turn's advantage (1 for the last turn).",
+                               "Within a few percent of 1: the turns updated earlier in the batch moved little. Far "
+                               "from 1: later turns moved a lot, the earlier turns' advantages are heavily "
+                               "reweighted."),
+    "seeupo/correction_min": ("SeeUPO: smallest correction M on a policy token.",
+                              "Above about 0.8 (correction='code' floors it at 0.8). Near 0: a later turn's ratio "
+                              "collapsed, its earlier turns get almost no signal."),
+    "seeupo/correction_max": ("SeeUPO: largest correction M on a policy token.",
+                              "Below about 1.2 to 1.5 (correction='code' caps it at 1.2). Large: a later turn's "
+                              "ratio blew up, the earlier turns' steps are inflated."),
+}
+
+
 @registry.objective(
     "seeupo", title=SEEUPO_TITLE,
     summary="Turn-level (sequence) ratio PPO, one optimizer step per turn in reverse order (the entry's plan), each "
             "turn's advantage times the stopped ratios of the turns already updated.",
     equation=r"\ell_t = -\min\big(s_{i,k}M_{i,k}A_i,\ \mathrm{clip}(s_{i,k})M_{i,k}A_i\big),\ "
              r"M_{i,k} = \prod_{k'>k}\mathrm{sg}\big(s_{i,k'}\big),\ k = K{-}1,\dots,0",
-    reads=("turn",), needs=("multi_turn",), plan=turn_plan)
+    reads=("turn",), needs=("multi_turn",), plan=turn_plan, logs={**CLIP_LOGS, **SEEUPO_LOGS})
 def seeupo(logp, old_logp, advantages, mask, *, turn=None, agg="seq-mean-token-mean", denom=None, eps_low=0.2,
            eps_high=0.2, order="reverse", turns=None, correction="is", correction_clip_low=0.2,
            correction_clip_high=0.2, logr_clamp=None):

@@ -15,7 +15,7 @@ import math
 import torch
 
 from workbench import ops, registry
-from workbench.objectives.ppo import check_inputs, clip_metrics, ratio
+from workbench.objectives.ppo import CLIP_LOGS, check_inputs, clip_metrics, ratio
 
 
 def _require_agg(key: str, agg: str, required: str, why: str) -> None:
@@ -92,7 +92,7 @@ def sequence_ratio_loss(logp, old_logp, advantages, mask, agg, denom, eps_low, e
     summary="PPO-clip on the length-normalized sequence ratio s_i (token form); seq-mean-token-mean by default "
             "(TRL), any aggregation (verl's actor default is token-mean).",
     equation=r"\ell_i = -\min\big(s_iA_i,\ \mathrm{clip}(s_i, 1-\epsilon_{low}, 1+\epsilon_{high})A_i\big),\ "
-             r"s_i = \exp\Big(\tfrac{1}{|y_i|}\sum_t m_{i,t}(\log\pi_\theta - \log\pi_{old})\Big)")
+             r"s_i = \exp\Big(\tfrac{1}{|y_i|}\sum_t m_{i,t}(\log\pi_\theta - \log\pi_{old})\Big)", logs=CLIP_LOGS)
 def gspo(logp, old_logp, advantages, mask, *, agg="seq-mean-token-mean", denom=None, eps_low=3e-4,
          eps_high=4e-4, logr_clamp=None, upper_clamp_only=False):
     r"""GSPO, computed in the token form (verl `gspo`, TRL `gspo_token`).
@@ -121,7 +121,7 @@ def gspo(logp, old_logp, advantages, mask, *, agg="seq-mean-token-mean", denom=N
     title="Length-Unbiased Sequence Policy Optimization: Revealing and Controlling Response Length "
           "Variation in RLVR",
     summary="GSPO's per-sequence loss scaled by the response length |y_i|, averaged over sequences.",
-    equation=r"L = \frac{1}{B}\sum_i |y_i|\,\ell_i^{\mathrm{GSPO}}")
+    equation=r"L = \frac{1}{B}\sum_i |y_i|\,\ell_i^{\mathrm{GSPO}}", logs=CLIP_LOGS)
 def luspo(logp, old_logp, advantages, mask, *, agg="seq-mean-token-sum", denom=None, eps_low=3e-4,
           eps_high=4e-4, logr_clamp=None):
     r"""LUSPO in TRL's form (`loss_type="luspo"` with sequence-level IS): L = mean_i(|y_i| l_i).
@@ -138,13 +138,21 @@ def luspo(logp, old_logp, advantages, mask, *, agg="seq-mean-token-sum", denom=N
     return sequence_ratio_loss(logp, old_logp, advantages, mask, agg, denom, eps_low, eps_high, logr_clamp)
 
 
+GEO_MEAN_LOGS = {
+    "geo/seq_ratio_mean": ("GMPO: mean geometric-mean sequence ratio of the log-space-clipped token ratios.",
+                           "1 on the first minibatch after a rollout, within about 1% of 1 after. A steady drift: "
+                           "each batch moves whole sequences far (the log-space clip binds only in A's direction)."),
+}
+
+
 @registry.objective(
     "geo_mean", title="Geometric-Mean Policy Optimization",
     summary="GMPO: geometric mean of token ratios clipped in log space toward the advantage; one loss per "
             "sequence.",
     equation=r"\tilde\rho_t = \mathrm{sgn}(A)\min\big(\mathrm{sgn}(A)\log r_t,\ \mathrm{sgn}(A)\,"
              r"\mathrm{clip}(\log r_t, -\epsilon_{low}, \epsilon_{high})\big),\ "
-             r"\ell_i = -\bar A_i \exp\Big(\tfrac{1}{|y_i|}\sum_t m_{i,t}\tilde\rho_t\Big)")
+             r"\ell_i = -\bar A_i \exp\Big(\tfrac{1}{|y_i|}\sum_t m_{i,t}\tilde\rho_t\Big)",
+    logs={**CLIP_LOGS, **GEO_MEAN_LOGS})
 def geo_mean(logp, old_logp, advantages, mask, *, agg="seq-mean-token-mean", denom=None, eps_low=0.4,
              eps_high=0.4, logr_clamp=None):
     r"""GMPO (verl `geo_mean`).

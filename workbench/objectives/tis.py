@@ -13,7 +13,7 @@ import torch
 from dataclasses import replace
 
 from workbench import ops, registry
-from workbench.objectives.ppo import check_inputs, ppo_clip
+from workbench.objectives.ppo import CLIP_LOGS, DUAL_CLIP_LOGS, check_inputs, ppo_clip
 
 TIS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
@@ -61,6 +61,28 @@ def tis_weights(old_logp, mu_logp, mask, *, mode="token_truncate", cap=2.0, low=
     return tis_weights_and_drops(old_logp, mu_logp, mask, mode=mode, cap=cap, low=low)[0]
 
 
+# What `correction_metrics` logs beside the weights (TIS, rollout-is; HiSPO and MiniRL log their own mismatch).
+MISMATCH_LOGS = {
+    "mismatch/abs_logp_diff_max": ("TIS, MiniRL: largest |old_logp - mu_logp| over a minibatch's tokens (averaged "
+                                   "over optimizer steps): rollout-engine vs trainer log-prob mismatch.",
+                                   "Around 1e-6 with HF generate (float rounding; 5e-7 to 6e-6 on the smoke runs). "
+                                   "Orders of magnitude larger: a separate engine (vLLM, bf16) or stale engine "
+                                   "weights."),
+}
+
+
+TIS_LOGS = {
+    "tis/mean_weight": ("TIS: mean truncated/masked importance weight exp(old - mu) applied to the loss.",
+                        "1 to within about 1e-6 with HF generate (mu equals old up to rounding). Below 1 in the mask "
+                        "modes by the dropped share; far from 1: engine and trainer disagree (vLLM dtype, stale "
+                        "weights)."),
+    "tis/masked_frac": ("TIS: fraction of valid tokens whose weight was masked to 0.",
+                        "Always 0 in the truncate modes, and 0 with HF generate in any mode. With vLLM it should "
+                        "stay small; high: much of the batch is dropped because engine and trainer log-probs "
+                        "disagree."),
+}
+
+
 @registry.objective(
     "tis", title="Your Efficient RL Framework Secretly Brings You Off-Policy RL Training",
     summary="PPO-clip per-token loss times a truncated / masked IS weight exp(old - mu) correcting the "
@@ -68,7 +90,7 @@ def tis_weights(old_logp, mu_logp, mask, *, mode="token_truncate", cap=2.0, low=
     equation=r"\ell_{i,t} = \mathrm{sg}(w_{i,t})\,\ell^{\mathrm{PPO}}_{i,t},\quad "
              r"w_{i,t} = \min\big(e^{\log\pi_{old} - \log\mu}, C\big)\ \text{or}\ "
              r"e^{\log\pi_{old} - \log\mu}\,[w \le C]",
-    reads=("mu_logp",))
+    reads=("mu_logp",), logs={**CLIP_LOGS, **DUAL_CLIP_LOGS, **MISMATCH_LOGS, **TIS_LOGS})
 def tis(logp, old_logp, advantages, mask, *, mu_logp, agg="token-mean", denom=None, mode="token_truncate",
         cap=2.0, low=None, eps_low=0.2, eps_high=0.2, dual_clip_c=None, logr_clamp=None):
     r"""PPO-clip with the rollout-mismatch weight: l_t = sg(w_t) l_t^PPO, w = `tis_weights(old, mu, mask)`.

@@ -17,7 +17,7 @@ import torch
 
 from workbench import ops, registry
 from workbench.advantages.vl_dac import VL_DAC_TITLE
-from workbench.objectives.ppo import check_inputs, clip_metrics, ppo_clip_per_token
+from workbench.objectives.ppo import CLIP_LOGS, check_inputs, clip_metrics, ppo_clip_per_token
 
 GUARDS = ("action", "minibatch", None)
 
@@ -38,13 +38,21 @@ def guarded_scopes(r: torch.Tensor, mask: torch.Tensor, turn: torch.Tensor | Non
     return hot_steps.gather(1, steps) & (mask > 0)
 
 
+VL_DAC_LOGS = {
+    "clip/ratio_guard": ("VL-DAC: share of policy tokens whose action (or minibatch) holds a token ratio above 10, so "
+                         "they train on the clipped surrogate alone.",
+                         "Near 0. Persistently above a few percent: the policy moved far from the one that sampled "
+                         "(lower lr or fewer epochs)."),
+}
+
+
 @registry.objective(
     "vl-dac", title=VL_DAC_TITLE,
     summary="Token-level PPO clip (eps 0.1); once any token ratio of an action exceeds 10, that action trains on "
             "the clipped surrogate alone (the authors' guard).",
     equation=r"\ell_t = -\min(r_t A_t, \mathrm{clip}(r_t, 1\pm\epsilon) A_t);\ "
              r"\max_{u \in a} r_u > 10 \Rightarrow \ell_t = -\mathrm{clip}(r_t, 1\pm\epsilon) A_t",
-    reads=("turn",))
+    reads=("turn",), logs={**CLIP_LOGS, **VL_DAC_LOGS})
 def vl_dac_objective(logp, old_logp, advantages, mask, *, turn=None, agg="token-mean", denom=None, eps=0.1,
                      ratio_cap=10.0, guard="action"):
     """VL-DAC loss: `ppo_clip_per_token` with eps_low = eps_high = eps (0.1, `clip_param`), except on guarded scopes.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from workbench import ops, registry
-from workbench.objectives.ppo import check_inputs, clip_metrics, ppo_clip_per_token
+from workbench.objectives.ppo import CLIP_LOGS, DUAL_CLIP_LOGS, check_inputs, clip_metrics, ppo_clip_per_token
 
 VSPO_TITLE = "Enhancing Agentic RL with Progressive Reward Shaping and Value-based Sampling Policy Optimization"
 V_MAX = 0.25  # max of p (1 - p), at p = 1/2
@@ -34,13 +34,21 @@ def clip_scale(task_value: torch.Tensor, *, value_smoothing) -> torch.Tensor:
     return 1 - value_smoothing + value_smoothing * v / V_MAX
 
 
+VSPO_CLIP_LOGS = {
+    "vspo/clip_scale_mean": ("VSPO: mean factor 1 - lam + 4 lam v on the clip bounds (1 = plain PPO-clip band).",
+                             "Between 1 - value_smoothing and 1 (0.5 to 1 by default), tracking "
+                             "vspo/task_value_mean; near 1 - value_smoothing: the clip band is narrow on most "
+                             "samples."),
+}
+
+
 @registry.objective(
     "vspo", title=VSPO_TITLE,
     summary="Value-smoothing clip: PPO-clip whose bounds are scaled by 1 - lam + 4 lam v(x), v = p(1 - p) the task "
             "value of the sample's prompt (from the vspo group transform); lam = 0 is ppo-clip.",
     equation=r"\ell_{i,t} = -\min\big(r A,\ \mathrm{clip}(r, 1 - s_i\epsilon_{low}, 1 + s_i\epsilon_{high})A\big),\ "
              r"s_i = 1 - \lambda + 4\lambda\,v(x_i)",
-    reads=("task_value",))
+    reads=("task_value",), logs={**CLIP_LOGS, **DUAL_CLIP_LOGS, **VSPO_CLIP_LOGS})
 def vspo(logp, old_logp, advantages, mask, *, task_value, agg="token-mean", denom=None, eps_low=0.2, eps_high=0.2,
          value_smoothing=0.5, dual_clip_c=None, logr_clamp=None):
     r"""VSPO's policy half (arXiv 2512.07478): the abstract says VSPO "applies value-smoothing clipping to

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from workbench import registry
-from workbench.preference.base import check_beta, check_pairs, dpo_metrics, implicit_rewards, preference_metrics
+from workbench.preference.base import (TRL_LOGS, check_beta, check_pairs, dpo_metrics, implicit_rewards,
+                                       preference_metrics)
 from workbench.preference.listwise import as_list, check_list, pair_loss
 
 # ---------------------------------------------------------------------------------------------- BRAIn
@@ -26,6 +27,16 @@ def brain_weights(ref_logp: torch.Tensor, rewards: torch.Tensor, proposal_logp: 
         return torch.softmax(ref_logp + F.logsigmoid((rewards - r0) / beta) - proposal_logp, dim=-1)
 
 
+BRAIN_LOGS = {
+    "brain/alpha_ess": ("BRAIn: effective sample size 1/sum(alpha^2) of the posterior weights over the K samples.",
+                        "Between 1 and K = 4: 4 when a list's rewards tie, about 2.7 for one right answer in four at "
+                        "step 0; back towards K as the policy matches the posterior. Near 1: one sample takes all."),
+    "brain/alpha_max": ("BRAIn: mean largest posterior weight (1 = all mass on one sample, 1/K = uniform).",
+                        "Between 1/K = 0.25 and 1: 0.25 for tied rewards, about 0.54 for one right answer in four at "
+                        "step 0, back towards 0.25 as the policy matches the posterior. Near 1: weight collapse."),
+}
+
+
 @registry.preference(
     "brain", layout="list",
     title="BRAIn: Bayesian Reward-conditioned Amortized Inference for natural language generation from "
@@ -36,7 +47,7 @@ def brain_weights(ref_logp: torch.Tensor, rewards: torch.Tensor, proposal_logp: 
     equation=r"\alpha_i = \mathrm{softmax}_i(\log\pi_{ref}(y_i) + \log\sigma(\tfrac{r_i - r_0}{\beta}) "
              r"- \log q(y_i)),\ "
              r"\beta_i = \mathrm{softmax}_i(\log\pi_\theta(y_i) - \log q(y_i)),\ L = \mathrm{KL}(\alpha\,\|\,\beta),\ "
-             r"\nabla L = \sum_i(\beta_i - \alpha_i)\nabla\log\pi_\theta(y_i)")
+             r"\nabla L = \sum_i(\beta_i - \alpha_i)\nabla\log\pi_\theta(y_i)", logs={**TRL_LOGS, **BRAIN_LOGS})
 def brain(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, rewards=None, beta=1.0,
           proposal_logp=None, baseline_reward=None, hard=False):
     r"""BRAIn (Pandey et al. 2024), `abstract-only` in the catalog: the catalog's principled reading.
@@ -127,13 +138,23 @@ def degree_labels(fractions: torch.Tensor) -> torch.Tensor:
     return (f[..., None, :] > f[..., :, None]).sum(-1)
 
 
+SPO_PREFDEG_LOGS = {
+    "spo/aux_loss": ("SPO-prefdeg: the preference-degree ranking loss over the degraded copies (before lambda).",
+                     "3 ln 2 = 2.08 at step 0 (three level pairs tied at the reference), falling as the degraded "
+                     "copies are ranked below the chosen answer. Rising: the copies are ranked the wrong way."),
+    "spo/degree_accuracy": ("SPO-prefdeg: share of (less, more degraded) copy pairs the implicit reward orders right.",
+                            "Near 0 at step 0 (all levels tie and the test is strict), rising towards 1. Stuck at "
+                            "0.5 or below: the policy does not prefer full answers to ones with digits removed."),
+}
+
+
 @registry.preference(
     "spo-prefdeg", title="Self-supervised Preference Optimization: Enhance Your Language Model with Preference "
                          "Degree Awareness",
     summary="Alignment loss (DPO/IPO) plus lambda times a self-supervised preference-degree loss: copies of the "
             "chosen response with growing fractions of key content removed must be ranked by degree.",
     equation=r"L = L_{align}(y_w, y_l) + \lambda\sum_{d<d'} -\log\sigma\big(\beta[u(y_d) - u(y_{d'})]\big),\ "
-             r"u(y) = \log\pi(y) - \log\pi_{ref}(y),\ y_0 = y_w")
+             r"u(y) = \log\pi(y) - \log\pi_{ref}(y),\ y_0 = y_w", logs={**TRL_LOGS, **SPO_PREFDEG_LOGS})
 def spo_prefdeg(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=0.1, lam=0.1,
                 degraded_logp=None, ref_degraded_logp=None, degrees=None, base="sigmoid"):
     r"""SPO preference-degree auxiliary loss (Li et al. 2024), `abstract-only` in the catalog.

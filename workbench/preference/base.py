@@ -39,6 +39,31 @@ def implicit_rewards(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_l
         return beta * (chosen_logp - ref_chosen_logp), beta * (rejected_logp - ref_rejected_logp)
 
 
+# What `preference_metrics` logs (TRL's names); every loss that logs them declares them from here.
+TRL_LOGS = {
+    "rewards/chosen": ("Mean implicit reward beta * (log pi - log ref) of the chosen responses (TRL name; SimPO: beta "
+                       "* per-token mean log pi; P3O, REFUEL, BRAIn: beta = 1).",
+                       "0 at step 0 (policy = reference; SimPO's starts elsewhere). May drift below 0 while the "
+                       "margin grows; a steep fall means the preferred answers are being unlearned too."),
+    "rewards/rejected": ("Mean implicit reward of the rejected responses; it often falls, and so can chosen's.",
+                         "0 at step 0, then falling, faster than rewards/chosen. Rising along with chosen: the "
+                         "update lifts both answers, and only the margin is trained."),
+    "rewards/margins": ("Mean chosen - rejected implicit reward: grows as the policy separates the pair.",
+                        "0 at step 0, then growing steadily. Flat or negative: the pairs are not learned. SPPO drops "
+                        "back to 0 at each iteration (its reference moves); APO below 0 (its reference is "
+                        "extrapolated)."),
+    "rewards/accuracies": ("Share of pairs whose chosen implicit reward exceeds the rejected one.",
+                           "0 at step 0 (every implicit reward ties at 0 and the test is strict), well above 0.5 "
+                           "within a few steps, then towards 1. Stuck near 0.5: the pairs are not separated."),
+    "logps/chosen": ("Mean summed log-prob of the chosen responses under the policy.",
+                     "Roughly flat, or rising. Falling steadily (with rewards/chosen below 0): the preferred answers "
+                     "lose likelihood too, DPO's known displacement; compare with logps/rejected."),
+    "logps/rejected": ("Mean summed log-prob of the rejected responses under the policy.",
+                       "Falling, faster than logps/chosen: probability moves away from the rejected answers. Flat: "
+                       "nothing is learned; rising: check that the pairs are not flipped."),
+}
+
+
 def preference_metrics(chosen_reward, rejected_reward, chosen_logp, rejected_logp) -> dict[str, float]:
     """TRL's DPO metrics from per-pair implicit rewards and policy log-probs ([B] each)."""
     with torch.no_grad():

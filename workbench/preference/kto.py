@@ -15,7 +15,8 @@ import warnings
 import torch
 
 from workbench import registry
-from workbench.preference.base import check_beta, check_pairs, preference_metrics
+from workbench.kl import KL_LOGS
+from workbench.preference.base import TRL_LOGS, check_beta, check_pairs, preference_metrics
 
 
 def kto_baseline(kl_logp, kl_ref_logp) -> torch.Tensor:
@@ -41,13 +42,22 @@ def kto_weight_ranges(num_desirable: int, num_undesirable: int, desirable_weight
     return {"desirable_weight": des, "undesirable_weight": und, "in_range": ok}
 
 
+KTO_LOGS = {
+    "kto/desirable_frac": ("KTO: share of desirable (chosen) completions in the batch.",
+                           "Exactly 0.5: the recipe feeds each pair's chosen answer as desirable and its rejected "
+                           "one as undesirable. Unpaired data away from 0.5 needs re-balanced class weights (KTO eq. "
+                           "8)."),
+}
+
+
 @registry.preference(
     "kto", title="KTO: Model Alignment as Prospect Theoretic Optimization",
     summary="unpaired desirable/undesirable losses 1 − σ(±β(u − z_ref)) around a detached, clamped batch KL "
             "baseline from mismatched pairs; class weights desirable_weight / undesirable_weight.",
     equation=r"\mathcal{L} = \frac{1}{B}\Big[\sum_{y\in D}\lambda_D\big(1-\sigma(\beta(u_y - z))\big) + "
              r"\sum_{y\in U}\lambda_U\big(1-\sigma(\beta(z - u_y))\big)\Big],\ "
-             r"z = \max\big(0, \mathrm{sg}\,\overline{\log\pi - \log\pi_{ref}}_{\text{mismatched}}\big)")
+             r"z = \max\big(0, \mathrm{sg}\,\overline{\log\pi - \log\pi_{ref}}_{\text{mismatched}}\big)",
+    logs={**TRL_LOGS, **KL_LOGS, **KTO_LOGS})
 def kto(chosen_logp=None, rejected_logp=None, ref_chosen_logp=None, ref_rejected_logp=None, *, beta=0.1,
         desirable_weight=1.0, undesirable_weight=1.0, logp=None, ref_logp=None, label=None, kl_logp=None,
         kl_ref_logp=None, z_ref=None):

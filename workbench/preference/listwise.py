@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from workbench import registry
-from workbench.preference.base import check_beta, check_pairs, preference_metrics, smoothed_logistic
+from workbench.preference.base import TRL_LOGS, check_beta, check_pairs, preference_metrics, smoothed_logistic
 
 
 def as_list(first: torch.Tensor, rest: torch.Tensor | None = None) -> torch.Tensor:
@@ -97,13 +97,26 @@ def ndcg(labels: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         return torch.where(ideal > 0, dcg / ideal.clamp(min=1e-300), torch.full_like(ideal, float("nan")))
 
 
+LIPO_LOGS = {
+    "lipo/ndcg": ("LiPO: NDCG of the policy's implicit-reward ranking against the verifier's ranking (1 = perfect).",
+                  "Exactly 1 at step 0 (tied scores are broken by the label); 0.55 (reversed) to 1 for K = 4, 0.75 "
+                  "for a random order. Falling towards 0.75: the implicit rewards no longer follow the ranking."),
+    "lipo/pair_accuracy": ("LiPO: share of ordered pairs in the lists whose implicit rewards are in the right order.",
+                           "0 at step 0 (all scores tie and the test is strict), then rising towards 1 over the 6 "
+                           "ordered pairs per list. Stuck near 0.5: the policy does not rank the lists."),
+    "lipo/pairs_per_list": ("LiPO: ordered (non-tied) pairs per list that carry a loss term.",
+                            "Constant K (K - 1)/2 = 6 with the recipe's K = 4 strictly ranked responses. Fewer only "
+                            "with tied labels, which carry no term."),
+}
+
+
 @registry.preference(
     "lipo", layout="list", title="LiPO: Listwise Preference Optimization through Learning-to-Rank",
     summary="Pairwise logistic loss over every ordered pair of a ranked list of K responses, each pair weighted "
             "by its LambdaLoss (NDCG) weight; K = 2 with constant weights is DPO. Inputs [B, K].",
     equation=r"L = -\sum_{\psi_i>\psi_j}\Delta_{ij}\log\sigma(s_i - s_j),\ s_i = \beta\log\frac{\pi(y_i)}"
              r"{\pi_{ref}(y_i)},\ \Delta_{ij} = |G_i - G_j|\,\Big|\frac{1}{D(\tau_i)} - \frac{1}{D(\tau_j)}\Big|,"
-             r"\ G = 2^{\psi}-1,\ D(\tau) = \log_2(1+\tau)")
+             r"\ G = 2^{\psi}-1,\ D(\tau) = \log_2(1+\tau)", logs={**TRL_LOGS, **LIPO_LOGS})
 def lipo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=0.1, labels=None,
          weights="lambda"):
     r"""LiPO-lambda (Liu et al. 2024): listwise preference optimization with LambdaLoss weights.

@@ -19,7 +19,8 @@ import torch
 import torch.nn.functional as F
 
 from workbench import registry
-from workbench.preference.base import check_beta, check_pairs, dpo_metrics, preference_metrics, smoothed_logistic
+from workbench.preference.base import (TRL_LOGS, check_beta, check_pairs, dpo_metrics, preference_metrics,
+                                       smoothed_logistic)
 
 
 def response_lengths(chosen_len, rejected_len, like: torch.Tensor, method: str):
@@ -50,12 +51,19 @@ def _margins(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp):
 # ---------------------------------------------------------------------------------------------- dpo
 
 
+DPO_LOGS = {
+    "dpo/weight": ("DPO: mean sigma(-beta * margin), each pair's gradient weight; falls as pairs are learned.",
+                   "Exactly 0.5 at step 0 (margin 0 at the reference), then falling as pairs are learned. Above 0.5: "
+                   "most pairs are ranked the wrong way. Near 0 early: the pairs are too easy."),
+}
+
+
 @registry.preference(
     "dpo", title="Direct Preference Optimization: Your Language Model is Secretly a Reward Model",
     summary="logistic loss on the implicit reward margin β·Δ (TRL loss_type='sigmoid'); gradient weight "
             "β·σ(−βΔ) vanishes for confidently ranked pairs.",
     equation=r"\mathcal{L} = -\log\sigma(\beta\Delta),\quad \Delta = \log\frac{\pi(y_w)}{\pi_{ref}(y_w)}"
-             r" - \log\frac{\pi(y_l)}{\pi_{ref}(y_l)}")
+             r" - \log\frac{\pi(y_l)}{\pi_{ref}(y_l)}", logs={**TRL_LOGS, **DPO_LOGS})
 def dpo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=0.1):
     r"""DPO: L = −log σ(β·Δ), Δ = (logπ(y_w) − logπ_ref(y_w)) − (logπ(y_l) − logπ_ref(y_l)).
 
@@ -76,13 +84,22 @@ def dpo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=
 # ---------------------------------------------------------------------------------------------- ipo
 
 
+IPO_LOGS = {
+    "ipo/margin": ("IPO: mean log-ratio margin being regressed.",
+                   "0 at step 0, rising towards ipo/target (5 with beta = 0.1) and settling there: IPO pulls margins "
+                   "past the target back. Stuck near 0: the pairs are not learned."),
+    "ipo/target": ("IPO: the regression target 1/(2 beta).",
+                   "Constant 1/(2 beta): 5 with the recipe's beta = 0.1. Read ipo/margin against it."),
+}
+
+
 @registry.preference(
     "ipo", title="A General Theoretical Paradigm to Understand Learning from Human Preferences",
     summary="squared regression of the log-ratio margin onto 1/(2β). length_average=False: summed log-probs "
             "(paper eq. 17, OpenRLHF, rlhf-book); True: per-token averages (TRL loss_type='ipo').",
     equation=r"\mathcal{L} = \Big(\Delta - \frac{1}{2\beta}\Big)^2\ \text{(sum)}\quad\text{or}\quad"
              r"\Big(\frac{u_w}{|y_w|} - \frac{u_l}{|y_l|} - \frac{1}{2\beta}\Big)^2\ "
-             r"\text{(TRL, }\mathtt{length\_average}\text{)}")
+             r"\text{(TRL, }\mathtt{length\_average}\text{)}", logs={**TRL_LOGS, **IPO_LOGS})
 def ipo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=0.1, length_average=False,
         chosen_len=None, rejected_len=None):
     r"""IPO: L = (h − 1/(2β))², β the paper's τ.
@@ -122,13 +139,21 @@ def ipo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=
 CDPO_FORMS = ("cdpo", "rdpo")
 
 
+CDPO_LOGS = {
+    "cdpo/weight": ("cDPO: mean gradient weight (1 - eps) sigma(-z) - eps sigma(z), z = beta * margin: 0 at the "
+                    "finite optimum, negative past it (the rdpo form's weight stays positive).",
+                    "0.5 (1 - 2 eps) = 0.4 at step 0 (eps = 0.1), falling to 0 at the finite optimum beta * margin = "
+                    "ln((1 - eps)/eps) = 2.2 and negative past it, where overconfident pairs are pushed back."),
+}
+
+
 @registry.preference(
     "cdpo-robust", title="Provably Robust DPO: Aligning Language Models with Noisy Feedback",
     summary="DPO under label-flip rate ε: form='cdpo' label smoothing (OpenRLHF, TRL-CPO label_smoothing), "
             "form='rdpo' the unbiased robust loss (TRL loss_type='robust'). ε = 0 gives dpo.",
     equation=r"\text{cDPO: } -(1-\varepsilon)\log\sigma(\beta\Delta) - \varepsilon\log\sigma(-\beta\Delta);\quad"
              r"\text{rDPO: } \frac{-(1-\varepsilon)\log\sigma(\beta\Delta) + \varepsilon\log\sigma(-\beta\Delta)}"
-             r"{1-2\varepsilon}")
+             r"{1-2\varepsilon}", logs={**TRL_LOGS, **CDPO_LOGS})
 def cdpo_robust(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=0.1, label_smoothing=0.1,
                 form="cdpo"):
     r"""Label-noise-aware DPO with flip rate ε = `label_smoothing`.
@@ -168,12 +193,19 @@ def cdpo_robust(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, 
 # --------------------------------------------------------------------------------------------- hinge
 
 
+HINGE_LOGS = {
+    "hinge/active": ("Hinge: share of pairs still inside the margin (the only ones with gradient).",
+                     "1 at step 0 (every margin is 0, inside 1/beta = 10 nats), falling as pairs pass the margin. At "
+                     "0 no gradient is left; stuck at 1: the margins are not growing."),
+}
+
+
 @registry.preference(
     "hinge", title="SLiC-HF: Sequence Likelihood Calibration with Human Feedback",
     summary="hinge on the log-ratio margin. margin=None: TRL relu(1 − βΔ) (margin 1/β, slope β); margin=δ: "
             "SLiC-HF relu(δ − Δ) (slope 1). Reference-free SLiC: pass ref log-probs None.",
     equation=r"\mathcal{L} = \mathrm{relu}(1 - \beta\Delta)\ \text{(TRL)}\quad\text{or}\quad"
-             r"\mathrm{relu}(\delta - \Delta)\ \text{(SLiC-HF, margin}=\delta)")
+             r"\mathrm{relu}(\delta - \Delta)\ \text{(SLiC-HF, margin}=\delta)", logs={**TRL_LOGS, **HINGE_LOGS})
 def hinge(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=0.1, margin=None):
     r"""Hinge (SLiC) loss on Δ.
 
@@ -206,12 +238,29 @@ SIMPO_CONVENTIONS = (
     "(TRL CPO `simpo_gamma`, an absolute margin in logit units: L = -log σ(βΔ̄ - γ)); γ = β·γ'")
 
 
+SIMPO_LOGS = {
+    "logps/chosen_avg": ("SimPO: mean per-token (length-averaged) log-prob of the chosen responses.",
+                         "Flat or rising towards 0 (about -0.9 per token on the smoke run). Falling along with "
+                         "rejected_avg: with no reference to anchor it, the chosen answer degrades too."),
+    "logps/rejected_avg": ("SimPO: mean per-token log-prob of the rejected responses.",
+                           "Falling, faster than logps/chosen_avg; their gap is simpo/margin. Flat: the pairs are "
+                           "not being separated."),
+    "simpo/margin": ("SimPO: mean per-token log-prob margin log pi(y_w)/|y_w| - log pi(y_l)/|y_l| (before beta and "
+                     "gamma).",
+                     "Above gamma/beta (0.5 with the recipe's beta = 2, gamma = 1), where the loss is ln 2, and "
+                     "growing. Falling below it: chosen and rejected are no longer separated per token."),
+    "simpo/gamma": ("SimPO: the target reward margin gamma in use.",
+                    "Constant beta * gamma_beta_ratio: 1.0 with the recipe's beta = 2 and ratio 0.5. Compare beta * "
+                    "simpo/margin with it."),
+}
+
+
 @registry.preference(
     "simpo", title="SimPO: Simple Preference Optimization with a Reference-Free Reward",
     summary="reference-free logistic loss on length-averaged log-probs with a target margin; "
             "gamma_beta_ratio γ' (SimPO repo) XOR gamma γ = β·γ' (TRL CPO simpo_gamma).",
     equation=r"\mathcal{L} = -\log\sigma\Big(\frac{\beta}{|y_w|}\log\pi(y_w) - \frac{\beta}{|y_l|}\log\pi(y_l)"
-             r" - \gamma\Big),\quad \gamma = \beta\gamma'")
+             r" - \gamma\Big),\quad \gamma = \beta\gamma'", logs={**TRL_LOGS, **SIMPO_LOGS})
 def simpo(chosen_logp, rejected_logp, ref_chosen_logp=None, ref_rejected_logp=None, *, beta=2.0,
           gamma_beta_ratio=0.5, gamma=None, label_smoothing=0.0, chosen_len=None, rejected_len=None):
     r"""SimPO: L = −log σ(β·Δ̄ − γ), Δ̄ = logπ(y_w)/|y_w| − logπ(y_l)/|y_l| (no reference model).

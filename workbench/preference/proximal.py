@@ -19,7 +19,8 @@ from typing import Mapping, Sequence
 import torch
 
 from workbench import kl, ops, registry
-from workbench.preference.base import check_beta, check_pairs, dpo_metrics
+from workbench.objectives.ppo import CLIP_LOGS
+from workbench.preference.base import TRL_LOGS, check_beta, check_pairs, dpo_metrics
 from workbench.preference.listwise import pair_loss
 from workbench.regularizers.kl_penalty import kl_in_loss, kl_in_reward
 
@@ -34,6 +35,19 @@ def _clipped_term(ratio: torch.Tensor, adv: torch.Tensor, eps: float):
     return -torch.minimum(unclipped_obj, clipped_obj), active, (ratio - 1).abs() > eps
 
 
+P3O_LOGS = {
+    "p3o/advantage_abs": ("P3O: mean |A|, A = half the KL-regularized reward difference of the pair, driving each "
+                          "pair's gradient.",
+                          "Exactly 0.5 at step 0 with the verified pairs (rewards 1 and 0, no KL yet), then slowly "
+                          "falling as beta times the log-ratio margin eats into the gap; 0 at a margin of 1/beta = "
+                          "10."),
+    "p3o/kl": ("P3O: mean sequence-level log pi_old - log pi_sft over both responses, the KL term folded into the "
+               "reward (before beta).",
+               "0 at step 0 (policy = SFT model). On these fixed offline pairs it is a log-ratio, not a KL, and can "
+               "go well below 0. Large in size: the policy has left the SFT model far behind."),
+}
+
+
 @registry.preference(
     "p3o", title="Pairwise Proximal Policy Optimization: Harnessing Relative Feedback for LLM Alignment",
     summary="PPO on pairs: the advantage of y1 is half the reward difference (invariant to per-prompt reward "
@@ -41,7 +55,8 @@ def _clipped_term(ratio: torch.Tensor, adv: torch.Tensor, eps: float):
             "(V2 'joint'); KL to the SFT model in the reward.",
     equation=r"A = \tfrac12(\tilde r_1 - \tilde r_2),\ \tilde r_k = r_k - \beta\,\mathrm{sg}(\log\pi_{old}(y_k) - "
              r"\log\pi_{SFT}(y_k));\ \text{V1: } \ell = -\sum_k \min(\rho_k A_k, \mathrm{clip}(\rho_k)A_k),\ "
-             r"\text{V2: } \rho = \rho_1/\rho_2")
+             r"\text{V2: } \rho = \rho_1/\rho_2",
+    logs={**TRL_LOGS, **{k: CLIP_LOGS[k] for k in ("clip/region", "clip/out_of_band")}, **P3O_LOGS})
 def p3o(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, chosen_reward=None,
         rejected_reward=None, old_chosen_logp=None, old_rejected_logp=None, beta=0.1, eps=0.2,
         variant="separate"):
@@ -122,13 +137,20 @@ def extrapolated_reference(ref_logp_t: torch.Tensor, ref_logp_t_minus_1: torch.T
     return (1 + alpha) * ref_logp_t - alpha * ref_logp_t_minus_1
 
 
+APO_LOGS = {
+    "apo/ref_shift": ("APO: mean |log pi~_t - log pi^_t|, how far momentum moved the reference (0 = iterative DPO).",
+                      "Float noise (about 1e-7) in the first iteration (steps 0 to 4, no earlier solution yet), then "
+                      "alpha = 0.3 times how far one iteration moved the log-probs. Growing: momentum compounds."),
+}
+
+
 @registry.preference(
     "apo-accelerated", title="Accelerated Preference Optimization for Large Language Model Alignment",
     summary="Iterative DPO (or IPO) as a proximal-point method with Nesterov momentum: each iteration's "
             "reference is the last solution extrapolated away from the one before; alpha = 0 is iterative DPO.",
     equation=r"\log\tilde\pi_t = (1+\alpha)\log\hat\pi_t - \alpha\log\hat\pi_{t-1};\ "
              r"L = -\log\sigma\big(\beta[(\log\pi(y_w) - \log\tilde\pi_t(y_w)) - "
-             r"(\log\pi(y_l) - \log\tilde\pi_t(y_l))]\big)")
+             r"(\log\pi(y_l) - \log\tilde\pi_t(y_l))]\big)", logs={**TRL_LOGS, **APO_LOGS})
 def apo_accelerated(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=0.1, alpha=0.3,
                     prev_ref_chosen_logp=None, prev_ref_rejected_logp=None, loss_type="sigmoid"):
     r"""APO (He, Yuan, Gu 2024): DPO/IPO against the Nesterov-extrapolated reference.

@@ -43,7 +43,8 @@ import torch
 import torch.nn.functional as F
 
 from workbench import registry
-from workbench.preference.base import check_pairs, dpo_metrics
+from workbench.preference.base import TRL_LOGS, check_pairs, dpo_metrics
+from workbench.preference.pairwise import DPO_LOGS, IPO_LOGS
 
 SPPO_LOSS_TYPES = ("sppo", "sppo_single", "sppo_hard")
 ONLINE_DPO_LOSS_TYPES = {"sigmoid": "dpo", "ipo": "ipo"}
@@ -68,6 +69,16 @@ def _as_like(x, like: torch.Tensor, name: str, lo: float | None = None, hi: floa
 # ---------------------------------------------------------------------------------------------- sppo
 
 
+SPPO_LOGS = {
+    "sppo/target_chosen": ("SPPO: mean regression target eta * (win rate - 1/2) of the chosen responses.",
+                           "Between 0 and eta/2 = 5 (beta = 0.1), set by the data, not the policy: it falls towards "
+                           "0 as more of each group is right and the best answer wins fewer comparisons."),
+    "sppo/target_rejected": ("SPPO: mean regression target of the rejected responses (negative when they lose).",
+                             "Between -eta/2 = -5 and 0 (about -1 early on the smoke run); it falls towards -5 as "
+                             "most of each group becomes right and the rejected answer loses to almost every sample."),
+}
+
+
 @registry.preference(
     "sppo", title="Self-Play Preference Optimization for Language Model Alignment",
     summary="square loss of each response's log-ratio to the previous iterate π_t onto η(P̂(y ≻ π_t) − ½), "
@@ -75,7 +86,7 @@ def _as_like(x, like: torch.Tensor, name: str, lo: float | None = None, hi: floa
             "'sppo_single' uses P(y_w ≻ y_l) with ± targets, 'sppo_hard' is TRL's hard-label form.",
     equation=r"\mathcal{L} = \tfrac12\Big[\Big(\log\frac{\pi(y_w)}{\pi_t(y_w)} - \frac{\hat P_w - \frac12}{\beta}"
              r"\Big)^2 + \Big(\log\frac{\pi(y_l)}{\pi_t(y_l)} - \frac{\hat P_l - \frac12}{\beta}\Big)^2\Big],"
-             r"\quad \hat P = \hat P(y \succ \pi_t)")
+             r"\quad \hat P = \hat P(y \succ \pi_t)", logs={**TRL_LOGS, **SPPO_LOGS})
 def sppo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=1e-3, loss_type="sppo",
          chosen_winrate=None, rejected_winrate=None, pair_prob=None):
     r"""SPPO: per-response regression of a = log π/π_t(y_w), b = log π/π_t(y_l) onto η(P̂ − ½), η = 1/β.
@@ -150,6 +161,15 @@ def _anchored_regression(chosen_logp, rejected_logp, ref_chosen_logp, ref_reject
     return (h - target) ** 2, h
 
 
+INPO_LOGS = {
+    "inpo/h": ("INPO: mean log-ratio margin h_t against the mixture of the reference and the previous iterate.",
+               "0 at step 0; climbs towards inpo/target (5) within each 5-step iteration and drops at each boundary, "
+               "where pi_t becomes the policy, to tau/eta = 0.3 of the margin over pi_ref. Flat at 0: no learning."),
+    "inpo/target": ("INPO: the regression target 1/(2 eta) that h_t is pulled towards.",
+                    "Constant 1/(2 eta): 5 with the recipe's beta (eta) = 0.1. Read inpo/h against it."),
+}
+
+
 @registry.preference(
     "inpo", title="Iterative Nash Policy Optimization: Aligning LLMs with General Preferences via No-Regret Learning",
     summary="IPO-like regression whose population minimizer is the online-mirror-descent step "
@@ -157,7 +177,7 @@ def _anchored_regression(chosen_logp, rejected_logp, ref_chosen_logp, ref_reject
             "previous iterate, target 1/(2η); β is η.",
     equation=r"\mathcal{L} = \Big(h_t - \frac{1}{2\eta}\Big)^2,\ h_t = \log\frac{\pi(y_w)}{\pi(y_l)} - "
              r"\frac{\tau}{\eta}\log\frac{\pi_{ref}(y_w)}{\pi_{ref}(y_l)} - \frac{\eta-\tau}{\eta}"
-             r"\log\frac{\pi_t(y_w)}{\pi_t(y_l)}")
+             r"\log\frac{\pi_t(y_w)}{\pi_t(y_l)}", logs={**TRL_LOGS, **INPO_LOGS})
 def inpo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=7.5e-3, tau=2.5e-3,
          prev_chosen_logp=None, prev_rejected_logp=None):
     r"""INPO: L = (h_t − 1/(2η))², η = `beta`, pairs y, y' ~ π_t labelled (y_w, y_l) by the preference oracle.
@@ -186,6 +206,16 @@ def inpo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta
     return per_pair.mean(), metrics
 
 
+NASH_MP_LOGS = {
+    "nash_mp/h": ("Nash-MP: mean log-ratio margin against the mixture of the reference and the prox centre.",
+                  "0 at step 0; climbs towards nash_mp/target (1.67) within each 5-step iteration and drops at each "
+                  "boundary, where the prox centre becomes the policy, to 1/3 of the margin over pi_ref."),
+    "nash_mp/target": ("Nash-MP: the regression target eta / (2 (1 + eta beta)).",
+                       "Constant eta / (2 (1 + eta beta)): 5/3 with the recipe's beta = 0.1 and eta = 5. Read "
+                       "nash_mp/h against it."),
+}
+
+
 @registry.preference(
     "nash-mp", title="Accelerating Nash Learning from Human Feedback via Mirror Prox",
     summary="one mirror-prox (extragradient) step of the β-regularized preference game as an IPO-style regression: "
@@ -193,7 +223,7 @@ def inpo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta
             "log π ∝ [log π^k + ηβ log π_ref + η P(y ≻ opp)]/(1 + ηβ) (reading of an unverified update).",
     equation=r"\mathcal{L} = \Big(h - \frac{\eta}{2(1+\eta\beta)}\Big)^2,\ h = \log\frac{\pi(y_w)}{\pi(y_l)} - "
              r"\kappa\log\frac{\pi_{ref}(y_w)}{\pi_{ref}(y_l)} - (1-\kappa)\log\frac{\pi^k(y_w)}{\pi^k(y_l)},\ "
-             r"\kappa = \frac{\eta\beta}{1+\eta\beta}")
+             r"\kappa = \frac{\eta\beta}{1+\eta\beta}", logs={**TRL_LOGS, **NASH_MP_LOGS})
 def nash_mp(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=0.1, eta=1.0,
             prev_chosen_logp=None, prev_rejected_logp=None):
     r"""Nash-MP prox step (reading, see the module docstring): L = (h − η/(2(1 + ηβ)))².
@@ -228,7 +258,8 @@ def nash_mp(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, b
     summary="dpo (loss_type='sigmoid') or ipo (loss_type='ipo') on pairs sampled from the CURRENT policy and judged "
             "online, π_ref fixed; refuses pairs whose policy version is stale.",
     equation=r"\mathcal{L} = -\log\sigma(\beta\Delta)\ \text{or}\ \Big(\Delta - \frac{1}{2\beta}\Big)^2,\quad "
-             r"y_1, y_2 \sim \pi_\theta(\cdot|x),\ (y_w, y_l) = \mathrm{judge}(y_1, y_2)")
+             r"y_1, y_2 \sim \pi_\theta(\cdot|x),\ (y_w, y_l) = \mathrm{judge}(y_1, y_2)",
+    logs={**TRL_LOGS, **DPO_LOGS, **IPO_LOGS})
 def online_dpo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=0.1, loss_type="sigmoid",
                policy_version=None, pairs_version=None, **loss_kw):
     r"""Online DPO loss piece: the registered `dpo` / `ipo` applied to on-policy, online-judged pairs.
@@ -277,6 +308,20 @@ def preferences_from_scores(scores: torch.Tensor) -> torch.Tensor:
     `spo_minimax` the same way."""
     s = scores.double()
     return (s[:, :, None] > s[:, None, :]).double() + 0.5 * (s[:, :, None] == s[:, None, :]).double()
+
+
+# What `spo_minimax` returns to log (the spo-minimax reward shaping logs it).
+SPO_MINIMAX_LOGS = {
+    "spo/reward_mean": ("SPO: mean win-rate reward of the samples (exactly 1/2 for an antisymmetric judge).",
+                        "Exactly 0.5 with the verifier as judge (P(i > j) + P(j > i) = 1), so reward/mean reads 0.5 "
+                        "too. Anything else: an inconsistent judge, see spo/antisymmetry_gap."),
+    "spo/reward_std": ("SPO: spread of the win-rate rewards (0 when every group's samples tie).",
+                       "Above 0 while groups disagree (at most 1/3 with 0/1 rewards and G = 4); it falls towards 0 "
+                       "as more groups tie, as frac_zero_std_groups rises. At 0 no learning signal is left."),
+    "spo/antisymmetry_gap": ("SPO: largest |P(i > j) + P(j > i) - 1| of the judge (0 for a consistent judge).",
+                             "Exactly 0 with the verifier as judge (ties count 1/2 both ways). Above 0 only with a "
+                             "stochastic or inconsistent judge; spo/reward_mean then leaves 0.5 as well."),
+}
 
 
 def spo_minimax(preferences, *, include_self=False):

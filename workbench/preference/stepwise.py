@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from workbench import registry
-from workbench.preference.base import check_beta, check_pairs, dpo_metrics
+from workbench.preference.base import TRL_LOGS, check_beta, check_pairs, dpo_metrics
 from workbench.preference.listwise import pair_loss
 
 # ---------------------------------------------------------------------------------------------- primitives
@@ -99,13 +99,21 @@ def conservative_label_smoothing(chosen_q: torch.Tensor, rejected_q: torch.Tenso
     return (1 - conf).clamp(0.0, 0.5)
 
 
+MCTS_DPO_LOGS = {
+    "mcts/label_smoothing": ("MCTS-DPO: mean label smoothing of the step pairs (0 = plain DPO on the steps).",
+                             "Exactly 0 with the mcts-dpo recipe (the conservative smoothing is off). With chosen_q "
+                             "and rejected_q passed it lies in [0, 0.5]; near 0.5 the pairs carry almost no gradient."),
+}
+
+
 @registry.preference(
     "mcts-dpo", title="Monte Carlo Tree Search Boosts Reasoning via Iterative Preference Learning",
     summary="Step-level DPO on MCTS sibling steps (chosen = highest-value child, rejected = a lower one), log-probs "
             "summed from the first diverging token; conservative per-pair label smoothing from the MCTS values.",
     equation=r"z = [\log\pi(y_w^{\ge k}) - \log\pi_{ref}(y_w^{\ge k})] - [\log\pi(y_l^{\ge k}) - "
              r"\log\pi_{ref}(y_l^{\ge k})];\ L = -(1-\epsilon)\log\sigma(\beta z) - \epsilon\log\sigma(-\beta z),\ "
-             r"\epsilon = \mathrm{clip}(1 - \frac{1}{1 + q_w/\max(1, q_b)}, 0, 0.5)")
+             r"\epsilon = \mathrm{clip}(1 - \frac{1}{1 + q_w/\max(1, q_b)}, 0, 0.5)",
+    logs={**TRL_LOGS, **MCTS_DPO_LOGS})
 def mcts_dpo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=0.1, chosen_q=None,
              rejected_q=None, label_smoothing=0.0, loss_type="sigmoid"):
     r"""MCTS-DPO (Xie et al. 2024) step-level preference loss.
@@ -147,13 +155,24 @@ def mcts_dpo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, 
 # ---------------------------------------------------------------------------------------------- REFUEL
 
 
+REFUEL_LOGS = {
+    "refuel/reward_gap": ("REFUEL: mean reward difference of the pairs being regressed onto.",
+                          "Exactly 1 on the task's pairs (chosen scores 1, rejected 0): data, not a training signal. "
+                          "Other values only with graded rewards."),
+    "refuel/sign_align": ("REFUEL: share of pairs whose log-ratio margin (chosen minus rejected) is > 0, the "
+                          "reference code's sign_align.",
+                          "0 at step 0 (the margins are exactly 0 and the test is strict), rising towards 1 as "
+                          "margins approach eta * gap = 1. Stuck low: the regression is not separating the pairs."),
+}
+
+
 @registry.preference(
     "refuel", title="Regressing the Relative Future: Efficient Policy Optimization for Multi-turn RLHF",
     summary="Multi-turn REBEL: branch two responses at a random turn h, roll both dialogues out to the end, and "
             "regress the difference of the turn-h log-ratios (vs the previous iterate) onto eta times the "
             "difference of the whole-dialogue rewards.",
     equation=r"L = \big([\log\pi_\theta(y|s_h) - \log\pi_t(y|s_h)] - [\log\pi_\theta(y'|s_h) - \log\pi_t(y'|s_h)]"
-             r" - \eta\,(\hat Q(s_h, y) - \hat Q(s_h, y'))\big)^2")
+             r" - \eta\,(\hat Q(s_h, y) - \hat Q(s_h, y'))\big)^2", logs={**TRL_LOGS, **REFUEL_LOGS})
 def refuel(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, chosen_reward=None,
            rejected_reward=None, eta=1.0):
     r"""REFUEL (Gao et al. 2024), as in ZhaolinGao/REFUEL `setting_one/refuel.py`:
@@ -199,6 +218,20 @@ def step_advantages(values: torch.Tensor, next_values: torch.Tensor) -> torch.Te
     return (next_values - values).detach()
 
 
+DAPO_STEP_LOGS = {
+    "dapo_step/log_ratio": ("Direct-Advantage-PO: mean beta * log(pi/pi_ref) of the steps, regressed onto A(s, a).",
+                            "0 at step 0, then following dapo_step/advantage, its regression target (below 0.01 in "
+                            "size on the smoke run). Much larger than the advantages: lr too high or beta too small."),
+    "dapo_step/advantage": ("Direct-Advantage-PO: mean Monte Carlo advantage V(s+a) - V(s) of the steps.",
+                            "Data, not a training signal: steps of fixed offline responses, A in [-1, 1] from 4 "
+                            "rollouts per state, averaging near 0 (-0.11 to 0.08 on the smoke run)."),
+    "dapo_step/sign_agreement": ("Direct-Advantage-PO: share of steps (A != 0) whose log-ratio has the sign of A.",
+                                 "0 at step 0 (log-ratios are exactly 0), rising towards 1 as each step's log-ratio "
+                                 "takes the sign of its advantage (0.83 after 10 smoke steps). None when every A is "
+                                 "0."),
+}
+
+
 @registry.preference(
     "direct-advantage-po", layout="one",
     title="Improving Multi-Step Reasoning Abilities of Large Language Models with Direct Advantage Policy "
@@ -206,7 +239,7 @@ def step_advantages(values: torch.Tensor, next_values: torch.Tensor) -> torch.Te
     summary="Offline step-level regression of beta * log(pi/pi_ref) of each sampled reasoning step onto its "
             "advantage V(s+a) - V(s) from a separately pre-trained critic (no co-training). Not ByteDance DAPO.",
     equation=r"L = \mathbb{E}_{(s,a)}\big[(\beta\log\frac{\pi_\theta(a|s)}{\pi_{ref}(a|s)} - A(s,a))^2\big],\ "
-             r"A(s,a) = V(s\oplus a) - V(s)")
+             r"A(s,a) = V(s\oplus a) - V(s)", logs=DAPO_STEP_LOGS)
 def direct_advantage_po(step_logp, ref_step_logp, advantages, *, beta=0.1, mask=None):
     r"""Direct Advantage Policy Optimization (Liu et al. 2024), step-level actor loss.
 

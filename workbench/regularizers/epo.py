@@ -128,13 +128,28 @@ def check_epo(coef, smooth_coef, history, low, high, out_range_penalty, max_step
         raise ValueError(f"history must hold entropies >= 0 (NaN: turn not seen yet), got {list(history)}")
 
 
+EPO_LOGS = {
+    "epo/penalty": ("EPO: aggregated smoothing penalty w P over tokens whose entropy leaves the band around the "
+                    "historical entropy of their turn index (before the c_H c_s factor).",
+                    "0 while every gated token is inside the band (always at step 0: no history yet); small and "
+                    "spiky otherwise. Growing steadily: entropy drifts away from its history (collapse or blow-up)."),
+    "epo/in_band_frac": ("EPO: share of the gated tokens (late turns with a history) whose entropy is inside the band "
+                         "(the reference's entropy_mask_ratio); 1 when no token is gated.",
+                         "Near 1 with the README band [0, 2] x history; 0.8 / 1.2 leaves most tokens outside (token "
+                         "entropies spread far more than 20%). Falling: entropy leaving its historical range."),
+    "epo/phase_weight": ("EPO: phase weight w on the smoothing penalty this step (1 -> 0.83 over the first half of "
+                         "training, 0.8 -> 0.04 over the second).",
+                         "Fixed by the schedule: non-increasing, about 0.83 at mid-run, under 0.05 at the end."),
+}
+
+
 @registry.regularizer(
     "epo", title=EPO_TITLE,
     summary="Entropy bonus c_H agg(H) minus c_H c_s agg(w P): tokens whose entropy leaves the band "
             "[low, high] x (historical mean entropy of their turn index) are penalized, on late turns only.",
     equation=r"L \mathrel{-}= c_H\big(\mathrm{agg}(H_t) - c_s\,\mathrm{agg}(w\,P_t)\big),\ "
              r"P_t = \rho\big([\kappa_l\bar H_k - H_t]_+ + [H_t - \kappa_r\bar H_k]_+\big)",
-    reads=("entropy", "turn"))
+    reads=("entropy", "turn"), logs=EPO_LOGS)
 def epo(forward, batch, *, agg="token-mean", denom=None, coef=0.001, smooth_coef=1.0, history=(), low=0.8,
         high=1.2, out_range_penalty=0.1, max_steps=50, mode="token", phase_weight=1.0, reference_bug=False):
     """EPO's entropy term on the training forward's entropy [B, T] (with gradient).

@@ -58,6 +58,24 @@ def check_safe(coef, kl_short_decay, entropy_floor, threshold):
         raise ValueError(f"threshold must be > 0, got {threshold}")
 
 
+# What `safe_penalty` logs, for both of SAFE's regularizers.
+SAFE_LOGS = {
+    "safe/kl": ("SAFE: token mean of logp - ref_logp on the training forward (k1), the KL its controller tracks.",
+                "Starts about 0 and grows slowly; can be slightly negative (a sampled k1 estimate). Climbing fast: "
+                "the policy leaves the reference, and kl_s will soon cross the threshold."),
+    "safe/kl_short": ("SAFE: short EMA kl_s = 0.9 kl_s' + 0.1 KL compared with the threshold theta.",
+                      "A tenth of safe/kl at first, then tracks it with a lag. Above the threshold (0.1 to 0.6): the "
+                      "penalty is on."),
+    "safe/penalty": ("SAFE: 0.1 (kl_s - theta)^2 g(H) where kl_s > theta, else 0.",
+                     "0 on healthy short runs (kl_s stays far below theta >= 0.1). Positive for many steps: the KL "
+                     "budget is exceeded; a low entropy doubles it or more through the gate."),
+    "safe/gate": ("SAFE: entropy gate g(H) = max(0.5, 2 / (H + 0.1)) on an active penalty (1 while inactive).",
+                  "1 while the penalty is off; when on, 0.5 at high entropy (> 3.9 nats) up to 20 near entropy 0."),
+    "safe/active": ("SAFE: share of minibatches whose kl_s exceeded the threshold (penalty on).",
+                    "0 on healthy runs. Near 1 for long: the threshold is too tight or the KL runs away."),
+}
+
+
 def safe_penalty(forward, batch, *, coef, kl_short_decay, entropy_floor, threshold, kl_short_prev, reference_bug):
     """(P, metrics) of a minibatch: KL = token mean of logp - ref_logp (with gradient), H = the batch's rollout
     entropy (`batch.entropy`, detached)."""
@@ -77,7 +95,7 @@ def safe_penalty(forward, batch, *, coef, kl_short_decay, entropy_floor, thresho
             "amplified at low entropy; theta and the EMA come from the controller safe-kl-control.",
     equation=r"P = c\,(\mathrm{kl}_s - \theta)^2\,[\mathrm{kl}_s > \theta]\,\max\!\big(0.5, \tfrac{H_f}{H + 0.1}\big),"
              r"\ \mathrm{kl}_s = 0.9\,\mathrm{sg}(\mathrm{kl}_s') + 0.1\,\mathrm{KL}",
-    reads=("ref_logp", "entropy"))
+    reads=("ref_logp", "entropy"), logs=SAFE_LOGS)
 def safe_kl_control(forward, batch, *, agg="token-mean", denom=None, coef=0.1, threshold=0.45, kl_short_prev=0.0,
                     kl_short_decay=0.9, entropy_floor=2.0, reference_bug=False):
     """SAFE's thresholded KL penalty. Defaults from `safe/controllers/entropy_aware.py` and `configs/base.yaml`:
@@ -102,7 +120,7 @@ def safe_kl_control(forward, batch, *, agg="token-mean", denom=None, coef=0.1, t
             "plus an entropy bonus 0.01 H (its soft-min critic is the value `safe`).",
     equation=r"L \mathrel{+}= c\,(\mathrm{kl}_s - \theta)^2\,[\mathrm{kl}_s > \theta]\,g(H) - c_H\,\mathrm{agg}(H_t),"
              r"\ g(H) = \max\!\big(0.5, \tfrac{H_f}{H + 0.1}\big)",
-    reads=("ref_logp", "entropy"))
+    reads=("ref_logp", "entropy"), logs=SAFE_LOGS)
 def safe(forward, batch, *, agg="token-mean", denom=None, coef=0.1, threshold=0.45, kl_short_prev=0.0,
          kl_short_decay=0.9, entropy_floor=2.0, entropy_coef=0.01, reference_bug=False):
     """SAFE's total loss minus the PPO and value terms: `safe-kl-control`'s penalty - entropy_coef agg(H_t).

@@ -133,12 +133,31 @@ def check_params(lam_cost, call_cost, cost_max) -> None:
         raise ValueError(f"apo-a2fm: cost_max must be > 0 (or None: the batch's largest cost), got {cost_max}")
 
 
+A2FM_LOGS = {
+    "rewards/apo-a2fm/cost": ("A^2FM: mean min(cost / cost_max, 1) of the correct rows (mode + tokens + tool calls).",
+                              "Falling slowly as right answers get cheaper; within [0, 1] (1: the batch's priciest "
+                              "row). Rising with accuracy flat: the modes drift to longer outputs."),
+    "rewards/apo-a2fm/frac_instant": ("A^2FM: share of rows in instant mode.",
+                                      "Fixed by the rollout's split (about 1/3 each) when every mode is forced."),
+    "rewards/apo-a2fm/frac_reasoning": ("A^2FM: share of rows in reasoning mode.",
+                                        "Fixed by the rollout's split (about 1/3 each) when every mode is forced."),
+    "rewards/apo-a2fm/frac_agentic": ("A^2FM: share of rows in agentic mode.",
+                                      "Fixed by the rollout's split (about 1/3 each) when every mode is forced."),
+    "rewards/apo-a2fm/acc_instant": ("A^2FM: accuracy of the instant-mode rows.",
+                                     "Rising. Close to the other modes' accuracy: the cheap mode suffices there."),
+    "rewards/apo-a2fm/acc_reasoning": ("A^2FM: accuracy of the reasoning-mode rows.",
+                                       "Rising; at or above instant's on hard questions."),
+    "rewards/apo-a2fm/acc_agentic": ("A^2FM: accuracy of the agentic-mode rows.",
+                                     "Rising; highest where tools are needed. Below instant's: the tool calls fail."),
+}
+
+
 @registry.reward(
     "apo-a2fm", title=TITLE,
     summary="Cost-regularized accuracy: a right answer earns 1 - 0.1 min(cost/cost_max, 1) (cost = mode overhead + "
             "tokens + 10 per tool call), a wrong one 0; the mode is read from the prompt's forced-mode tag.",
     equation=r"r_i = \mathrm{acc}_i\Big(1 - \lambda_{cost}\,\min\Big(\frac{\mathrm{cost}(m_i, |y_i|, "
-             r"\mathrm{calls}_i)}{\mathrm{cost}_{max}}, 1\Big)\Big),\ \lambda_{cost} = 0.1")
+             r"\mathrm{calls}_i)}{\mathrm{cost}_{max}}, 1\Big)\Big),\ \lambda_{cost} = 0.1", logs=A2FM_LOGS)
 def a2fm_reward(completions, *, lam_cost=0.1, call_cost=10.0, mode_costs=None, cost_max=None, verifier="auto",
                 **columns) -> list[float | None]:
     """`cost_regularized` per row (module docstring); acc from `base.correctness`: the environment's verdict `scores`

@@ -87,12 +87,20 @@ def check_labels(labels) -> tuple[str, ...]:
     return labels
 
 
+ACT_LOGS = {
+    "rewards/act/parsed": ("ACT: share of critic rows whose completion names one of the two candidates.",
+                           "Near 1 after the warm start. Falling: the judge stops naming a candidate (format drift)."),
+    "rewards/act/first_label": ("ACT: share of parsed choices naming the first-listed candidate (A).",
+                                "About 0.5 (the order is a fair coin). Far from it: a position bias, not judgement."),
+}
+
+
 @registry.reward(
     "act", title=TITLE,
     summary="Judge reward: 1 iff the completion names (A/B, 'Answer: B') the expert's action among the two "
             "candidates of the prompt; gold label from the `answer` column; None for rows that carry no label.",
     equation=r"r = \mathbb{1}\big[\mathrm{choice}(y) = \mathrm{label}(a^*)\big],\quad "
-             r"\text{pairs with } a' = a^* \text{ removed}")
+             r"\text{pairs with } a' = a^* \text{ removed}", logs=ACT_LOGS)
 def act_reward(completions, *, labels=LABELS, **columns) -> list[float | None]:
     """1.0 if `parse_choice` of the completion is the row's gold label (`answer`, or TRL's `solution`), 0.0 if
     it names the other candidate or none; None where the gold is not one of `labels` (not a critic row).

@@ -103,13 +103,28 @@ def f1_aware(no_search: Sequence[bool], solvable: Sequence[bool]) -> float:
 
 # ----------------------------------------------------------------------------- the reward
 
+ADASEARCH_LOGS = {
+    "rewards/adasearch/search_rate": ("AdaSearch: share of rows that made a search (tool) call.",
+                                      "Settles at the share of questions that need search. Towards 1: searching "
+                                      "everything (Search-R1's habit); towards 0 while accuracy falls: guessing."),
+    "rewards/adasearch/decision_acc": ("AdaSearch: share of rows (oracle known) whose search-or-not decision matches "
+                                       "whether the question is solvable without search.",
+                                       "Rising towards 1. Stuck near the share of the majority class: the decision "
+                                       "ignores the question (always or never searching)."),
+    "rewards/adasearch/f1_aware": ("AdaSearch's F1_aware: F1 of the 'no search' decisions against 'solvable "
+                                   "parametrically' (the positive class), over rows with a known oracle.",
+                                   "Rising towards 1. 0: the policy never skips search on a question it could answer "
+                                   "(or always skips wrongly)."),
+}
+
+
 @registry.reward(
     "adasearch", title=TITLE,
     summary="r = 1[decision = oracle] + EM: the search-or-not decision (a tool call or not) is rewarded iff it "
             "matches whether the question is solvable parametrically (a column, a callable, or toy stand-in: "
             "a no-search row of the same prompt was right); logs F1_aware of the decisions.",
     equation=r"r_i = \mathbb{1}\big[\,d_i = o_i\,\big] + \mathrm{EM}_i,\quad d_i = \mathbb{1}[\text{no search}],\ "
-             r"o_i = \mathbb{1}[\text{solvable parametrically}]")
+             r"o_i = \mathbb{1}[\text{solvable parametrically}]", logs=ADASEARCH_LOGS)
 def adasearch_reward(completions, *, oracle: Callable | None = None, **columns) -> list[float | None]:
     """AdaSearch's stage-2 reward per row (module docstring); None where the answer's correctness is unknown.
 

@@ -93,13 +93,25 @@ def check_arlcp(total_weight, brackets, weights, eps) -> None:
         raise ValueError(f"arlcp: eps must be > 0, got {eps}")
 
 
+ARLCP_LOGS = {
+    "arlcp/reflections": ("ARLCP: mean count of reflection words (wait, but, check, hmm, ...) per response.",
+                          "Near 0 on the toy tasks (short digit answers hold no reflection words); on reasoning "
+                          "models it falls as unnecessary reflection is trained away. Rising: the penalty is too "
+                          "weak."),
+    "arlcp/penalty": ("ARLCP: mean penalty w1 sigma(z_c) + w2 sigma(z_L) subtracted from the correct responses' "
+                      "reward.",
+                      "In (0, 0.2): exactly 0.1 for a response at its group's means (a lone correct answer too). "
+                      "Stuck near 0.2: correct answers sit far above their group's reflection and length."),
+}
+
+
 @registry.reward_shaping(
     "arlcp", title=ARLCP_TITLE,
     summary="Correct responses lose w1 sigma(z_reflections) + w2 sigma(z_length) (z against the group's correct "
             "responses, w1 + w2 = 0.2, w1 = 0.05/0.10/0.15 by reflection count); incorrect ones keep their reward.",
     equation=r"r = \mathbb 1[\text{correct}]\Big(1 - w_1\,\sigma\big(\tfrac{c - \mu_c}{\sigma_c + \epsilon}\big) "
              r"- w_2\,\sigma\big(\tfrac{L - \mu_L}{\sigma_L + \epsilon}\big)\Big),\ w_2 = 0.2 - w_1",
-    reads=("rewards", "scores", "group", "completions", "mask"), provides=("rewards",))
+    reads=("rewards", "scores", "group", "completions", "mask"), provides=("rewards",), logs=ARLCP_LOGS)
 def arlcp_rewards(batch, ctx, *, total_weight=0.2, brackets=(40, 80), weights=(0.05, 0.10, 0.15), eps=1e-6,
                   require_think=False, reference_bug=False):
     """Subtracts `arlcp_penalty` from the reward of each correct row (`scores` >= 1, the verifier's verdict);

@@ -48,11 +48,17 @@ def check_gamma(gamma: float) -> None:
         raise ValueError(f"eapo: gamma must be in (0, 1], got {gamma}")
 
 
+EAPO_REWARD_LOGS = {
+    "eapo/discount": ("EAPO: mean discount gamma^(T-1-t) over the round rows (1 when every episode is one round).",
+                      "Rising towards 1 as episodes shorten; 1 on a one-turn task. Low: long episodes."),
+}
+
+
 @registry.reward_shaping(
     "eapo", title=EAPO_TITLE,
     summary="Efficiency-aware reward: round t of an episode of T rounds gets gamma^(T-t) R_T, so a shorter successful "
             "episode earns more per round (round rows from the group transform eapo).",
-    equation=r"r_t = \gamma^{T-t}\,R_T", reads=("rewards",), provides=("rewards",))
+    equation=r"r_t = \gamma^{T-t}\,R_T", reads=("rewards",), provides=("rewards",), logs=EAPO_REWARD_LOGS)
 def eapo_rewards(batch, ctx, *, gamma=0.9):
     """rewards [B] <- gamma^(T - 1 - t) rewards on each round row (`rounds_to_go`); the terminal round keeps R.
 

@@ -75,12 +75,20 @@ def fapo_score(correct: bool, flaw: int | None, *, penalty=1.0) -> float:
     return 1.0 - penalty if flaw is not None and flaw != -1 else 1.0
 
 
+FAPO_LOGS = {
+    "rewards/fapo/flawed_frac": ("FAPO: share of flawed positives (correct answers whose steps the detector flags) "
+                                 "among the correct rows.",
+                                 "Falling as training shifts from shortcut answers to reliable steps (the paper's "
+                                 "dynamics). Rising: the policy reaches right answers through wrong steps."),
+}
+
+
 @registry.reward(
     KEY, title="FAPO: Flawed-Aware Policy Optimization for Efficient and Reliable Reasoning",
     summary="Rule reward +1/-1, and a correct answer whose reasoning a step-error detector flags (a flawed "
             "positive) gets 0. Toy stand-in for the GenRM: a checker of the arithmetic steps in the completion.",
     equation=r"r = \begin{cases} -1 & \text{incorrect} \\ 0 & \text{correct},\ \mathrm{GenRM}(x, y) \ne -1 \\ "
-             r"+1 & \text{correct},\ \mathrm{GenRM}(x, y) = -1 \end{cases}")
+             r"+1 & \text{correct},\ \mathrm{GenRM}(x, y) = -1 \end{cases}", logs=FAPO_LOGS)
 def fapo(completions, *, detector=None, penalty=1.0, verifier="auto", **columns) -> list[float | None]:
     """FAPO's reward per row; None when correctness is unknown (no `scores` and the gold does not parse).
 

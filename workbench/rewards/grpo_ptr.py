@@ -105,6 +105,20 @@ def judge_scores(judge, prompts: list[str], completions: list[str], dtype) -> to
     return torch.tensor(numbers, dtype=dtype)
 
 
+GRPO_PTR_LOGS = {
+    "grpo_ptr/lambda": ("GRPO-PTR: this step's weight lambda(t) of the reasoning reward (0 -> lam_max over the first "
+                        "30% of training).",
+                        "0 at step 0, a straight ramp to lam_max (0.5) at 30% of the steps, then flat."),
+    "grpo_ptr/gamma_mean": ("GRPO-PTR: mean group trust weight gamma_g (1 when the judge scores right answers' "
+                            "reasoning at least as high as wrong ones').",
+                            "Near 1. Falling: in many groups the judge prefers the reasoning of wrong answers, so "
+                            "its reward is discounted (a judge the policy is learning to fool)."),
+    "grpo_ptr/reason_mean": ("GRPO-PTR: mean reasoning score R_reason from the judge (the toy judge's is in [0, 1]).",
+                             "Slowly rising. Rising fast while accuracy falls: the policy games the judge "
+                             "(gamma_mean should fall with it)."),
+}
+
+
 @registry.reward_shaping(
     "grpo-ptr", title=PTR_TITLE,
     summary="Adds lambda(t) gamma_g R_reason: a reasoning reward (toy stand-in: rule-based judge) ramped in over "
@@ -112,7 +126,7 @@ def judge_scores(judge, prompts: list[str], completions: list[str], dtype) -> to
             "answers.",
     equation=r"R_i = R_{out,i} + R_{fmt,i} + \lambda(t)\,\gamma_g R_{reason,i},\ \gamma_g = \min\big(1, "
              r"e^{\mu_{correct} - \mu_{incorrect}}\big),\ \lambda(t) = \lambda_{max}\min\big(1, \tfrac{t}{0.3T}\big)",
-    reads=("rewards", "scores", "group", "completions", "prompts"), provides=("rewards",))
+    reads=("rewards", "scores", "group", "completions", "prompts"), provides=("rewards",), logs=GRPO_PTR_LOGS)
 def grpo_ptr_rewards(batch, ctx, *, lam_max=0.5, warmup_frac=0.3, judge=None):
     """rewards [B] += lambda(ctx.step / ctx.total_steps) * gamma_g * judge score. lam_max = 0.5 and warmup_frac =
     0.3 are the catalog's reading (`unverified`). judge: None (the rule-based `toy_judge`) or a callable

@@ -122,13 +122,29 @@ def codpo_pairs(rewards: torch.Tensor, group: torch.Tensor, flagged: torch.Tenso
     return pairs
 
 
+CGPO_LOGS = {
+    "cgpo/violation_rate": ("CGPO: share of samples some judge flags (their calibrated reward is -1).",
+                            "Falling towards 0 as the policy learns the constraints. Stuck near 1: every sample is "
+                            "flagged and the groups carry no signal."),
+    "cgpo/violation/format": ("CGPO: share of samples the format judge flags (empty, or cut at the token budget).",
+                              "Falling towards 0 (after the warm start the policy ends its answers). Near 1 on an "
+                              "untrained model that never emits EOS."),
+    "cgpo/violation/length": ("CGPO: share of samples the length judge flags (an action over max_length_fraction of "
+                              "max_new_tokens).",
+                              "Low and falling. Rising: the policy pads its responses (the hack the length judge "
+                              "guards against)."),
+    "cgpo/violation/copy": ("CGPO: share of samples the copy judge flags (the response contains its prompt).",
+                            "Near 0. Rising: the policy copies the question instead of answering (a reward hack)."),
+}
+
+
 @registry.reward_shaping(
     KEY, title="The Perfect Blend: Redefining RLHF with Mixture of Judges",
     summary="CRPG: a mixture of judges flags constraint violations; feasible samples get the calibrated reward "
             "sigma(r - group mean), flagged ones -1. Toy stand-in judges: format, length, prompt copying.",
     equation=r"r'_i = \begin{cases} \sigma(r_i - \bar r_{g(i)}) & \text{no judge flags } i \\ -1 & "
              r"\text{otherwise} \end{cases}",
-    reads=("rewards", "group", "completions", "prompts", "truncated"), provides=("rewards",))
+    reads=("rewards", "group", "completions", "prompts", "truncated"), provides=("rewards",), logs=CGPO_LOGS)
 def cgpo(batch, ctx, *, judges=("format", "length", "copy"), baseline=None, max_length_fraction=0.75):
     """Replaces `rewards` [B] by `calibrated_rewards` under the judges' flags. judges: names of JUDGES and/or
     `Judge` callables (none: plain calibrated-reward PG). baseline: None for the group mean, or a float.

@@ -124,13 +124,21 @@ def milestone_reward(solved: bool, score: float, reached: list[bool], *, total=0
     return sum((v for v, hit in zip(values, reached) if hit), 0.0)
 
 
+MILESTONES_LOGS = {
+    "rewards/rl4mle-milestones/reached_frac": ("RL4MLE: share of milestones (the expert's intermediate results) the "
+                                               "episodes' tool calls reached.",
+                                               "Rising with training; a plateau below 1 with accuracy flat: the runs "
+                                               "stall at the same milestone."),
+}
+
+
 @registry.reward(
     KEY, title="Reinforcement Learning for Machine Learning Engineering Agents",
     summary="Partial credit from milestones reached when the run does not succeed: sum_k v_k over the ordered "
             "milestones logged (v = 0.1, 0.2, 0.3 for three; sum 0.6 < any success). Toy stand-in: a calculator "
             "episode's milestones are the expert's intermediate results produced by its tool calls.",
     equation=r"r = \begin{cases} s & \text{solved} \\ \sum_k v_k\,[m_k\ \text{reached}],\ "
-             r"v_k = \frac{0.6\,k}{K(K+1)/2} & \text{otherwise} \end{cases}")
+             r"v_k = \frac{0.6\,k}{K(K+1)/2} & \text{otherwise} \end{cases}", logs=MILESTONES_LOGS)
 def milestones_reward(completions, *, total=0.6, verifier="auto", **columns) -> list[float | None]:
     """Per row: its `scores` value (1.0 without `scores`) when solved, else the milestone credit; None when
     correctness is unknown (no `scores`, and the gold answer does not parse).

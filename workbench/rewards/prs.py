@@ -124,6 +124,18 @@ def stage_at(*, stage=None, switch_at=0.5, **columns) -> int:
     return max(stage or 1, timed)
 
 
+PRS_LOGS = {
+    "rewards/prs/stage": ("PRS: the reward's stage this step (1: format only; 2: 0.2 format + 0.8 answer BLEU).",
+                          "1, then 2 from the switch on; never back to 1."),
+    "rewards/prs/format": ("PRS: mean r_format, the share of well-formed steps (parsed calls, uncut answer).",
+                           "Rising towards 1 in stage 1. Falling in stage 2: answers bought with malformed calls."),
+    "rewards/prs/compliance": ("PRS: share of rows whose every step is well formed (stage 2 once it passes 0.9).",
+                               "Rising; stage 2 once it passes 0.9. Stuck low: the format is not learned."),
+    "rewards/prs/answer": ("PRS (stage 2): mean r_answer: length-aware BLEU of a span answer, else the verifier's 0/1.",
+                           "Rising in stage 2 with accuracy. Flat near 0: answers are well formed but wrong."),
+}
+
+
 @registry.reward(
     "prs", title=PRS_TITLE,
     summary="Staged reward: stage 1 rewards well-formed tool calls and answers (r_format); stage 2 adds answer "
@@ -131,7 +143,8 @@ def stage_at(*, stage=None, switch_at=0.5, **columns) -> int:
             "stage switches once, at half the run or when format compliance passes 0.9 (controller prs). "
             "Abstract-only: weights are our reading.",
     equation=r"r = \begin{cases} r_{fmt} & s(t) = 1 \\ 0.2\,r_{fmt} + 0.8\,r_{ans},\ r_{ans} = "
-             r"\mathrm{BLEU}_{len}(\hat a, a^*)\ \text{or}\ \mathrm{verify}(\hat a) & s(t) = 2 \end{cases}")
+             r"\mathrm{BLEU}_{len}(\hat a, a^*)\ \text{or}\ \mathrm{verify}(\hat a) & s(t) = 2 \end{cases}",
+    logs=PRS_LOGS)
 def prs_reward(completions, *, stage=None, switch_at=0.5, format_weight=0.2, answer_metric="auto", max_n=4,
                **columns) -> list[float]:
     """r per row (the recipe sets task_reward = 0: r_answer stands for correctness).
@@ -201,11 +214,17 @@ def batch_compliance(batch) -> float:
     return sum(f == 1.0 for f, _ in formats) / max(len(formats), 1)
 
 
+PRS_STAGE_LOGS = {
+    "reward:prs.stage": ("PRS: the stage its controller set this step (2 once compliance passed the threshold).",
+                         "1 until compliance passes the threshold, then 2 for good (or the time switch)."),
+}
+
+
 @registry.controller(
     "prs", title=PRS_TITLE,
     summary="PRS's stage switch: drives the reward's stage (into='reward:prs.stage') from 1 to 2 after the first "
             "step whose format compliance exceeds the threshold (0.9); it never switches back.",
-    equation=r"s \leftarrow 2 \ \text{once}\ \tfrac{1}{B}\sum_i [r_{fmt,i} = 1] > 0.9")
+    equation=r"s \leftarrow 2 \ \text{once}\ \tfrac{1}{B}\sum_i [r_{fmt,i} = 1] > 0.9", logs=PRS_STAGE_LOGS)
 class PRSStage:
     """State: `Stage`, starting from the reward's `stage` (None: 1). Updated after each step from that step's
     compliance: the logged `rewards/prs/compliance` when the row has it, else recomputed from the batch."""

@@ -124,12 +124,27 @@ def srpo_row(text: str, gold: str, whole_right, scorer, *, count_tokens, length_
     return acc, fmt, length_weight * length
 
 
+SRPO_LOGS = {
+    "rewards/srpo-reflection/accuracy": ("SRPO: mean accuracy term (first -> last answer: wrong->right 1, "
+                                         "right->right 0.75, right->wrong 0.25, wrong->wrong 0; one right answer 0.5).",
+                                         "Rising towards 0.75-1. Mostly 0.25 (right -> wrong): the reflection undoes "
+                                         "right answers. A completion without answer tags counts as right -> right."),
+    "rewards/srpo-reflection/format": ("SRPO: mean format term (0.5 for think, answer, reflection, think, answer).",
+                                       "Rising towards 0.5 as the policy adopts the two-pass layout; 0 throughout on "
+                                       "the toy tasks, whose targets have no tags (the accuracy term trains alone)."),
+    "rewards/srpo-reflection/length": ("SRPO: mean length term 0.1 exp(-(|L - T| / (T_max - T))^2), T = 2 x the first "
+                                       "think + answer (0 without two think and two answer blocks).",
+                                       "In [0, 0.1]; near 0.1 when the whole response is about twice the first think "
+                                       "+ answer. 0 while no completion has two passes."),
+}
+
+
 @registry.reward(
     "srpo-reflection", title=SRPO_TITLE,
     summary="Reflection-aware reward: first -> last answer correctness transition (1, 0.75, 0.25, 0; one right "
             "answer 0.5) + 0.5 for the think/answer/reflection/think/answer format + 0.1 x a length bell.",
     equation=r"R = R_{acc}(a_1 \to a_2) + 0.5\,\mathbb{1}_{fmt} + 0.1\,e^{-\left(\frac{|L - T|}{T_{max} - T}\right)^2},"
-             r"\ T = 2(|think_1| + |a_1|),\ T_{max} = 2.5(|think_1| + |a_1|)")
+             r"\ T = 2(|think_1| + |a_1|),\ T_{max} = 2.5(|think_1| + |a_1|)", logs=SRPO_LOGS)
 def srpo_reflection_reward(completions, *, scorer=None, verifier="exact", length_weight=0.1, count_tokens=None,
                            choices="abcd", reference_bug=False, **columns):
     """SUSTechBruce/SRPO_MLLMs `srpo_reward_func.py::reward_func` per completion: accuracy + format + length.
@@ -262,12 +277,33 @@ def efficiency(r: list[float], n: int, *, epsilon=1e-6) -> float:
     return r[-1] / n + (r[-1] - r[0]) / (max(1, n - 1) + epsilon)
 
 
+REFLEXICODER_LOGS = {
+    "rewards/reflexicoder/format": ("ReflexiCoder: share of rows with a valid think -> answer -> (reflection -> "
+                                    "answer)+ trajectory (F).",
+                                    "Rising towards 1 as the structure is learned; 0 on the toy tasks, whose targets "
+                                    "have no tags (the verifier's reward drives training there)."),
+    "rewards/reflexicoder/reflections": ("ReflexiCoder: mean number of reflection rounds n (0 for invalid rows).",
+                                         "Between 1 and 5. Climbing past 5: the policy farms rounds (then P(n) < 1)."),
+    "rewards/reflexicoder/cycle": ("ReflexiCoder: mean cycle regulation P(n) (1 for 1..5 rounds, less beyond, 0 "
+                                   "invalid).",
+                                   "Equal to the format share while rounds stay within 1..5; below it: too many "
+                                   "rounds."),
+    "rewards/reflexicoder/quality": ("ReflexiCoder: mean P(n) R_traj (last answer's score + weighted per-round "
+                                     "progress), before its weight 0.5.",
+                                     "Rising with the last answer's score. Negative: answers stagnate below the max "
+                                     "(m_t = -1) or regress."),
+    "rewards/reflexicoder/efficiency": ("ReflexiCoder: mean P(n) E, E = r_T / n + (r_T - r_1) / max(1, n - 1).",
+                                        "Rising as right answers come in fewer rounds. Negative: later answers undo "
+                                        "right first ones."),
+}
+
+
 @registry.reward(
     "reflexicoder", title=REFLEXICODER_TITLE,
     summary="Multi-round self-correction reward: format F + 0.5 P(n) R_traj + 1.0 P(n) E, with cycle regulation "
             "P(n), iterative quality R_traj (softmax-weighted per-round progress) and efficiency E.",
     equation=r"R = F + 0.5\,P(n)\Big(r_T + \eta\sum_{t=2}^{T} w_t m_t\Big) + P(n)\Big(\frac{r_T}{n} + "
-             r"\frac{r_T - r_1}{\max(1, n-1) + \epsilon}\Big)")
+             r"\frac{r_T - r_1}{\max(1, n-1) + \epsilon}\Big)", logs=REFLEXICODER_LOGS)
 def reflexicoder_reward(completions, *, scorer=None, verifier="exact", language=None, alpha=0.1, beta=2.0,
                         gamma=0.05, delta=0.1, lam=0.2, s=0.1, eps=1e-4, h_pos=0.05, h_neg=1.0, r_max=1.0, eta=0.5,
                         epsilon=1e-6, format_weight=1.0, quality_weight=0.5, efficiency_weight=1.0, **columns):

@@ -154,6 +154,19 @@ def task_values(values: torch.Tensor, group: torch.Tensor, keys: list[str], how:
     return out
 
 
+RETROAGENT_LOGS = {
+    "retroagent/coef": ("RetroAgent: the intrinsic reward's coefficient this step (exp(-5 t/T), hard-cutoff or fixed).",
+                        "1 at step 0, exp(-5) = 0.007 at the end (hard cutoff: 0 after 10% of the run)."),
+    "retroagent/completion": ("RetroAgent: mean completion fraction c the reflector gave the episodes (1 when solved).",
+                              "Rising with accuracy and partial progress; equals accuracy on a task without subtasks."),
+    "retroagent/intrinsic": ("RetroAgent: mean intrinsic reward coef x max(0, c - phi) added to the rows' rewards.",
+                             "Largest early (coef near 1, phi low), fading to 0 with the coefficient and as phi "
+                             "rises."),
+    "retroagent/improved_frac": ("RetroAgent: share of rows that completed more of their task than its best prior phi.",
+                                 "High at first (phi = 0 for new tasks), falling as each task's best rises."),
+}
+
+
 @registry.reward_shaping(
     "retroagent", title=RETRO_TITLE,
     summary="Intrinsic reward for completing more of a task than the best prior attempts, max(0, c - phi), with a "
@@ -161,7 +174,7 @@ def task_values(values: torch.Tensor, group: torch.Tensor, keys: list[str], how:
             "episode's tool calls reached (a reflector callable stands in for the hindsight self-reflection).",
     equation=r"r_i = R_i + e^{-5 t/T}\,\max\big(0,\ c_i - \phi(x_i)\big),\quad "
              r"\phi(x) = \max_{t' < t} \mathrm{mean}_{g(x)}[\text{success}]",
-    reads=("rewards", "scores", "group"), provides=("rewards",), state=TaskBaselines)
+    reads=("rewards", "scores", "group"), provides=("rewards",), state=TaskBaselines, logs=RETROAGENT_LOGS)
 def retroagent_rewards(batch, ctx, *, decay="exp", coefficient=None, baseline="group_success", group_relative=False,
                        clip_high=None, clip_low=None, reflector=None, reference_bug=False):
     """rewards [B] += coef(t) I (after optional group centering and clipping); then phi is raised per task.

@@ -108,6 +108,24 @@ def steps_of(completions, turn_info=None) -> list[tuple[list[str], list[bool], l
     return out
 
 
+RLVMR_LOGS = {
+    "rewards/rlvmr/planning_frac": ("RLVMR: share of steps tagged <planning>.",
+                                    "Settles where planning pays (successful episodes). 0 on untagged toy runs: the "
+                                    "policy writes no tags."),
+    "rewards/rlvmr/explore_frac": ("RLVMR: share of steps tagged <explore>.",
+                                   "Part of the tag mix; 0 on untagged toy runs. Towards 1 with redundant_frac "
+                                   "rising: exploration without new actions."),
+    "rewards/rlvmr/reflection_frac": ("RLVMR: share of steps tagged <reflection>.",
+                                      "Small; rises after invalid steps. 0 on untagged toy runs."),
+    "rewards/rlvmr/invalid_frac": ("RLVMR: share of invalid steps (a tool_error), each 0.1 off its episode score.",
+                                   "Falling towards 0 as the policy learns valid actions. Rising: the format of the "
+                                   "actions is being lost."),
+    "rewards/rlvmr/redundant_frac": ("RLVMR: share of <explore> steps that earned nothing: their action repeats an "
+                                     "earlier valid one.",
+                                     "Low and falling. Rising: the agent repeats actions (the looping RLVMR targets)."),
+}
+
+
 @registry.reward(
     KEY, title="RLVMR: Reinforcement Learning with Verifiable Meta-Reasoning Rewards for Robust Long-Horizon Agents",
     summary="Meta-reasoning step rewards from tagged actions: planning pays in successful episodes, exploration when "
@@ -115,7 +133,7 @@ def steps_of(completions, turn_info=None) -> list[tuple[list[str], list[bool], l
             "Summed per trajectory here; advantage:rlvmr normalizes them per (task, tag).",
     equation=r"r_s = [\text{valid}_s]\big([\texttt{plan}]\,[\text{success}] + [\texttt{explore}]\,"
              r"[a_s \notin \{a_{s'}\}_{s'<s}] + [\texttt{reflect}]\,[\lnot\text{valid}_{s-1}]\,[a_s \ne a_{s-1}]\big)"
-             r" - 0.1\,[\lnot\text{valid}_s]")
+             r" - 0.1\,[\lnot\text{valid}_s]", logs=RLVMR_LOGS)
 def rlvmr_reward(completions, *, planning_reward=1.0, exploration_reward=1.0, reflection_reward=1.0,
                  invalid_penalty=0.1, reference_bug=False, verifier="auto", **columns) -> list[float | None]:
     """Per row, sum_s r_s - invalid_penalty * #invalid steps: the trajectory-level form of RLVMR's step rewards,

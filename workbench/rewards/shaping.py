@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from workbench import registry
-from workbench.preference.selfplay import preferences_from_scores, spo_minimax
+from workbench.preference.selfplay import SPO_MINIMAX_LOGS, preferences_from_scores, spo_minimax
 from workbench.regularizers.kl_penalty import kl_in_reward
 
 
@@ -75,7 +75,7 @@ def kl_reward(batch, ctx, *, beta=0.05, estimator="k1", value_clamp=None):
     summary="Self-play reward: each of the G samples of a prompt gets its win rate against the other G - 1 "
             "under a judge (here the verifier's order of the rewards), r_i = mean_{j != i} P(xi_i > xi_j).",
     equation=r"r_i = \frac{1}{N-1}\sum_{j \ne i} \mathcal{P}(\xi_i \succ \xi_j)",
-    reads=("rewards", "group"), provides=("rewards",))
+    reads=("rewards", "group"), provides=("rewards",), logs=SPO_MINIMAX_LOGS)
 def spo_win_rates(batch, ctx, *, include_self=False):
     """`spo_minimax` of the judgments `preferences_from_scores(rewards)` within each group (rows grouped in blocks
     of `ctx.group_size`); logs spo/reward_mean, spo/reward_std, spo/antisymmetry_gap."""

@@ -80,6 +80,22 @@ def run_reward(name: str, fn, columns: dict, kwargs: dict, metrics: dict) -> tor
     return tensor
 
 
+# What the reward stage logs of every recipe's rewards (`reward_metrics`): one pair per reward.
+REWARD_METRICS = {
+    "rewards/<name>/mean": ("Mean of one reward of the recipe ('task': the environment's verifier; otherwise the "
+                            "reward function's key) over the rows it applies to, before weights and aggregation "
+                            "(TRL's name).",
+                            "Each on its own scale: the task's climbs with accuracy; a shaping reward (length, "
+                            "format) that rises while the task's mean falls is being gamed."),
+    "rewards/<name>/std": ("Std of that reward over the rows it applies to (Bessel-corrected, as TRL).",
+                           "Above 0 while that reward still separates samples; 0 for a reward every sample maxes out."),
+    "rewards/unscorable_frac": ("Share of rows no reward applies to (every reward returned None): masked out of the "
+                                "update.",
+                                "0 for rewards that always apply. Above 0: rows no reward scored (all None) train on "
+                                "nothing."),
+}
+
+
 def reward_metrics(names: list[str], table: torch.Tensor, unscorable: torch.Tensor) -> dict:
     """rewards/<name>/mean|std over the rows each reward applies to (TRL's names), and the unscorable share."""
     out = {}

@@ -158,12 +158,21 @@ def schedule_position(columns: dict, max_toolcall_steps: float, max_toolcall_fra
     return float(step), max_toolcall_frac * total
 
 
+SPEAR_TOOL_LOGS = {
+    "rewards/spear-tool-reward/tool_calls": ("SPEAR: mean n per row the tool reward counts (calls that ran, or steps).",
+                                             "Rising early as the bonus teaches tool use, then settling at what the "
+                                             "task needs (calculator: one call per operator); 0 on a one-turn task."),
+    "rewards/spear-tool-reward/coef": ("SPEAR: this step's c(t) = (cos(pi t/T_tool) + 1)/2 (0 after T_tool).",
+                                       "1 at step 0, down a half cosine to 0 at T_tool, 0 after ('constant' mode: 1)."),
+}
+
+
 @registry.reward(
     "spear-tool-reward", title=SPEAR_TITLE,
     summary="Intrinsic tool-use reward 0.1 per tool turn (at most 1), scaled by a cosine that decays from 1 to 0 "
             "over the first T_tool steps (or constant): learn the ropes of the tools early, then trust the wins.",
     equation=r"r_{tool} = \min(1, 0.1\,n)\,c(t),\quad c(t) = \begin{cases}\frac{\cos(\pi t/T_{tool}) + 1}{2} & "
-             r"t \le T_{tool}\\ 0 & t > T_{tool}\end{cases}")
+             r"t \le T_{tool}\\ 0 & t > T_{tool}\end{cases}", logs=SPEAR_TOOL_LOGS)
 def spear_tool_reward(completions, *, mode="decay", count="tool_turns", max_toolcall_steps=200,
                       max_toolcall_frac=None, on_correct="count", **columns) -> list[float]:
     """r_tool per row, added to the environment's score (SPEAR: score += r_tool).

@@ -54,6 +54,15 @@ def items_batch(engine, prompts: list, responses: list[list[str]], ends: list[li
 
 # ------------------------------------------------------------------------------------ offline: built once
 
+# What `delivered` logs; every preference data source declares it.
+PAIRS_LOGS = {
+    "pairs": ("Preference recipes: items (pairs, lists or steps) trained on this step (online pair recipes: prompts "
+              "whose samples the verifier separated).",
+              "Offline: prompts_per_step every step. Online pair recipes: at most that; falling towards 0 means the "
+              "verifier separates fewer groups (all right or all wrong), like frac_zero_std_groups rising."),
+}
+
+
 def delivered(ctx, batch: RolloutBatch) -> RolloutBatch:
     """Log the number of items (pairs, lists or steps) the step trains on as `pairs`."""
     ctx.metrics["pairs"] = float(torch.unique(batch.group).numel())
@@ -96,7 +105,7 @@ def empty_state(**_) -> dict:
     "task-pairs", title="Direct Preference Optimization: Your Language Model is Secretly a Reward Model",
     family="canonical", state=empty_state, provides=("preference_reward",),
     summary="Offline pairs: the task's verified target against a near miss (one digit changed), `pairs` of them "
-            "built once from training prompts; rewards 1 and 0.")
+            "built once from training prompts; rewards 1 and 0.", logs=PAIRS_LOGS)
 @offline
 def task_pairs_source(engine, task, sampling, ctx, *, pairs=512):
     """`pairs` verified-target > corrupted-answer pairs from the task's training prompts (never the held-out set)."""
@@ -108,7 +117,7 @@ def task_pairs_source(engine, task, sampling, ctx, *, pairs=512):
 @registry.rollout(
     "file-pairs", title="Preference pairs from a local JSONL file", family="canonical", state=empty_state,
     summary="Offline pairs read from a JSONL file of {prompt, chosen, rejected} rows (TRL's explicit-prompt layout); "
-            "they carry no rewards.")
+            "they carry no rewards.", logs=PAIRS_LOGS)
 @offline
 def file_pairs(engine, task, sampling, ctx, *, path=""):
     if not path:
@@ -121,7 +130,7 @@ def file_pairs(engine, task, sampling, ctx, *, path=""):
     "task-lists", title="LiPO: Listwise Preference Optimization through Learning-to-Rank", state=empty_state,
     family="canonical",
     summary="Offline lists: the task's target and list_size - 1 distinct near misses per prompt, ranked by the "
-            "verifier (then length), `pairs` lists built once.")
+            "verifier (then length), `pairs` lists built once.", logs=PAIRS_LOGS)
 @offline
 def task_lists_source(engine, task, sampling, ctx, *, pairs=512, list_size=4):
     lists = task_lists(task, pairs, list_size, seed=ctx.seed)
@@ -132,7 +141,7 @@ def task_lists_source(engine, task, sampling, ctx, *, pairs=512, list_size=4):
     "degraded-pairs", title="Self-supervised Preference Optimization: Enhance Your Language Model with Preference "
                             "Degree Awareness", family="canonical", state=empty_state, provides=("preference_reward",),
     summary="Offline task pairs with copies of the chosen answer between them, each with a share `fractions` of its "
-            "digits removed (the key content): chosen, copies (worse as more is removed), rejected.")
+            "digits removed (the key content): chosen, copies (worse as more is removed), rejected.", logs=PAIRS_LOGS)
 @offline
 def degraded_pairs(engine, task, sampling, ctx, *, pairs=512, fractions=(1 / 3, 2 / 3)):
     made = task_pairs(task, pairs, seed=ctx.seed)
@@ -146,7 +155,8 @@ def degraded_pairs(engine, task, sampling, ctx, *, pairs=512, fractions=(1 / 3, 
                              "Advantage Policy Optimization", family="canonical", state=empty_state,
     provides=("step_advantage",),
     summary="Offline steps: one sample of the starting policy per prompt, cut into step_chars-character steps, each "
-            "with its advantage V(s + a) - V(s) from rollouts_per_state Monte Carlo continuations per state.")
+            "with its advantage V(s + a) - V(s) from rollouts_per_state Monte Carlo continuations per state.",
+    logs=PAIRS_LOGS)
 @offline
 def advantage_steps_source(engine, task, sampling, ctx, *, pairs=512, step_chars=2, rollouts_per_state=4):
     with torch.random.fork_rng(devices=[]):  # seeded by the run alone, whatever step builds it
@@ -177,7 +187,8 @@ def samples_of(engine, examples, n: int, sampling) -> list[list[str]]:
     "sampled-pairs", title="Direct Language Model Alignment from Online AI Feedback", family="canonical",
     provides=("preference_reward", "winrate"),
     summary="Online pairs: group_size samples of the policy per prompt, the verifier's best against its worst "
-            "(correct > wrong, or shorter-correct > longer-correct), with rewards and win rates against the samples.")
+            "(correct > wrong, or shorter-correct > longer-correct), with rewards and win rates against the samples.",
+    logs=PAIRS_LOGS)
 def sampled_pairs(engine, task, examples, *, group_size, sampling, ctx):
     kept, rates, rewards = [], [], []
     for e, samples in zip(examples, samples_of(engine, examples, group_size, sampling)):
@@ -195,7 +206,7 @@ def sampled_pairs(engine, task, examples, *, group_size, sampling, ctx):
     "sampled-lists", title="BRAIn: Bayesian Reward-conditioned Amortized Inference for natural language generation "
                            "from feedback", family="canonical", provides=("preference_reward",),
     summary="Online lists: list_size samples of the policy per prompt, in sampling order, each with its verifier "
-            "reward.")
+            "reward.", logs=PAIRS_LOGS)
 def sampled_lists(engine, task, examples, *, group_size, sampling, ctx, list_size=4):
     lists = samples_of(engine, examples, list_size, sampling)
     rewards = [task.rewards(s, [e] * list_size) for e, s in zip(examples, lists)]
@@ -207,7 +218,8 @@ def sampled_lists(engine, task, examples, *, group_size, sampling, ctx, list_siz
     "sibling-steps", title="Monte Carlo Tree Search Boosts Reasoning via Iterative Preference Learning",
     family="canonical", provides=("step_value",),
     summary="Online step pairs: a sample of the policy cut at a random step boundary, group_size next steps "
-            "(step_chars characters) from there valued by rollouts_per_state Monte Carlo rollouts; best vs worst.")
+            "(step_chars characters) from there valued by rollouts_per_state Monte Carlo rollouts; best vs worst.",
+    logs=PAIRS_LOGS)
 def sibling_steps(engine, task, examples, *, group_size, sampling, ctx, step_chars=2, rollouts_per_state=4):
     """`ctx` (the step's context) gives the random stream that picks each sample's branching point."""
     pairs = sibling_pairs(engine, task, examples, ctx.rng(ctx.round), step_chars=step_chars, children=group_size,

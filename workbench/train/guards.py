@@ -32,6 +32,15 @@ class DeadGradientGuard:
                 f"token (e.g. capo with thresholds too tight for the learning rate: see capo/masked_frac).")
 
 
+# What the guards log (`NonFiniteGuard.metrics`).
+GUARD_METRICS = {
+    "nonfinite/skipped": ("Updates dropped this step for a NaN/inf loss or gradient norm (only with nonfinite=skip); "
+                          "healthy runs stay at 0.",
+                          "0 on every step. Anything else: a NaN/inf loss or gradient norm was dropped; several in a "
+                          "row mean the run diverged (lower lr, clamp log-ratios, train in float32)."),
+}
+
+
 class NonFiniteGuard:
     """Checks every update before the optimizer takes it. mode "stop": a NaN/inf loss or gradient norm ends the
     run with NonFiniteError (the weights and the last checkpoint are untouched); "skip": the update is dropped

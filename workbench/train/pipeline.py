@@ -55,6 +55,16 @@ def task_capabilities(task) -> dict[str, bool]:
             "subgoals": bool(getattr(env, "subgoals", False))}
 
 
+# What the pipeline logs itself (`Pipeline.loss`); the components' metrics are declared by each (`logs=`).
+PIPELINE_METRICS = {
+    "loss/policy": ("Policy objective value (aggregated), averaged over minibatches.",
+                    "Not a progress measure: with centred advantages it hovers around 0 and does not go down as the "
+                    "policy improves."),
+    "loss/total": ("Total loss optimized: policy + KL + entropy + value terms.",
+                   "Same caveat as loss/policy; the KL and entropy terms shift it."),
+}
+
+
 @dataclass
 class Part:
     """One component of the running pipeline."""

@@ -21,6 +21,7 @@ from workbench import ops, registry
 from workbench.advantages.group import group_stats
 from workbench.batch import RolloutBatch
 from workbench.context import Forward, Head, StepContext
+from workbench.kl import KL_LOGS
 from workbench.models import (add_lora, checkpoint_state, frozen_copy, frozen_reference, load_checkpoint_state,
                               load_model)
 from workbench.recipes import Recipe, get_recipe, use, with_overrides
@@ -99,6 +100,83 @@ def fill_stats(batch: RolloutBatch, fields: dict[str, str], stats: list) -> None
     for name, stat in fields.items():
         value = stats[0][stat]
         setattr(batch, name, torch.where(batch.mask > 0, value, torch.zeros_like(value)))
+
+
+# What the loop logs itself each step (`Trainer.step`); the glossary gathers it with every component's `logs`.
+LOOP_METRICS = {
+    "step": ("RL step index (one rollout batch per step), starting at 0.",
+             "Counts up by one per row. A resumed run recomputes the steps after its last checkpoint, so rows are "
+             "never duplicated."),
+    "reward/mean": ("Mean outcome reward of the sampled responses; rises as the policy improves.",
+                    "Noisy but trending up. Flat at the warm-start level: no signal reaches the policy. A jump to "
+                    "the maximum while entropy collapses: check for reward hacking."),
+    "reward/std": ("Std of rewards over the batch; near 0 means no learning signal is left in the groups.",
+                   "Away from 0 while the task is neither solved nor hopeless; it shrinks as reward/mean nears its "
+                   "minimum or maximum."),
+    "accuracy": ("Fraction of sampled responses the verifier accepts (at the sampling temperature).",
+                 "Follows reward/mean for 0/1 rewards. Sampled at temperature 1, so it stays below the greedy "
+                 "eval/accuracy."),
+    "frac_zero_std_groups": ("Share of groups whose rewards are all equal: their group advantage is 0.",
+                             "Well below 1. Climbing towards 1 means most prompts became all-right or all-wrong: "
+                             "harder prompts, a larger G or dynamic sampling are needed."),
+    "advantage/mean": ("Mean advantage over valid tokens (about 0 for centred estimators).",
+                       "Near 0 for group-centred estimators. A persistent sign means right answers are "
+                       "systematically longer (> 0) or shorter (< 0) than wrong ones, since the mean is per token."),
+    "advantage/abs_mean": ("Mean |advantage| over valid tokens: the size of the learning signal.",
+                           "Roughly stable (about 0.8 with std scaling). Falling while frac_zero_std_groups rises: "
+                           "the learning signal is drying up."),
+    "entropy": ("Mean full-vocabulary token entropy of the policy on its own samples (nats); a collapse to 0 means no "
+                "exploration.",
+                "Declines slowly. A crash towards 0 within a few steps is entropy collapse (no exploration left); a "
+                "steady rise means the policy is diffusing (learning rate or entropy bonus too high)."),
+    **KL_LOGS,  # the per-token KL to the reference (`rollout_metrics`)
+    "response_length/mean": ("Mean number of policy tokens per response (including EOS).",
+                             "Changes slowly. A steady climb to max_new_tokens or a collapse to a few tokens points "
+                             "at a length bias of the loss aggregation or at reward hacking."),
+    "response_length/max": ("Longest response in the batch.",
+                            "Below max_new_tokens most of the time."),
+    "truncated_frac": ("Share of responses that hit max_new_tokens without EOS.",
+                       "Near 0. Rising: answers run out of budget and usually score 0."),
+    "grad_norm": ("Global gradient norm before clipping, averaged over optimizer steps.",
+                  "Stable. Often above grad_clip (1.0 here) means every step is rescaled; spikes tend to precede "
+                  "instabilities."),
+    "mismatch/logp_abs_mean": ("Mean |old_logp - mu_logp| over response tokens: trainer vs rollout-engine log-prob "
+                               "gap (~1e-7 with HF generate; larger with vLLM or stale engine weights).",
+                               "About 1e-7 with HF generate (2e-7 to 5e-7 on the smoke runs). Larger with vLLM; a "
+                               "steady climb during training means the engine is not getting the new weights."),
+    "mismatch/logp_abs_max": ("Largest |old_logp - mu_logp| over the rollout batch's response tokens.",
+                              "A few 1e-6 with HF generate (up to about 1e-4 on long runs). Much larger: a few "
+                              "tokens were sampled with a probability the trainer disagrees with, what TIS caps."),
+    "mismatch/is_ratio_mean": ("Mean importance ratio exp(old_logp - mu_logp) over response tokens (1 = no mismatch).",
+                               "1 to within 1e-6 with HF generate. Drifting from 1 (vLLM, stale weights): the "
+                               "samples no longer come from the policy being trained; use tis or minirl, or fix the "
+                               "weight push."),
+    "mismatch/is_ratio_max": ("Largest exp(old_logp - mu_logp) in the batch: what TIS's cap truncates.",
+                              "1 to within about 1e-4 with HF generate. Well above TIS's cap (2 by default): some "
+                              "tokens were sampled with a very different probability than the trainer gives them."),
+    "eval/accuracy": ("Greedy accuracy on the held-out set (only on evaluation steps).",
+                      "Rises from evaluation to evaluation: the headline number."),
+    "eval/pass@1": ("--set pass_k=K: unbiased pass@1 (mean sampled accuracy) over n samples of each held-out prompt "
+                    "(only on evaluation steps).",
+                    "Rises with training, like eval/accuracy (sampled rather than greedy)."),
+    "eval/pass@k": ("--set pass_k=K: unbiased pass@K, the chance that at least one of K samples of a held-out prompt "
+                    "is right (Chen et al. 2021; only on evaluation steps).",
+                    "Flat or rising. Falling while pass@1 rises: the policy is sharpening onto fewer answers "
+                    "(entropy collapse): it solves the easy prompts more surely and stops exploring the others."),
+    "eval/entropy": ("--set pass_k=K: the policy's mean token entropy on its samples of the held-out prompts.",
+                     "Falls slowly. A collapse to near 0 within a few evaluations: exploration is gone and pass@k "
+                     "will follow pass@1."),
+    "time/step": ("Wall-clock seconds for the whole step.",
+                  "Flat. Growth means longer responses or memory pressure."),
+    "time/rollout": ("Seconds spent generating (rollout) in the step.",
+                     "Flat; compare with time/train to see where a step's time goes."),
+    "time/train": ("Seconds spent in forward/backward/optimizer in the step.",
+                   "Flat; grows with ppo_epochs and the number of minibatches."),
+    "tokens_per_s/rollout": ("Response tokens generated per second of rollout time.",
+                             "Flat for a given model and batch size."),
+    "tokens_per_s/train": ("Response tokens trained on per second of training time (all epochs).",
+                           "Flat for a given model and batch size."),
+}
 
 
 class Trainer:

@@ -45,6 +45,17 @@ def positive_samples(resampled, threshold: float) -> torch.Tensor:
     return torch.nonzero(advantage > threshold).flatten()
 
 
+AEPO_LOGS = {
+    "aepo/candidates": ("AEPO: re-sampled samples whose GRPO advantage is above 0.05 (correct, in a group not all "
+                        "correct).",
+                        "Above 0 on most steps. Always 0: no re-sampled prompt had a correct sample among wrong "
+                        "ones, so nothing steers the entropy."),
+    "aepo/replaced": ("AEPO: rows of the batch replaced by those samples, trained with advantage exactly 1.",
+                      "min(ceil(3/128 B), aepo/candidates), halved above the target: up to 3 of the smoke run's 128 "
+                      "rows, 1 of 16 on test runs. 0 for long stretches: no control."),
+}
+
+
 @registry.group_transform(
     "aepo-arbitrary", title=AEPO_TITLE,
     summary="Re-sample a quarter of the prompts at the controller's temperature; the correct samples (GRPO "
@@ -52,7 +63,7 @@ def positive_samples(resampled, threshold: float) -> torch.Tensor:
             "marked in batch.resampled for an advantage of exactly 1.",
     equation=r"\nabla J = \nabla J_{GRPO} + \alpha\,\mathbb{E}_{q,\,o\sim\pi_\theta^{T}}"
              r"\big[\nabla\log\pi_\theta(o\mid q)\,R(q,o)\big]",
-    reads=("rewards", "group"), provides=("resampled",))
+    reads=("rewards", "group"), provides=("resampled",), logs=AEPO_LOGS)
 def aepo_resample(batch, ctx, *, temperature=1.0, entropy_gap=0.0, resample_frac=0.25, replace_frac=REFERENCE_N,
                   threshold=0.05):
     """Reads `group` and the step's examples (`ctx.examples`); re-samples with `ctx.rollout(..., temperature=T)`.

@@ -5,11 +5,19 @@ from workbench import registry
 from workbench.rollout.fill_groups import fill_groups
 
 
+SAMPLING_LOGS = {
+    "sampling/rounds": ("Dynamic sampling (DAPO): generation rounds needed to collect informative groups.",
+                        "1 or 2. Always at the maximum: few prompts still give any reward spread."),
+    "sampling/shortfall_groups": ("Dynamic sampling: informative groups still missing after the last round.",
+                                  "0: every step found enough informative groups."),
+}
+
+
 @registry.group_transform(
     "dynamic-sampling", title="DAPO: An Open-Source LLM Reinforcement Learning System at Scale",
     summary="Drop groups whose rewards are all equal (zero advantage) and refill the batch by resampling.",
     equation=r"\text{keep } g \iff \mathrm{std}_g R > 0 \quad (0 < \mathrm{mean}_g\,\mathrm{acc} < 1)",
-    reads=("rewards", "group"))
+    reads=("rewards", "group"), logs=SAMPLING_LOGS)
 def dynamic_sampling(batch, ctx, *, max_rounds=3):
     """The step's first round is `batch`; rounds 1.. come from `ctx.resample(round)` (new prompts, same step).
     Keeps `ctx.prompts_per_step` informative groups (`fill_groups`, verl `filter_groups`); when no round had

@@ -110,12 +110,20 @@ def downsample(batch: RolloutBatch, dp_size: int, generator: torch.Generator) ->
     return (batch.select(keep) if drop else batch), len(drop)
 
 
+EAPO_ROUND_LOGS = {
+    "eapo/rounds": ("EAPO: mean rounds per episode; each round becomes a training row.",
+                    "Falling slowly as the discount favours shorter successful episodes; 1 on a one-turn task."),
+    "eapo/dropped": ("EAPO: round rows dropped to cut the set to a multiple of the data-parallel size (< dp_size).",
+                     "0 with dp_size 1; always below dp_size."),
+}
+
+
 @registry.group_transform(
     "eapo", title=EAPO_TITLE,
     summary="Every round of an episode becomes a training sample (its history as the prompt), and the sample set "
             "is cut to the largest multiple of the data-parallel size at random (adaptive downsampling).",
     equation=r"|\mathcal{C}_{train}| = \lfloor |\mathcal{C}| / \mathrm{DP} \rfloor \cdot \mathrm{DP}",
-    reads=("turn", "turn_info"))
+    reads=("turn", "turn_info"), logs=EAPO_ROUND_LOGS)
 def eapo_rounds(batch, ctx, *, dp_size=1, per_round=True):
     """`split_rounds` (per_round=True), then `downsample` to a multiple of `dp_size` with this step's generator.
 

@@ -21,6 +21,7 @@ from workbench.advantages.group import group_index
 from workbench.batch import RolloutBatch, concat
 from workbench.objectives.vspo import VSPO_TITLE, task_value
 from workbench.rollout.fill_groups import keep_informative_groups
+from workbench.transforms.dynamic_sampling import SAMPLING_LOGS
 
 
 @dataclass
@@ -106,13 +107,29 @@ def draw_candidates(ctx, state: PassRates, need: int, *, max_rounds, oversample,
     return candidates, rounds
 
 
+VSPO_LOGS = {
+    "vspo/zero_var_groups": ("VSPO: groups of the step's first sampling round whose rewards were all equal.",
+                             "Below prompts_per_step (as a share of it, what frac_zero_std_groups is for plain "
+                             "GRPO). Equal to prompts_per_step: every prompt is solved, or failed, by all of its "
+                             "samples."),
+    "vspo/replaced_groups": ("VSPO: zero-variance groups replaced by resampled prompts of highest task value.",
+                             "Equal to vspo/zero_var_groups when the extra rounds found enough informative prompts; "
+                             "well below it: few prompts still split their samples (raise max_rounds or G)."),
+    "vspo/task_value_mean": ("VSPO: mean task value p(1 - p) (smoothed pass rate p of the row's prompt) of the "
+                             "trained rows; 0.25 at most.",
+                             "Around 0.1 to 0.25 (p between about 0.15 and 0.85). Falling towards 0: the trained "
+                             "prompts are nearly always or never solved."),
+}
+
+
 @registry.group_transform(
     "vspo", title=VSPO_TITLE,
     summary="Replace zero-variance groups by resampled prompts of highest task value v = p(1 - p) (smoothed pass "
             "rates kept across steps); every row gets its prompt's task_value for the value-smoothing clip.",
     equation=r"v(x) = \bar p(x)\,(1 - \bar p(x)),\quad \bar p(x) \leftarrow d\,\bar p(x) + (1-d)\,\hat p(x);\ "
              r"\text{zero-variance groups} \to \mathrm{top}_k\,v \text{ among resampled informative groups}",
-    reads=("rewards", "scores", "group", "prompts"), provides=("task_value",), state=PassRates)
+    reads=("rewards", "scores", "group", "prompts"), provides=("task_value",), state=PassRates,
+    logs={"sampling/rounds": SAMPLING_LOGS["sampling/rounds"], **VSPO_LOGS})
 def vspo_resample(batch, ctx, *, max_rounds=3, oversample=2.0, decay=0.5, max_prompts=4096):
     r"""VSPO's sampling half (arXiv 2512.07478). No reference implementation located; the abstract says VSPO
     "replaces low-value samples with prompts selected by a task-value metric balancing difficulty and

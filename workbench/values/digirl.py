@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from workbench import ops, registry
 from workbench.advantages.digirl import DIGIRL_TITLE
+from workbench.values.loss import VALUE_LOGS
 
 
 def success_bce(logits, returns, mask, *, agg="token-mean", denom=None):
@@ -30,12 +31,20 @@ def success_bce(logits, returns, mask, *, agg="token-mean", denom=None):
     return loss, acc
 
 
+DIGIRL_VALUE_LOGS = {
+    "value/acc": ("DigiRL: accuracy of the success classifier (sigmoid(V) > 0.5 vs Monte Carlo return > 0) at the "
+                  "steps' value tokens.",
+                  "Rises above the share of the majority label; stuck at it: the critic predicts one class only."),
+}
+
+
 @registry.value(
     "digirl", title=DIGIRL_TITLE,
     summary="Step critic as a success classifier: binary cross-entropy of sigmoid(V) against [Monte Carlo "
             "return > 0] at every step's value token.",
     equation=r"L_V = c\,\mathrm{BCE}\big(\sigma(V(s_h)),\ \mathbb{1}[G_h > 0]\big)",
-    reads=("returns", "value_mask"))
+    reads=("returns", "value_mask"),
+    logs={**{k: VALUE_LOGS[k] for k in ("value/loss", "value/mean")}, **DIGIRL_VALUE_LOGS})
 def digirl_value(values, batch, *, agg="token-mean", denom=None, coef=1.0):
     """coef x `success_bce` of the head's logits [B, T] on the advantage's targets (`returns`, `value_mask`); 0 with
     no gradient when the minibatch has no value token. Metrics: value/loss, value/acc, value/mean (mean success

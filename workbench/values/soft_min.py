@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from workbench import ops, registry
 from workbench.regularizers.safe import SAFE_TITLE
+from workbench.values.loss import VALUE_LOGS
 
 
 def soft_min(v1: torch.Tensor, v2: torch.Tensor, alpha: float = 0.3) -> torch.Tensor:
@@ -70,7 +71,8 @@ def huber_value_loss(values, old_values, returns, mask, *, agg="token-mean", den
             "(delta 0.5) value loss plus its clipped twin, weighted 0.5.",
     equation=r"V = -\alpha\big(\mathrm{LSE}(-v_1/\alpha, -v_2/\alpha) - \log 2\big),\ "
              r"L_V = \tfrac{c}{2}\big(\ell_\delta(V - R) + \ell_\delta(V_{old} + \mathrm{clip}(V - V_{old}) - R)\big)",
-    reads=("returns", "value_mask", "old_values"))
+    reads=("returns", "value_mask", "old_values"),
+    logs={k: VALUE_LOGS[k] for k in ("value/loss", "value/mean", "value/explained_var")})
 def safe_value(values, batch, *, agg="token-mean", denom=None, coef=0.5, alpha=0.3, delta=0.5, clip_eps=0.2):
     """coef x `huber_value_loss` of the soft-min head's values [B, T] on the advantage's targets.
 

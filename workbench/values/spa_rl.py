@@ -15,7 +15,7 @@ import torch
 
 from workbench import registry
 from workbench.advantages.spa_rl import SPA_TITLE, progress_readings
-from workbench.values.loss import value_loss
+from workbench.values.loss import VALUE_LOGS, value_loss
 
 
 def progress_loss(values: torch.Tensor, batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -27,13 +27,22 @@ def progress_loss(values: torch.Tensor, batch) -> tuple[torch.Tensor, torch.Tens
     return (err * rows).sum() / rows.sum().clamp(min=1), predicted
 
 
+SPA_RL_VALUE_LOGS = {
+    "value/progress_loss": ("SPA-RL: mean squared error of the progress estimator's summed per-turn readings against "
+                            "the episode's outcome.",
+                            "Falls towards 0 as the per-turn readings learn to add up to the outcome."),
+    "value/progress_mean": ("SPA-RL: mean over rows of the estimator's prediction sum_t c_t of the outcome.",
+                            "Tracks reward/mean once the estimator fits."),
+}
+
+
 @registry.value(
     "spa-rl", title=SPA_TITLE,
     summary="Progress estimator: the per-turn readings at each turn's last token must sum to the outcome (MSE); "
             "plus the step critic's clipped value loss at each turn's first token.",
     equation=r"L = \big(\textstyle\sum_t c_t - R\big)^2 + c_V\,\tfrac12\max\big((V-R^{GAE})^2, "
              r"(V_{clip}-R^{GAE})^2\big)",
-    reads=("returns", "value_mask", "old_values", "turn", "rewards"))
+    reads=("returns", "value_mask", "old_values", "turn", "rewards"), logs={**VALUE_LOGS, **SPA_RL_VALUE_LOGS})
 def spa_rl_value(values, batch, *, agg="token-mean", denom=None, coef=0.1, progress_coef=1.0, clip_eps=0.2):
     """progress_coef x `progress_loss` + coef x the clipped critic loss (skipped when no turn has a critic token).
     Metrics: value/progress_loss, value/progress_mean (mean sum_t c_t), and value-loss's when the critic trains."""

@@ -56,7 +56,7 @@ def test_chat_template_wraps_prompts_for_instruct_models(tmp_path):
     assert tok.decode(plain_ids[0], skip_special_tokens=True) == "12+30="
     gen = HFEngine(chat_model, chat_tok).generate(["1+2="], n=2, max_new_tokens=4)
     assert gen.prompt_ids.shape[0] == 2 and chat_tok.decode(gen.prompt_ids[0]).endswith("U:1+2=\nA:")
-    # the preference trainer scores responses after the same wrapped prompt
+    # preference items are scored after the same wrapped prompt
     wrapped, _ = list_logps(chat_model, chat_tok, ["1+2="], [["3"]])
     assert not torch.allclose(wrapped, list_logps(chat_model, tok, ["1+2="], [["3"]])[0])
 

@@ -1,4 +1,5 @@
-"""The RL loop end to end on the tiny model: run folder, determinism, exact resume, recipes, LoRA / QLoRA, errors."""
+"""The trainer end to end on the tiny model, RL and preference recipes alike: run folder, determinism, exact resume,
+recipes, LoRA / QLoRA, errors."""
 import dataclasses
 import json
 

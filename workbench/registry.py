@@ -120,6 +120,8 @@ class Entry:
     keeps: tuple = ()                # reference: the anchors it moves, each a frozen copy of its own ("ref", "prev")
     coefficients: dict = field(default_factory=dict)  # {run coefficient (`COEFFICIENTS`): the parameter that is
     #                                  it}: the run's --set kl_coef=X sets kl-penalty's beta, a preference loss's beta
+    kl_estimator: str = ""           # a KL term (in the loss or the reward): the parameter naming its estimator, which
+    #                                  the step's logged `kl` (and an adaptive KL controller reading it) uses
     check: Callable | None = None    # check(**hp) raises ValueError on parameters it cannot take, for a component
     #                                  whose signature cannot say (one that passes keywords on to another)
     logs: tuple = ()                 # the Metrics it logs (`Metric`): what each measures, its healthy curve
@@ -178,7 +180,8 @@ def register(kind: str, key: str, *, title: str, summary: str, equation: str = "
              reads: tuple = (), provides: tuple = (), state: Callable | None = None,
              targets: Callable | None = None, needs: tuple = (), plan: Callable | None = None,
              whole_groups: bool = False, layout: str = "", moves: Callable | None = None, keeps: tuple = (),
-             check: Callable | None = None, coefficients: dict | None = None, logs: dict | None = None):
+             check: Callable | None = None, coefficients: dict | None = None, kl_estimator: str = "",
+             logs: dict | None = None):
     """Decorator registering `fn` under (kind, key) with what it reads, provides, keeps and needs of the task, the
     metrics it logs ({name: (measures, healthy)}, `Metric`) and (an objective) the update schedule it asks of the
     trainer (`plan`)."""
@@ -212,7 +215,8 @@ def register(kind: str, key: str, *, title: str, summary: str, equation: str = "
             reads=reads if callable(reads) else tuple(reads), provides=tuple(provides), state=state, targets=targets,
             needs=tuple(needs),
             plan=plan, whole_groups=whole_groups, layout=(layout or "pair") if kind == "preference" else layout,
-            moves=moves, keeps=tuple(keeps), check=check, coefficients=dict(coefficients or {}), logs=declared,
+            moves=moves, keeps=tuple(keeps), check=check, coefficients=dict(coefficients or {}),
+            kl_estimator=kl_estimator, logs=declared,
         )
         return fn
 

@@ -55,3 +55,12 @@ def test_a_component_declares_only_known_coefficients():
                         ("reward_shaping", "kl-in-reward"): {"kl_coef": "beta"},
                         ("objective", "preference"): {"kl_coef": "beta"},
                         ("regularizer", "entropy-bonus"): {"entropy_coef": "coef"}}
+
+
+def test_the_logged_kl_uses_the_estimator_the_kl_term_declares():
+    assert get_recipe("grpo").kl_estimator() == "k3" and get_recipe("dapo").kl_estimator() == "k3"  # none: k3
+    rloo = get_recipe("rloo")
+    assert rloo.kl_term().key == "kl-in-reward" and rloo.kl_estimator() == rloo.kl_term().kw["estimator"]
+    bare = dataclasses.replace(rloo, reward_shaping=(use("kl-in-reward", beta=0.1),))
+    assert bare.kl_estimator() == "k1"  # the component's own default, not a guess
+    assert registry.get("reward_shaping", "kl-in-reward").kl_estimator == "estimator"

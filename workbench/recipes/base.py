@@ -29,7 +29,6 @@ def use(key: str, *, into: str = "", **kw) -> Use:
 
 
 SCALARS = ("agg", "task_reward", "reward_aggregation")  # recipe fields an override sets directly
-KL_KEYS = {("regularizer", "kl-penalty"), ("reward_shaping", "kl-in-reward")}  # the two placements of kl-penalty
 
 
 @dataclass(frozen=True)
@@ -77,8 +76,18 @@ class Recipe:
         return [(kind, u.key) for kind, u in self.uses()] + [("aggregation", self.agg)]
 
     def kl_term(self) -> Use | None:
-        """The recipe's KL-to-reference term (in the loss or in the reward), if any."""
-        return next((u for kind, u in self.uses() if (kind, u.key) in KL_KEYS), None)
+        """The recipe's KL-to-reference term (in the loss or in the reward), if any: the component that declares the
+        estimator of the KL it adds (`Entry.kl_estimator`)."""
+        return next((u for kind, u in self.uses() if getattr(_entry(kind, u.key), "kl_estimator", "")), None)
+
+    def kl_estimator(self) -> str:
+        """The estimator of the recipe's KL term, the one the step's logged `kl` (and a controller reading it) uses;
+        k3 when the recipe has no KL term."""
+        for kind, u in self.uses():
+            param = getattr(_entry(kind, u.key), "kl_estimator", "")
+            if param:
+                return u.kw.get(param, registry.get(kind, u.key).defaults[param])
+        return "k3"
 
     def as_dict(self) -> dict:
         return asdict(self)

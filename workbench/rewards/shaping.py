@@ -61,7 +61,8 @@ def ppo_max_rewards(batch, ctx, *, delta=5.0, normalize=True, clip=True):
     summary="The reward placement of `kl-penalty`: -beta * k_t added to every token's reward (TRL PPO/RLOO, "
             "verl use_kl_in_reward).",
     equation=r"r_t \leftarrow r_t - \beta\,k(\log\pi_{old} - \log\pi_{ref})_t",
-    reads=("old_logp", "ref_logp"), provides=("token_rewards",), coefficients={"kl_coef": "beta"})
+    reads=("old_logp", "ref_logp"), provides=("token_rewards",), coefficients={"kl_coef": "beta"},
+    kl_estimator="estimator")
 def kl_reward(batch, ctx, *, beta=0.05, estimator="k1", value_clamp=None):
     """Sets `token_rewards` [B, T] = `kl_in_reward(old_logp, ref_logp, mask)`; beta = 0 leaves the batch as is."""
     if not beta:

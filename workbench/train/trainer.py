@@ -481,11 +481,6 @@ class Trainer:
         self.dead_gradient.check(parallel.sum([signal])[0] > 0, moved)
         return {**{k: v / max(n, 1) for k, v in sums.items()}, **self.nonfinite.metrics()}
 
-    def kl_estimator(self) -> str:
-        """The estimator of the recipe's KL term (logged as `kl`), k3 when it has none."""
-        term = self.recipe.kl_term()
-        return term.kw.get("estimator", "k3") if term else "k3"
-
     def rollout_metrics(self, batch: RolloutBatch) -> dict:
         """What the step's batch looks like: entropy, lengths, KL to the reference, advantages (when estimated) and,
         for the policy's own samples (the rollout engine's log-probs `mu_logp` are set), rewards, accuracy and the
@@ -513,7 +508,7 @@ class Trainer:
             row.update({"advantage/mean": float(ops.masked_mean(batch.advantages, valid)),
                         "advantage/abs_mean": float(ops.masked_mean(batch.advantages.abs(), valid))})
         if batch.ref_logp is not None:
-            per_token = registry.get("kl", self.kl_estimator().rstrip("+")).fn(batch.old_logp, batch.ref_logp)
+            per_token = registry.get("kl", self.recipe.kl_estimator().rstrip("+")).fn(batch.old_logp, batch.ref_logp)
             row["kl"] = float(ops.masked_mean(per_token, valid))
             if self.parallel.active:  # controllers must see the same KL on every rank
                 kl_sum, count = self.parallel.sum([float((per_token * valid).sum()), float(valid.sum())])

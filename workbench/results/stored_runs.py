@@ -48,11 +48,7 @@ class Comparison:
 
 
 # Settings two comparisons share, so that their runs of the same recipe and seed are the same runs
-# f7-*; minibatches=1: one optimizer step per step, as the preference loop took when these runs were stored (the one
-# trainer now splits a preference step into `minibatches` steps as any recipe's; with 1 the offline recipes reproduce
-# the stored runs exactly, the online ones draw their prompts through the sampler stage)
-F7_SETS = ("sft_steps=500", "sft_lr=1e-3", "lr=1e-5", "steps=200", "eval_size=200", "checkpoint_every=50",
-           "minibatches=1")
+F7_SETS = ("sft_steps=500", "sft_lr=1e-3", "lr=1e-5", "steps=200", "eval_size=200", "checkpoint_every=50")  # f7-*
 F4_SETS = ("steps=40", "prompts_per_step=4", "eval_size=100", "pass_k=4", "eval_every=10",
            "checkpoint_every=20")  # the multi-turn f4-* comparisons: 40 steps of 4 episodes x G, pass@1 of 4 samples
 F2_SETS = ("lr=3e-4", "steps=80", "pass_k=8", "eval_every=40", "eval_size=100", "checkpoint_every=40")  # f2, f1-more

@@ -48,7 +48,10 @@ class Comparison:
 
 
 # Settings two comparisons share, so that their runs of the same recipe and seed are the same runs
-F7_SETS = ("sft_steps=500", "sft_lr=1e-3", "lr=1e-5", "steps=200", "eval_size=200", "checkpoint_every=50")  # f7-*
+# f7-*. Stored by the preference loop before the one trainer: one optimizer step per step whatever `minibatches` said.
+# The one trainer splits a step into `minibatches` steps for every recipe: add --set minibatches=1 to reproduce them
+# (the offline recipes then exactly; the online ones draw their prompts through the sampler stage now).
+F7_SETS = ("sft_steps=500", "sft_lr=1e-3", "lr=1e-5", "steps=200", "eval_size=200", "checkpoint_every=50")
 F4_SETS = ("steps=40", "prompts_per_step=4", "eval_size=100", "pass_k=4", "eval_every=10",
            "checkpoint_every=20")  # the multi-turn f4-* comparisons: 40 steps of 4 episodes x G, pass@1 of 4 samples
 F2_SETS = ("lr=3e-4", "steps=80", "pass_k=8", "eval_every=40", "eval_size=100", "checkpoint_every=40")  # f2, f1-more

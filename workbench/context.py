@@ -16,7 +16,8 @@ class StepContext:
     recipe's rollout strategy on given examples (e.g. ReMax's greedy baseline, AEPO's resampling at another
     temperature); `score(batch, temperature)` is the current policy's log-probs [B, T] of the batch's responses at
     that temperature, without gradient (DCPO's target-temperature weight); `gather(x)` collects a per-row tensor from
-    every rank, so that state a component keeps is the same on all of them. `task` is the run's task (its
+    every rank, so that state a component keeps is the same on all of them (`gather_objects(list)`: the same for lists
+of Python objects, e.g. prompt texts). `task` is the run's task (its
     `make_env()`, `expert_actions`, `score`: Monte Carlo continuations replay an episode with `episodes.replay`);
     `engine` is the rollout engine (`generate_ids(prefixes, ...)` continues token-id prefixes, `tokenizer`
     encodes text), for components that sample from a state mid-episode or score text the batch does not hold."""
@@ -33,6 +34,7 @@ class StepContext:
     rollout: Callable | None = None
     score: Callable | None = None
     gather: Callable = lambda x: x                 # [N] this rank's rows -> all ranks' rows (data parallelism)
+    gather_objects: Callable = lambda xs: list(xs)  # this rank's list -> every rank's lists joined, in rank order
     task: Any = None                               # the run's task (environments, experts, the verifier)
     engine: Any = None                             # the rollout engine (continue prefixes; `tokenizer`)
     state: Any = None

@@ -36,19 +36,23 @@ def launch(recipe: str, out: Path, launcher: str, port: int, mode: str = "ddp") 
 @pytest.mark.parametrize("recipe,launcher,port,mode", [
     ("grpo", "torchrun", 29521, "ddp"), ("dr_grpo", "accelerate", 29522, "ddp"), ("ppo", "torchrun", 29523, "ddp"),
     ("grpo", "torchrun", 29524, "fsdp"), ("ppo", "accelerate", 29525, "fsdp"), ("ppo-max", "torchrun", 29526, "ddp"),
-    ("bapo", "torchrun", 29527, "ddp")])
+    ("bapo", "torchrun", 29527, "ddp"), ("vspo", "torchrun", 29528, "ddp")])
 def test_two_ranks_take_the_one_process_step(recipe, launcher, port, mode, tmp_path):
     """grpo: seq-mean-token-mean; dr_grpo: seq-mean-token-sum-norm (C = B_global L_max); ppo: token-mean with a
     critic (global value-mask counts). The union of the ranks' batches replayed in one process gives the same
     gradients (ppo-max: its running reward moments, updated from every rank's rewards, are the same on both
     ranks); under FSDP the sharded gradients, gathered, are the same too, the replica the rollout engine
     samples from holds the updated weights, and a gathered checkpoint loads back into a sharded model; bapo: its
-    bound search sums pos and neg over the ranks, so both search the whole step's ratios, as one process does."""
+    bound search sums pos and neg over the ranks, so both search the whole step's ratios, as one process does; vspo:
+    every rank keeps the pass rates of every rank's groups, sampling the same number of rounds."""
     launch(recipe, tmp_path, launcher, port, mode)
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
     assert all(r["world"] == 2 and r["same_on_all_ranks"] and r["resumed_equal"] for r in ranks)
     assert all(r["engine_in_sync"] for r in ranks)
     assert ranks[0]["pipeline_state"] == ranks[1]["pipeline_state"]  # stateful components agree across ranks
+    if recipe == "vspo":  # every rank's pass rates hold both ranks' prompts, resampled ones included
+        rates = ranks[0]["pipeline_state"]["group_transform:vspo"].rate
+        assert {p for r in ranks for p in r["batch"].prompts} <= set(rates)
     if recipe == "ppo-max":  # the moments saw the whole step's rewards, not one rank's half
         assert ranks[0]["pipeline_state"]["reward_shaping:ppo-max"].count == sum(r["batch"].size for r in ranks)
     assert all(torch.equal(a, b) for a, b in zip(ranks[0]["params"], ranks[1]["params"]))

@@ -137,3 +137,18 @@ def test_rows_without_prompt_text_are_refused():
     b.prompts = []
     with pytest.raises(ValueError, match="batch.prompts has 0 entries"):
         vspo_resample(b, context(PassRates()))
+
+
+@pytest.mark.covers("vspo")
+def test_under_data_parallelism_every_rank_adds_every_ranks_groups_and_samples_the_same_rounds():
+    """Rank 0's view of a two-rank step: `gather_objects` adds rank 1's (prompt, pass rate) pairs after its own, and
+    `gather` sums the counts that decide the rounds: rank 0 has no zero-variance group but rank 1 has one, so rank 0
+    samples the extra round too (a collective every rank must join) and keeps nothing from it."""
+    other = [("z0", 0.0)]  # rank 1's group: all wrong
+    state, ctx = PassRates(), context(PassRates(), plan=[[2, 3]])
+    ctx.state = state
+    ctx.gather_objects = lambda items: list(items) + other
+    ctx.gather = lambda x: torch.cat([x, torch.ones_like(x)])  # rank 1 needs one replacement, has no candidate
+    out = vspo_resample(groups_batch([2, 1], "x"), ctx, max_rounds=2)
+    assert ctx.resample.calls == [1] and out.prompts == groups_batch([2, 1], "x").prompts  # nothing to replace here
+    assert state.rate == {"x0": 0.5, "x1": 0.25, "z0": 0.0, "r1-0": 0.5, "r1-1": 0.75}  # own first, then rank 1's

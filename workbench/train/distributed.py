@@ -73,6 +73,15 @@ class DataParallel:
         dist.all_reduce(t)
         return t.tolist()
 
+    def gather_objects(self, items: list) -> list:
+        """This rank's list joined with every other rank's, in rank order (lengths may differ): what a stateful
+        component keyed by text (prompts) adds to its state."""
+        if not self.active:
+            return list(items)
+        parts = [None] * self.world
+        dist.all_gather_object(parts, list(items))
+        return [item for part in parts for item in part]
+
     def gather(self, x: torch.Tensor) -> torch.Tensor:
         """[N] per rank -> [N * world] in rank order (every rank holds the same number of rows): what a stateful
         component adds to its state, so the state stays the same on every rank."""

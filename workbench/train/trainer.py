@@ -278,6 +278,7 @@ class Trainer:
         ctx = StepContext(step=step, total_steps=c.steps, seed=c.seed, group_size=c.group_size,
                           prompts_per_step=c.prompts_per_step, max_new_tokens=c.max_new_tokens,
                           pad_id=self.tokenizer.pad_token_id, score=self.score, gather=self.parallel.gather,
+                          gather_objects=self.parallel.gather_objects,
                           task=self.task, engine=self.engine)
         ctx.resample = lambda round: self.sample(ctx, round)
         ctx.rollout = functools.partial(self.rollout_on, ctx=ctx)

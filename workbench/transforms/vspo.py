@@ -59,12 +59,17 @@ def group_pass_rates(batch: RolloutBatch) -> tuple[torch.Tensor, list[str]]:
     return sums / counts, [batch.prompts[i] for i in first]
 
 
-def observe(state: PassRates, batch: RolloutBatch, step: int, decay: float) -> list[str]:
-    """Update the pass rates with every group of `batch`; returns the prompt of each dense group."""
+def observe(state: PassRates, batch: RolloutBatch, step: int, decay: float, gather=list) -> None:
+    """Update the pass rates with every group of `batch` and, under data parallelism, of every rank's batch
+    (`gather`: `ctx.gather_objects`), in rank order, so the state is the same on every rank."""
     p_hat, prompts = group_pass_rates(batch)
-    for p, prompt in zip(p_hat.tolist(), prompts):
+    for prompt, p in gather(list(zip(prompts, p_hat.tolist()))):
         state.observe(prompt, p, step, decay)
-    return prompts
+
+
+def total(ctx, n: float) -> float:
+    """`n` summed over the data-parallel ranks (itself in one process)."""
+    return float(ctx.gather(torch.tensor([float(n)])).sum())
 
 
 def split_groups(batch: RolloutBatch) -> list[RolloutBatch]:
@@ -95,12 +100,14 @@ def check_params(max_rounds, oversample, decay, max_prompts) -> None:
 
 
 def draw_candidates(ctx, state: PassRates, need: int, *, max_rounds, oversample, decay):
-    """(informative candidate groups in sampling order, rounds used): rounds 1.. until oversample * need."""
+    """(informative candidate groups in sampling order, rounds used): rounds 1.. until oversample * need. Under
+    data parallelism every rank samples the same number of rounds (the counts are summed over the ranks), so the
+    pass rates they gather stay the same on all of them."""
     candidates, rounds = [], 1
-    while need and rounds < max_rounds and len(candidates) < oversample * need:
+    while total(ctx, need) and rounds < max_rounds and total(ctx, len(candidates)) < oversample * total(ctx, need):
         extra = ctx.resample(rounds)
         rounds += 1
-        observe(state, extra, ctx.step, decay)
+        observe(state, extra, ctx.step, decay, ctx.gather_objects)
         informative = keep_informative_groups(extra)
         if informative.size:
             candidates += split_groups(informative)
@@ -146,13 +153,14 @@ def vspo_resample(batch, ctx, *, max_rounds=3, oversample=2.0, decay=0.5, max_pr
     replacement stay in the batch (A = 0). `max_rounds` = 1 turns resampling off (the batch is unchanged).
     State: `PassRates` in the pipeline state, updated from every sampled group (round 0 and candidates), at most
     `max_prompts` = 4096 prompts kept (least recently seen dropped; a memory bound of ours, not the paper's).
-    Not synchronised across data-parallel ranks (prompt texts are keys): each rank keeps its own.
+    Under data parallelism every rank adds every rank's groups (`ctx.gather_objects`) and all ranks sample the same
+    number of rounds, so the pass rates are the same on every rank.
     Metrics: `sampling/rounds`, `vspo/zero_var_groups` (round 0), `vspo/replaced_groups`, `vspo/task_value_mean`
     (mean v over the returned rows).
     """
     check_params(max_rounds, oversample, decay, max_prompts)
     state = ctx.state
-    observe(state, batch, ctx.step, decay)
+    observe(state, batch, ctx.step, decay, ctx.gather_objects)
     groups = split_groups(batch)
     zero = [bool(degenerate_groups(g.rewards.double(), g.group)[0]) for g in groups]
     candidates, rounds = draw_candidates(ctx, state, sum(zero), max_rounds=max_rounds, oversample=oversample,

@@ -118,8 +118,10 @@ def test_logprobs_and_entropy_match_reference_and_chunking():
 BATCH_DEPENDENT = {"clip_cov", "kl_cov", "bapo", "hapo", "aepo-agentic-clip", "capo"}
 # ROVER and B-Coder read the LM head and need log-probs that come from it: their own test files check micro-batching.
 READS_HEAD = {"rover", "b-coder"}
+# The preference objective reads whole items (`whole_groups`): minibatches never split one, and it averages over
+# items, not tokens (tests/objectives/test_preference.py).
 POLICY_OBJECTIVES = [e for e in registry.entries("objective")
-                     if e.key != "value-loss" and e.key not in BATCH_DEPENDENT | READS_HEAD]
+                     if e.key != "value-loss" and e.key not in BATCH_DEPENDENT | READS_HEAD and not e.whole_groups]
 
 
 def inputs(seed=0, B=8, T=7):

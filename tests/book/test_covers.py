@@ -67,7 +67,7 @@ def test_recipe_cards_list_recipe_tests_and_component_cards_do_not():
     listed = entry_tests(recipe, covers)
     assert listed[0] == "tests/recipes/test_canonical.py::test_x" and "tests/advantages" not in " ".join(listed)
     assert "tests/train/test_pipeline.py::test_every_recipe_trains_end_to_end_and_resumes_exactly[grpo]" in listed
-    assert any("test_every_preference_recipe_trains[dpo]" in t for t in entry_tests(registry.get("recipe", "dpo"), {}))
+    assert any("test_every_preference_recipe_resumes_exactly[dpo]" in t for t in entry_tests(registry.get("recipe", "dpo"), {}))
     for test_id in sum(EVERY_RECIPE_TESTS.values(), []):  # the parametrized tests the cards name exist
         path, name = test_id.split("::")
         assert f"def {name}(recipe" in (ROOT / path).read_text(), test_id

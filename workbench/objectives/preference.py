@@ -95,7 +95,7 @@ PREFERENCE_LOGS = {
 
 
 @registry.objective(
-    "preference", title="Preference losses on the update's batch", family="canonical", reads=preference_reads,
+    "preference", title="Preference losses on the update's batch", family="preference", reads=preference_reads,
     whole_groups=True, check=check_preference,
     coefficients={"kl_coef": "beta"},
     summary="Sum each ranked response's token log-probs, reshape to [items, K], and apply the registered "

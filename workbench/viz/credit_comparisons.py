@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from workbench import registry
+from workbench.advantages import exact as ce
 from workbench.viz.run_curves import seed_band
 from workbench.viz.style import RUN_COLORS, SIGNED_SCALE
 

@@ -90,7 +90,7 @@ def test_show_refuses_an_unknown_key_naming_close_ones(capsys):
     assert cli.main(["show", "grpo", "--kind", "objective"]) == 2
     assert "'grpo' is registered as: advantage, recipe" in capsys.readouterr().err
     assert cli.main(["show", "grpo", "--kind", "advantages"]) == 2
-    assert "unknown kind 'advantages'; kinds are reward" in capsys.readouterr().err
+    assert "unknown kind 'advantages'; kinds are reference, sampler, rollout" in capsys.readouterr().err
 
 
 def test_list_missing_prints_unregistered_catalog_keys(capsys):

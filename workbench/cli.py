@@ -165,7 +165,8 @@ def card_lines(entry, source: str, covers: dict[str, list[str]]) -> list[str]:
     if entry.kind == "recipe":
         lines.append("  components  " + ", ".join(f"{kind} {key}" for kind, key in entry.fn.components()))
     else:
-        lines.append(f"  reads       {', '.join(entry.reads) or '-'}; provides {', '.join(entry.provides) or '-'}")
+        reads, provides = ", ".join(entry.reads_with({})) or "-", ", ".join(entry.provides) or "-"
+        lines.append(f"  reads       {reads}; provides {provides}")
         users = [e.key for e in registry.entries("recipe") if (entry.kind, entry.key) in e.fn.components()]
         lines.append(f"  recipes     {', '.join(users) or 'none'}" + (f" ({len(users)})" if users else ""))
     tests = entry_tests(entry, covers)

@@ -10,6 +10,8 @@ LENGTHS = torch.tensor([4, 3, 2, 4, 1, 3])
 MASK = (torch.arange(4)[None, :] < LENGTHS[:, None]).float()
 GROUP = torch.tensor([0, 0, 1, 1, 2, 2])
 
+pytestmark = pytest.mark.covers("preference")
+
 
 def token_logps(seed: int) -> torch.Tensor:
     return -torch.rand(6, 4, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * MASK

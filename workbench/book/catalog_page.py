@@ -51,8 +51,8 @@ def _card(entry, tests: list[str], taught: list[tuple[str, str]] = ()) -> list[s
     ]
     if entry.equation.strip():
         lines += ["$$", entry.equation.strip(), "$$", ""]
-    if entry.reads or entry.provides:
-        reads = ", ".join(f"`{f}`" for f in entry.reads) or "nothing beyond its signature"
+    if entry.reads or entry.provides:  # reads that depend on parameters: those of its defaults
+        reads = ", ".join(f"`{f}`" for f in entry.reads_with({})) or "nothing beyond its signature"
         lines += [f"Reads {reads}" + (f"; provides {', '.join(f'`{f}`' for f in entry.provides)}."
                                        if entry.provides else "."), ""]
     defaults = shown_defaults(entry)

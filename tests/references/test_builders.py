@@ -62,3 +62,15 @@ def test_a_fixed_reference_moves_nothing():
     assert registry.get("reference", "sft").moves is None and registry.get("reference", "sft").keeps == ()
     with pytest.raises(ValueError, match="moves and keeps a reference's"):
         registry.register("objective", "probe-moves", title="t", summary="s", moves=lambda *a: None)
+
+
+@pytest.mark.parametrize("every", [0, -1, 2.5, "5"])
+def test_an_impossible_iteration_length_is_refused_when_the_recipe_is_checked(every):
+    import dataclasses
+
+    from workbench.recipes import get_recipe, use
+    from workbench.train.pipeline import Pipeline
+
+    for key in ("iterate", "previous-iterate", "momentum"):
+        with pytest.raises(ValueError, match="every must be an int >= 1"):
+            Pipeline(dataclasses.replace(get_recipe("sppo"), reference=use(key, every=every)))

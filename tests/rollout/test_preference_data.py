@@ -101,3 +101,27 @@ def test_win_rate_from_verifier_scores():
     example = Example("1+1=", "2", "2")
     assert win_rate(task, example, "2", ["2", "3", "4", "2"]) == pytest.approx((0.5 + 1 + 1 + 0.5) / 4)
     assert win_rate(task, example, "5", ["2", "3"]) == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("use_kw,match", [
+    ({"pairs": 0}, r"pairs=0 \(an int >= 1\)"), ({"pairs": "many"}, "pairs='many'"),
+    ({"list_size": 1}, r"list_size=1 \(an int >= 2\)"), ({"step_chars": 0}, "step_chars=0"),
+    ({"path": "no/such.jsonl"}, "does not exist"), ({"fractions": (0.5, 1.0)}, r"must each lie in \(0, 1\)")])
+def test_impossible_data_parameters_are_refused_when_the_recipe_is_checked(use_kw, match, tmp_path):
+    from workbench.recipes import get_recipe, use
+    from workbench.train.pipeline import Pipeline
+    import dataclasses
+
+    key = {"path": "file-pairs", "fractions": "degraded-pairs", "list_size": "task-lists",
+           "step_chars": "advantage-steps"}.get(next(iter(use_kw)), "task-pairs")
+    recipe = dataclasses.replace(get_recipe("dpo"), rollout=use(key, **use_kw))
+    with pytest.raises(ValueError, match=match):
+        Pipeline(recipe)
+
+
+def test_a_missing_data_path_is_refused_before_a_run_folder_is_written(tmp_path):
+    from workbench.train import Trainer, make_config
+
+    with pytest.raises(ValueError, match="does not exist"):
+        Trainer(make_config("smoke", recipe="dpo", task="addition", data_path=str(tmp_path / "x.jsonl")), tmp_path / "r")
+    assert not (tmp_path / "r").exists()

@@ -345,6 +345,7 @@ def test_preference_run_from_a_local_jsonl(tmp_path):
 
 
 def test_a_recipe_needing_rewards_refuses_jsonl_pairs_before_anything_is_built(tmp_path):
+    (tmp_path / "x.jsonl").write_text('{"prompt": "1+1=", "chosen": "2", "rejected": "3"}\n')
     config = make_config("smoke", recipe="refuel", **{**PREF, "steps": 1, "data_path": str(tmp_path / "x.jsonl")})
     with pytest.raises(ValueError, match=r"objective:preference reads \['preference_reward'\], which no earlier stage"):
         Trainer(config, tmp_path / "run", progress=False)

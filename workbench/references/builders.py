@@ -30,6 +30,12 @@ def soup_reference(model, ctx, *, runs=2):
 
 # ------------------------------------------------------------------------------------ anchors that move
 
+def check_every(*, every=5) -> None:
+    """Refuse, when the recipe is checked, an iteration that is not a whole number of steps >= 1."""
+    if not (isinstance(every, int) and every >= 1):
+        raise ValueError(f"every must be an int >= 1 (steps per iteration), got {every!r}")
+
+
 def iteration_ends(step: int, every: int) -> bool:
     """Step `step` (0-based) finishes an iteration of `every` steps."""
     if every < 1:
@@ -55,7 +61,7 @@ def momentum_to_policy(anchors: dict, policy, step: int, *, every=5):
 
 @registry.reference(
     "iterate", title="Self-Play Preference Optimization for Language Model Alignment", family="canonical",
-    keeps=("ref",), moves=reference_to_policy,
+    keeps=("ref",), moves=reference_to_policy, check=check_every,
     summary="Iterated preference training: the reference starts at the warm start and becomes the policy every "
             "`every` steps (pi_ref <- pi_t; SPPO, iterative DPO).",
     equation=r"\pi_{ref} \leftarrow \pi_\theta \text{ every } k \text{ steps}")
@@ -66,6 +72,7 @@ def iterate(model, ctx, *, every=5):
 @registry.reference(
     "previous-iterate", title="Iterative Nash Policy Optimization: Aligning LLMs with General Preferences via "
                               "No-Regret Learning", family="canonical", keeps=("prev",), moves=previous_to_policy,
+    check=check_every,
     summary="A fixed reference and a previous iterate pi_t that becomes the policy every `every` steps (INPO, "
             "Nash-MP read its log-probs as prev_logp).",
     equation=r"\pi_t \leftarrow \pi_\theta \text{ every } k \text{ steps},\ \pi_{ref} \text{ fixed}")
@@ -75,7 +82,7 @@ def previous_iterate(model, ctx, *, every=5):
 
 @registry.reference(
     "momentum", title="Accelerated Preference Optimization for Large Language Model Alignment", family="canonical",
-    keeps=("ref", "prev"), moves=momentum_to_policy,
+    keeps=("ref", "prev"), moves=momentum_to_policy, check=check_every,
     summary="Nesterov-style anchors: every `every` steps the previous reference is kept as prev and the reference "
             "becomes the policy (APO's pi_hat_{t-1} <- pi_hat_t <- pi_t).",
     equation=r"\hat\pi_{t-1} \leftarrow \pi_{ref} \leftarrow \pi_\theta \text{ every } k \text{ steps}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import random
+from pathlib import Path
 
 import torch
 
@@ -101,9 +102,26 @@ def empty_state(**_) -> dict:
     return {}
 
 
+def check_source(*, pairs=512, list_size=4, step_chars=2, rollouts_per_state=4, path="", fractions=(1 / 3, 2 / 3)):
+    """Refuse, when the recipe is checked (before anything is built), a data source's impossible parameters: the
+    dataset would otherwise fail, or come out empty, at the first step."""
+    counts = {"pairs": pairs, "list_size": list_size, "step_chars": step_chars,
+              "rollouts_per_state": rollouts_per_state}
+    low = {"pairs": 1, "list_size": 2, "step_chars": 1, "rollouts_per_state": 1}
+    bad = [f"{k}={v!r} (an int >= {low[k]})" for k, v in counts.items() if not (isinstance(v, int) and v >= low[k])]
+    if bad:
+        raise ValueError(f"preference data parameters out of range: {', '.join(bad)}")
+    if path and not Path(path).is_file():
+        raise ValueError(f"preference pairs file {path!r} does not exist; give a JSONL of prompt/chosen/rejected rows "
+                         f"with --set data_path=PATH")
+    if not all(0 < f < 1 for f in fractions):
+        raise ValueError(f"fractions {fractions!r} must each lie in (0, 1): the share of the chosen answer's digits "
+                         "removed")
+
+
 @registry.rollout(
     "task-pairs", title="Direct Preference Optimization: Your Language Model is Secretly a Reward Model",
-    family="canonical", state=empty_state, provides=("preference_reward",),
+    family="canonical", state=empty_state, check=check_source, provides=("preference_reward",),
     summary="Offline pairs: the task's verified target against a near miss (one digit changed), `pairs` of them "
             "built once from training prompts; rewards 1 and 0.", logs=PAIRS_LOGS)
 @offline
@@ -116,6 +134,7 @@ def task_pairs_source(engine, task, sampling, ctx, *, pairs=512):
 
 @registry.rollout(
     "file-pairs", title="Preference pairs from a local JSONL file", family="canonical", state=empty_state,
+    check=check_source,
     summary="Offline pairs read from a JSONL file of {prompt, chosen, rejected} rows (TRL's explicit-prompt layout); "
             "they carry no rewards.", logs=PAIRS_LOGS)
 @offline
@@ -128,6 +147,7 @@ def file_pairs(engine, task, sampling, ctx, *, path=""):
 
 @registry.rollout(
     "task-lists", title="LiPO: Listwise Preference Optimization through Learning-to-Rank", state=empty_state,
+    check=check_source,
     family="canonical",
     summary="Offline lists: the task's target and list_size - 1 distinct near misses per prompt, ranked by the "
             "verifier (then length), `pairs` lists built once.", logs=PAIRS_LOGS)
@@ -140,6 +160,7 @@ def task_lists_source(engine, task, sampling, ctx, *, pairs=512, list_size=4):
 @registry.rollout(
     "degraded-pairs", title="Self-supervised Preference Optimization: Enhance Your Language Model with Preference "
                             "Degree Awareness", family="canonical", state=empty_state, provides=("preference_reward",),
+    check=check_source,
     summary="Offline task pairs with copies of the chosen answer between them, each with a share `fractions` of its "
             "digits removed (the key content): chosen, copies (worse as more is removed), rejected.", logs=PAIRS_LOGS)
 @offline
@@ -152,7 +173,7 @@ def degraded_pairs(engine, task, sampling, ctx, *, pairs=512, fractions=(1 / 3, 
 
 @registry.rollout(
     "advantage-steps", title="Improving Multi-Step Reasoning Abilities of Large Language Models with Direct "
-                             "Advantage Policy Optimization", family="canonical", state=empty_state,
+                             "Advantage Policy Optimization", family="canonical", state=empty_state, check=check_source,
     provides=("step_advantage",),
     summary="Offline steps: one sample of the starting policy per prompt, cut into step_chars-character steps, each "
             "with its advantage V(s + a) - V(s) from rollouts_per_state Monte Carlo continuations per state.",
@@ -185,7 +206,7 @@ def samples_of(engine, examples, n: int, sampling) -> list[list[str]]:
 
 @registry.rollout(
     "sampled-pairs", title="Direct Language Model Alignment from Online AI Feedback", family="canonical",
-    provides=("preference_reward", "winrate"),
+    provides=("preference_reward", "winrate"), check=check_source,
     summary="Online pairs: group_size samples of the policy per prompt, the verifier's best against its worst "
             "(correct > wrong, or shorter-correct > longer-correct), with rewards and win rates against the samples.",
     logs=PAIRS_LOGS)
@@ -205,6 +226,7 @@ def sampled_pairs(engine, task, examples, *, group_size, sampling, ctx):
 @registry.rollout(
     "sampled-lists", title="BRAIn: Bayesian Reward-conditioned Amortized Inference for natural language generation "
                            "from feedback", family="canonical", provides=("preference_reward",),
+    check=check_source,
     summary="Online lists: list_size samples of the policy per prompt, in sampling order, each with its verifier "
             "reward.", logs=PAIRS_LOGS)
 def sampled_lists(engine, task, examples, *, group_size, sampling, ctx, list_size=4):
@@ -216,7 +238,7 @@ def sampled_lists(engine, task, examples, *, group_size, sampling, ctx, list_siz
 
 @registry.rollout(
     "sibling-steps", title="Monte Carlo Tree Search Boosts Reasoning via Iterative Preference Learning",
-    family="canonical", provides=("step_value",),
+    family="canonical", provides=("step_value",), check=check_source,
     summary="Online step pairs: a sample of the policy cut at a random step boundary, group_size next steps "
             "(step_chars characters) from there valued by rollouts_per_state Monte Carlo rollouts; best vs worst.",
     logs=PAIRS_LOGS)

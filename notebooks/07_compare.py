@@ -100,15 +100,14 @@ seed_band_curves(groups, keys=["reward/mean", "accuracy", "entropy", "kl", "clip
 # collapses entropy first, and whether any grows its responses.
 
 # %%
-from workbench.results.stored_runs import load
+from workbench.results.stored_runs import load, made_by
 
 stored = load("f1-countdown")
 if stored is None:
     print("nothing stored yet: run `make stored-runs` (about an hour on a 2-core CPU)")
 else:
     meta, stored_groups, summaries = stored
-    print(f"{meta['command']}  (commit {meta['commit']}, {meta['date']}, {meta['machine']}; "
-          f"{meta['seeds']} seeds, {' '.join(meta['sets'])})")
+    print(made_by(meta))
     for key in stored_groups:
         after = [s["accuracy_after"] for s in summaries if s["recipe"] == key]
         before = [s["accuracy_before"] for s in summaries if s["recipe"] == key]

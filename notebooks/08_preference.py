@@ -374,14 +374,14 @@ seed_band_curves(groups, keys=["logps/chosen", "logps/rejected"]).show()
 # we see" page gives the verdicts.
 
 # %%
-from workbench.results.stored_runs import load
+from workbench.results.stored_runs import load, made_by
 
 stored = load("f7-addition")
 if stored is None:
     print("nothing stored yet: run `make stored-runs`")
 else:
     meta, stored_groups, stored_summaries = stored
-    print(f"{meta['command']}  (commit {meta['commit']}, {meta['date']}, {meta['machine']}; {meta['seeds']} seeds)")
+    print(made_by(meta))
     for key in stored_groups:
         mine = [s for s in stored_summaries if s["recipe"] == key]
         print(f"{key:11s} " + "   ".join(

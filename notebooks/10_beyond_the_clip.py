@@ -361,7 +361,7 @@ dual_ascent_figure(r2vpo_runs).show()
 
 # %%
 from workbench.results.claims import VERDICT_RULE, claims_table
-from workbench.results.stored_runs import COMPARISONS, load
+from workbench.results.stored_runs import COMPARISONS, load, made_by
 from workbench.viz.run_curves import seed_band_curves
 from workbench.viz.tables import before_after_table, claims_html
 
@@ -378,7 +378,7 @@ print(VERDICT_RULE)
 display(HTML(claims_html(claims_table(recipes=f2_recipes))))
 if stored is not None:
     meta, stored_groups, summaries_ref = stored
-    print(f"{meta['command']}  (commit {meta['commit']}, {meta['date']}, {meta['machine']}; {meta['seeds']} seeds)")
+    print(made_by(meta))
     seed_band_curves(stored_groups, keys=["accuracy", "entropy", "clip/region", "response_length/mean"],
                      title=f"stored runs: {meta['name']} (mean and min-max over {meta['seeds']} seeds)").show()
     before_after_table(summaries_ref, title="held-out before → after 80 steps (mean ± std over seeds)").show()

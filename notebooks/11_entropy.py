@@ -226,7 +226,7 @@ covariance_figure(tokens, clip_cov_lb, clip_cov_ub).show()
 # pass@k stay above GRPO's without its pass@1 falling below.
 
 # %%
-from workbench.results.stored_runs import COMPARISONS, load
+from workbench.results.stored_runs import COMPARISONS, load, made_by
 
 comparison = COMPARISONS["f3-entropy"]
 stored = load("f3-entropy") if stored_runs_dir is None else load("f3-entropy", data_dir=Path(stored_runs_dir))
@@ -237,8 +237,7 @@ if stored is None:
           "then run this notebook again. The live comparison below still runs.")
 else:
     meta, stored_groups, stored_summaries = stored
-    print(f"{meta['command']}  (commit {meta['commit']}, {meta['date']}, {meta['machine']}; {meta['seeds']} seeds, "
-          f"{' '.join(meta['sets'])})")
+    print(made_by(meta))
     seed_band_curves(with_start(stored_groups, stored_summaries), keys=EVAL_CURVES,
                      title=f"stored runs {meta['name']}: mean, min-max over {meta['seeds']} seeds").show()
     before_after_table(stored_summaries, title="held-out before → after 80 steps (mean ± std over seeds)").show()
@@ -361,8 +360,8 @@ llds_figure().show()
 # $\log\pi = \log\pi_{old}$ and the penalty is 0: LLDS acts from the second minibatch or epoch on.
 #
 # **HAPO's per-token temperature** (`hapo-temperature`). Every sampled token is drawn at $T_t = T(1 + \tau\hat h_t)$,
-# with $\hat h_t \in [-1, 1]$ the token entropy normalized around the 80% quantile of log-entropy (statistics from a
-# first pass over the same prompts). Below: one-peak distributions from flat to nearly deterministic, through the
+# with $\hat h_t \in [-1, 1]$ the token entropy normalized around the 80% quantile of log-entropy (statistics of the
+# previous step's batch, as in HAPO's trainer; the first step samples at $T$). Below: one-peak distributions from flat to nearly deterministic, through the
 # registered sampler's `AdaptiveTemperature`.
 
 # %%

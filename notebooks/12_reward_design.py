@@ -79,7 +79,7 @@ import torch
 from IPython.display import HTML, Markdown, display
 from transformers.utils import logging as hf_logging
 
-from workbench.results.stored_runs import COMPARISONS, load
+from workbench.results.stored_runs import COMPARISONS, load, made_by
 from workbench.viz.reward_curves import (aggregation_advantages, aggregation_explorer, checklist_grid_figure,
                                          fapo_figure, fapo_rows, family_recipes, hacking_figure, length_explorer,
                                          length_table, per_reward_figure, reflection_figure, reward_names,
@@ -103,8 +103,7 @@ def stored(name):
               f"{' '.join(ref.sets)}; resumable), then run this notebook again.")
     else:
         meta = data[0]
-        print(f"{meta['command']}  (commit {meta['commit']}, {meta['date']}, {meta['machine']}; {meta['seeds']} "
-              f"seeds, {' '.join(meta['sets'])})")
+        print(made_by(meta))
     return data
 
 

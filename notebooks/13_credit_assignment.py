@@ -196,7 +196,7 @@ display(pd.DataFrame({"why not here": ce.NOT_HERE}))
 from IPython.display import HTML
 
 from workbench.results.claims import VERDICT_RULE, claims_table
-from workbench.results.stored_runs import load
+from workbench.results.stored_runs import load, made_by
 from workbench.viz.credit_comparisons import against_baseline_grid
 from workbench.viz.run_curves import with_start
 from workbench.viz.tables import before_after_table, claims_html
@@ -207,7 +207,7 @@ for name in ("f4-keydoor", "f4-screen", "f4-search", "f4-calculator", "f4-countd
         print(f"no stored comparison {name} yet: make it with `python -m workbench.results.stored_runs {name}`")
         continue
     meta, groups, summaries = stored
-    print(f"{meta['command']}  (commit {meta['commit']}, {meta['date']}, {meta['machine']}; {meta['seeds']} seeds)")
+    print(made_by(meta))
     against_baseline_grid(with_start(groups, summaries), key="eval/pass@1",
                           title=f"{name}: held-out pass@1 against grpo (grey)<br><sup>colour: the method; lines: mean "
                                 "over seeds, bands: min–max; step -1: the warm start</sup>").show()

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from workbench.batch import RolloutBatch
+from workbench.context import StepContext
 from workbench.envs.base import Env, tool, user
 from workbench.tasks import Example, Task
 
@@ -34,6 +35,12 @@ def assert_agree(ours, theirs, leaf=None, **tol):
         (g_ours,) = torch.autograd.grad(ours, leaf, retain_graph=True)
         (g_theirs,) = torch.autograd.grad(theirs, leaf, retain_graph=True)
         torch.testing.assert_close(g_ours, g_theirs.to(torch.float64), **tol)
+
+
+def step_context(step: int = 0, total_steps: int = 1, **kw) -> StepContext:
+    """A one-rank step context for calling pipeline stages directly."""
+    base = dict(seed=0, group_size=1, prompts_per_step=1, max_new_tokens=1)
+    return StepContext(step=step, total_steps=total_steps, **{**base, **kw})
 
 
 def batch_with_mask(rewards, group, mask, **fields) -> RolloutBatch:

@@ -19,11 +19,12 @@ import importlib
 import inspect
 import pkgutil
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from workbench import stages
-from workbench.paths import data_file  # noqa: F401  (re-exported for tests and tools)
+from workbench.paths import data_file
 
 # One signature per kind, in pipeline order (`workbench.stages`, where the order is written).
 SIGNATURES = {k.kind: k.signature for k in stages.KINDS}
@@ -122,6 +123,8 @@ class Entry:
     #                                  it}: the run's --set kl_coef=X sets kl-penalty's beta, a preference loss's beta
     kl_estimator: str = ""           # a KL term (in the loss or the reward): the parameter naming its estimator, which
     #                                  the step's logged `kl` (and an adaptive KL controller reading it) uses
+    observe: Callable | None = None  # observe(state, batch, ctx, **hp) -> state after each step: a stateful
+    #                                  component learns from the finished step (HAPO's sampler keeps its entropy stats)
     check: Callable | None = None    # check(**hp) raises ValueError on parameters it cannot take, for a component
     #                                  whose signature cannot say (one that passes keywords on to another)
     logs: tuple = ()                 # the Metrics it logs (`Metric`): what each measures, its healthy curve
@@ -181,7 +184,7 @@ def register(kind: str, key: str, *, title: str, summary: str, equation: str = "
              targets: Callable | None = None, needs: tuple = (), plan: Callable | None = None,
              whole_groups: bool = False, layout: str = "", moves: Callable | None = None, keeps: tuple = (),
              check: Callable | None = None, coefficients: dict | None = None, kl_estimator: str = "",
-             logs: dict | None = None):
+             logs: dict | None = None, observe: Callable | None = None):
     """Decorator registering `fn` under (kind, key) with what it reads, provides, keeps and needs of the task, the
     metrics it logs ({name: (measures, healthy)}, `Metric`) and (an objective) the update schedule it asks of the
     trainer (`plan`)."""
@@ -193,6 +196,8 @@ def register(kind: str, key: str, *, title: str, summary: str, equation: str = "
         raise ValueError(f"{kind} {key!r}: whole_groups is an objective's, moves and keeps a reference's")
     if kind == "preference" and (layout or "pair") not in LAYOUTS:
         raise ValueError(f"preference {key!r}: layout {layout!r} is not one of {sorted(LAYOUTS)}")
+    if observe is not None and state is None:
+        raise ValueError(f"{kind} {key!r}: observe(state, batch, ctx) updates a state; declare state= too")
     bad = sorted(set(coefficients or {}) - set(COEFFICIENTS))
     if bad:
         raise ValueError(f"{kind} {key!r} declares coefficients {bad}; run coefficients are {sorted(COEFFICIENTS)}")
@@ -216,7 +221,7 @@ def register(kind: str, key: str, *, title: str, summary: str, equation: str = "
             needs=tuple(needs),
             plan=plan, whole_groups=whole_groups, layout=(layout or "pair") if kind == "preference" else layout,
             moves=moves, keeps=tuple(keeps), check=check, coefficients=dict(coefficients or {}),
-            kl_estimator=kl_estimator, logs=declared,
+            kl_estimator=kl_estimator, logs=declared, observe=observe,
         )
         return fn
 

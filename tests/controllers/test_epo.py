@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from tests.helpers import D, batch_with_mask
+from tests.helpers import D, batch_with_mask, step_context
 from workbench import registry
 from workbench.controllers.epo import EPOEntropyHistory, step_turn_entropies
 from workbench.recipes import get_recipe
@@ -65,7 +65,7 @@ def test_the_recipe_drives_the_regularizers_history_and_phase_weight():
     pipe = Pipeline(get_recipe("epo"))
     reg = pipe.find("regularizer:epo")
     assert pipe.kwargs(reg, 0, 10)["history"] == [] and pipe.kwargs(reg, 0, 10)["phase_weight"] == 1.0
-    pipe.after_step(turn_batch([[1.0, 2.0]], [[0, 0]]), {"step": 0})
+    pipe.after_step(turn_batch([[1.0, 2.0]], [[0, 0]]), {"step": 0}, step_context())
     kw = pipe.kwargs(reg, 9, 10)
     assert kw["history"] == pytest.approx([1.5]) and kw["phase_weight"] == pytest.approx(0.8 * math.exp(-3 * 4 / 5))
     assert pipe.driven_metrics(1, 10) == {}  # a list is not logged

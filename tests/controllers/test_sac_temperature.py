@@ -5,7 +5,7 @@ import statistics
 import pytest
 import torch
 
-from tests.helpers import D, batch_with_mask
+from tests.helpers import D, batch_with_mask, step_context
 from workbench import registry
 from workbench.controllers.sac_temperature import SACTemperature
 from workbench.recipes import get_recipe
@@ -100,7 +100,8 @@ def test_the_recipe_drives_and_logs_alpha():
     pipe = Pipeline(get_recipe("sac-temperature"))
     reg = pipe.find("regularizer:sac-temperature")
     assert pipe.kwargs(reg, 0, 10)["alpha"] == pytest.approx(0.01)
-    pipe.after_step(entropy_batch([3.0, 3.0]), {"step": 0})  # far above the 0.5 nats target: alpha falls by ~lr
+    # far above the 0.5 nats target: alpha falls by ~lr
+    pipe.after_step(entropy_batch([3.0, 3.0]), {"step": 0}, step_context())
     alpha = pipe.kwargs(reg, 1, 10)["alpha"]
     assert alpha == pytest.approx(0.01 * math.exp(-0.05), rel=1e-3)
     assert pipe.driven_metrics(1, 10) == {"regularizer:sac-temperature.alpha": alpha}

@@ -4,7 +4,7 @@ import random
 import pytest
 import torch
 
-from tests.helpers import D, batch_with_mask
+from tests.helpers import D, batch_with_mask, step_context
 from workbench import registry
 from workbench.controllers.safe import SafeKLControl, detect_phase
 from workbench.recipes import get_recipe
@@ -74,8 +74,8 @@ def test_the_recipe_drives_threshold_and_kl_short_into_its_penalty(recipe):
     reg = pipe.find(f"regularizer:{recipe}")
     assert pipe.kwargs(reg, 0, 10)["threshold"] == pytest.approx(0.45)
     batch = batch_with_mask([0.0], [0], torch.ones(1, 2, dtype=D))
-    pipe.after_step(batch, {"step": 0, "reward/mean": 0.4, "safe/kl": 0.5})
-    pipe.after_step(batch, {"step": 1, "reward/mean": 0.6, "safe/kl": 0.5})
+    pipe.after_step(batch, {"step": 0, "reward/mean": 0.4, "safe/kl": 0.5}, step_context())
+    pipe.after_step(batch, {"step": 1, "reward/mean": 0.6, "safe/kl": 0.5}, step_context())
     kw = pipe.kwargs(reg, 2, 10)
     assert kw["kl_short_prev"] == pytest.approx(0.095)
     error = 0.05 * 0.2 - 0.001

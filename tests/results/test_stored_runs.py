@@ -83,3 +83,49 @@ def test_every_stored_comparison_is_a_valid_plan():
             meta, groups, summaries = stored
             assert meta["recipes"] == list(spec.recipes) and meta["sets"] == list(spec.sets), name
             assert len(summaries) == len(spec.recipes) * spec.seeds, name
+
+
+def test_a_rerun_replaces_one_recipes_runs_and_records_it(tmp_path, monkeypatch):
+    spec = stored_runs.Comparison(recipes=("grpo", "rloo"), task="addition", seeds=1, sets=TINY_SETS, every=2)
+    monkeypatch.setitem(stored_runs.COMPARISONS, "tiny", spec)
+    data = tmp_path / "data"
+    stored_runs.run("tiny", runs_root=tmp_path / "runs", data_dir=data, progress=False)
+    before = (data / "tiny.jsonl").read_text().splitlines()
+    # the stored rloo lines are marked, so that their replacement shows; grpo's stay as they were
+    marked = [line.replace('"recipe": "rloo"', '"recipe": "rloo", "old": 1') for line in before]
+    (data / "tiny.jsonl").write_text("\n".join(marked) + "\n")
+    stored_runs.rerun("tiny", ["rloo"], runs_root=tmp_path / "runs", data_dir=data, progress=False)
+    after = (data / "tiny.jsonl").read_text().splitlines()
+    of = lambda lines, recipe: [line for line in lines if f'"recipe": "{recipe}"' in line]  # noqa: E731
+    assert of(after, "grpo") == of(before, "grpo")
+    assert not [line for line in after if '"old"' in line]
+    assert of(after, "rloo") == of(before, "rloo")  # trained again by the same code: the same runs
+    meta, groups, _ = stored_runs.load("tiny", data_dir=data)
+    (record,) = meta["reruns"]
+    assert record["recipes"] == ["rloo"] and record["command"].endswith("tiny --recipes rloo") and record["commit"]
+    assert list(groups) == ["grpo", "rloo"]
+
+
+def test_a_rerun_is_refused_before_training_when_it_cannot_splice(tmp_path, monkeypatch):
+    spec = stored_runs.Comparison(recipes=("grpo", "rloo"), task="addition", seeds=1, sets=TINY_SETS)
+    monkeypatch.setitem(stored_runs.COMPARISONS, "tiny", spec)
+    with pytest.raises(ValueError, match=r"has no recipes \['ppo'\]; its recipes: \['grpo', 'rloo'\]"):
+        stored_runs.rerun("tiny", ["ppo"], runs_root=tmp_path, data_dir=tmp_path)
+    with pytest.raises(ValueError, match="does not exist: run the whole comparison first"):
+        stored_runs.rerun("tiny", ["rloo"], runs_root=tmp_path, data_dir=tmp_path)
+    (tmp_path / "tiny.jsonl").write_text(json.dumps({"meta": {"task": "addition", "seeds": 2}}) + "\n")
+    with pytest.raises(ValueError, match="has changed since .* was stored"):
+        stored_runs.rerun("tiny", ["rloo"], runs_root=tmp_path, data_dir=tmp_path)
+    assert not list(tmp_path.glob("tiny@*"))  # nothing trained
+    assert stored_runs.main(["a", "b", "--recipes", "grpo"]) == 2
+
+
+def test_made_by_names_the_command_commit_and_every_rerun():
+    meta = {"command": "python -m workbench.results.stored_runs f2", "commit": "abc", "date": "2026-11-26",
+            "machine": "2 cores", "seeds": 3, "sets": ["lr=3e-4", "steps=80"]}
+    assert stored_runs.made_by(meta) == ("python -m workbench.results.stored_runs f2  (commit abc, 2026-11-26, "
+                                         "2 cores; 3 seeds, lr=3e-4 steps=80)")
+    meta["reruns"] = [{"recipes": ["hapo"], "command": "python -m workbench.results.stored_runs f2 --recipes hapo",
+                       "commit": "def", "date": "2026-11-29", "machine": "2 cores"}]
+    assert stored_runs.made_by(meta).splitlines()[1] == ("  re-run hapo: python -m workbench.results.stored_runs f2 "
+                                                         "--recipes hapo  (commit def, 2026-11-29, 2 cores)")

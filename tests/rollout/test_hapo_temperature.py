@@ -5,10 +5,16 @@ import random
 import pytest
 import torch
 
+from tests.helpers import step_context
 from workbench import ops, registry
-from workbench.objectives.hapo import EntropyStats, normalized_entropy
+from workbench.objectives.hapo import EntropyStats, entropy_stats, normalized_entropy
 from workbench.rollout import HFEngine, Sampling, VLLMEngine, turns
-from workbench.rollout.hapo_temperature import AdaptiveTemperature, first_pass_stats, hapo_temperature
+from workbench.rollout.engine import policy_forward
+from workbench.rollout.hapo_temperature import (
+    AdaptiveTemperature,
+    hapo_temperature,
+    observe_entropy,
+)
 from workbench.tasks import get_task
 
 pytestmark = pytest.mark.covers("hapo-temperature")
@@ -76,12 +82,13 @@ def test_a_constant_hook_samples_what_generate_samples_at_that_temperature(engin
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_tau_zero_gives_the_samples_of_the_plain_rollout(engine, task, temperature):
-    """Catalog test (1): the first pass leaves the random state alone, and tau = 0 samples at T."""
+    """Catalog test (1): tau = 0 samples at T, whatever the statistics."""
     sampling = Sampling(6, temperature=temperature)
     torch.manual_seed(11)
     plain = turns(engine, task, examples(task), group_size=4, sampling=sampling)
     torch.manual_seed(11)
-    adaptive = hapo_temperature(engine, task, examples(task), group_size=4, sampling=sampling, tau=0.0)
+    adaptive = hapo_temperature(engine, task, examples(task), group_size=4, sampling=sampling, tau=0.0,
+                                ctx=step_context(state={"stats": STATS}))
     for name in ("response_ids", "mask", "mu_logp", "rewards", "prompt_ids"):
         assert torch.equal(getattr(plain, name), getattr(adaptive, name)), name
     assert plain.completions == adaptive.completions
@@ -91,9 +98,11 @@ def test_recorded_mu_is_the_log_prob_at_the_token_temperature(engine, task):
     """Catalog test (3): mu_logp = log softmax(logits / T_t)[y_t], T_t from the same statistics."""
     sampling, exs = Sampling(6, temperature=1.0), examples(task, 4, seed=1)
     torch.manual_seed(5)
-    stats = first_pass_stats(engine, task, exs, group_size=4, sampling=sampling, entropy_pivot=0.8)
-    torch.manual_seed(5)
-    batch = hapo_temperature(engine, task, exs, group_size=4, sampling=sampling, tau=0.5)
+    previous = turns(engine, task, exs, group_size=4, sampling=sampling)    # the last step's batch
+    previous.entropy = entropy_at(engine, previous, 1.0)
+    stats = observe_entropy({"stats": None}, previous, step_context(), entropy_pivot=0.8)["stats"]
+    batch = hapo_temperature(engine, task, exs, group_size=4, sampling=sampling, tau=0.5,
+                             ctx=step_context(state={"stats": stats}))
     ids = torch.cat([batch.prompt_ids, batch.response_ids], dim=1)
     attention = torch.cat([batch.prompt_mask, torch.ones_like(batch.mask)], dim=1).long()
     with torch.no_grad():
@@ -109,9 +118,41 @@ def test_recorded_mu_is_the_log_prob_at_the_token_temperature(engine, task):
     assert ((T_t > 1.0) & (batch.mask > 0)).any() and ((T_t < 1.0) & (batch.mask > 0)).any()
 
 
-def test_greedy_is_the_plain_rollout_and_bad_input_is_refused(engine, task):
+def entropy_at(engine, batch, temperature):
+    """The policy's entropy [B, T] on the batch's responses at `temperature`, 0 off the mask (the trainer's)."""
+    with torch.no_grad():
+        _, entropy, _ = policy_forward(engine.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids,
+                                       batch.mask, temperature, with_entropy=True)
+    return entropy * batch.mask
+
+
+def test_the_statistics_are_the_last_batchs_over_its_valid_tokens(engine, task):
+    """observe: HAPO's compute_entropy_h over the previous batch's valid tokens (padding ignored); under data
+    parallelism the tokens of every rank (gathered in rank order)."""
+    torch.manual_seed(2)
+    batch = turns(engine, task, examples(task), group_size=4, sampling=Sampling(6))
+    batch.mask[::2, 3:] = 0                       # rows that ended early: what lies past the end must not count
+    batch.entropy = torch.where(batch.mask > 0, entropy_at(engine, batch, 1.0), torch.full_like(batch.mask, 50.0))
+    state = observe_entropy({"stats": None}, batch, step_context(), entropy_pivot=0.6)
+    assert state["stats"] == entropy_stats(batch.entropy, batch.mask, pivot_quantile=0.6)
+    assert state["stats"] != entropy_stats(batch.entropy, torch.ones_like(batch.mask), pivot_quantile=0.6)
+    # two ranks holding halves of the batch see the statistics of the whole
+    halves = [batch.select(torch.arange(0, 6)), batch.select(torch.arange(6, 12))]
+    joined = [t for h in halves for t in h.entropy[h.mask > 0].tolist()]
+    ranked = step_context(gather_objects=lambda _: joined)
+    assert observe_entropy({"stats": None}, halves[0], ranked, entropy_pivot=0.6) == state
+
+
+def test_the_first_step_and_greedy_sampling_are_the_plain_rollout_and_bad_input_is_refused(engine, task):
+    torch.manual_seed(4)
+    plain = turns(engine, task, examples(task), group_size=2, sampling=Sampling(6))
+    torch.manual_seed(4)
+    first = hapo_temperature(engine, task, examples(task), group_size=2, sampling=Sampling(6), tau=0.5,
+                             ctx=step_context(state={"stats": None}))
+    assert torch.equal(plain.response_ids, first.response_ids) and torch.equal(plain.mu_logp, first.mu_logp)
     greedy = Sampling(6, greedy=True)
-    a = hapo_temperature(engine, task, examples(task), group_size=1, sampling=greedy)
+    a = hapo_temperature(engine, task, examples(task), group_size=1, sampling=greedy,
+                         ctx=step_context(state={"stats": STATS}))
     b = turns(engine, task, examples(task), group_size=1, sampling=greedy)
     assert torch.equal(a.response_ids, b.response_ids) and torch.equal(a.mu_logp, b.mu_logp)
     with pytest.raises(ValueError, match=r"tau must be in \[0, 1\)"):
@@ -134,6 +175,7 @@ def test_an_engine_that_samples_elsewhere_refuses_the_hook(engine, task):
     with pytest.raises(ValueError, match="takes no per-token temperature_hook; use the HF engine"):
         other.generate(["1+2="], max_new_tokens=3, temperature_hook=hook)
     with pytest.raises(ValueError, match="hapo-temperature samples with a per-token temperature hook"):
-        hapo_temperature(other, task, examples(task), group_size=2, sampling=Sampling(6))
+        hapo_temperature(other, task, examples(task), group_size=2, sampling=Sampling(6),
+                         ctx=step_context(state={"stats": STATS}))
     assert other.generate(["1+2="], max_new_tokens=3).response_ids.shape[0] == 1  # without a hook it still works
     assert not VLLMEngine.__new__(VLLMEngine).takes_temperature_hook  # vLLM samples in its own sampler: refused

@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from tests.helpers import TINY, DigitFirst, DigitSteps, resumes_exactly, task_for
+from tests.helpers import TINY, DigitFirst, DigitSteps, resumes_exactly, step_context, task_for
 from workbench import registry
 from workbench.batch import RolloutBatch
 from workbench.recipes import RECIPES, Recipe, get_recipe, use, with_overrides
@@ -375,7 +375,7 @@ def test_a_controller_may_drive_several_parameters_of_one_component(bounds_contr
     pipeline = Pipeline(recipe, track_kl=False)
     objective = pipeline.find("objective:ppo-clip")
     assert pipeline.kwargs(objective, 0, 1) == {"eps_low": 0.2, "eps_high": 0.28}  # starts from recipe + defaults
-    pipeline.after_step(None, {})
+    pipeline.after_step(None, {}, step_context())
     assert pipeline.kwargs(objective, 1, 1) == pytest.approx({"eps_low": 0.3, "eps_high": 0.38})
     assert pipeline.driven_metrics(1, 1) == pytest.approx({"objective:ppo-clip.eps_low": 0.3,
                                                            "objective:ppo-clip.eps_high": 0.38})

@@ -331,6 +331,22 @@ def test_offline_dpo_run_logs_trl_metrics_and_resumes_exactly(tmp_path):
     assert resumes_exactly(config, tmp_path / "again")  # the offline pairs are checkpointed with the pipeline
 
 
+def test_a_checkpoint_of_the_old_preference_trainer_is_refused_with_the_way_out(tmp_path):
+    """Its state (step, model, ref, optimizer, before, prev; the pairs in items.json) holds no pipeline state: the
+    one trainer cannot resume it, says so and leaves the folder as it was."""
+    config = make_config("smoke", recipe="dpo", **{**PREF, "steps": 2, "checkpoint_every": 2})
+    train(config, tmp_path, progress=False, report=False)
+    (state_file,) = tmp_path.glob("checkpoints/step_*/state.pt")
+    state = torch.load(state_file, weights_only=False)
+    torch.save({"step": 2, "model": state["model"], "ref": state["model"], "optimizer": state["optimizer"],
+                "before": {"preference_accuracy": 0.5}, "prev": None}, state_file)
+    files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(ValueError, match=r"holds a checkpoint of the separate preference trainer .* cannot be "
+                                         r"resumed\. Train into a new folder \(--out\)"):
+        train(config, tmp_path, progress=False, report=False)
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == files
+
+
 def test_preference_run_from_a_local_jsonl(tmp_path):
     from workbench.tasks import get_task
     from workbench.tasks.preferences import task_pairs, write_pairs

@@ -5,11 +5,14 @@ quick live check.
 
     make stored-runs                                          # every comparison below
     python -m workbench.results.stored_runs f1-countdown      # one of them
+    python -m workbench.results.stored_runs f2-countdown --recipes hapo   # re-run one recipe's seeds after a change
 
 Each (recipe, seed) trains into runs/stored_runs/NAME/RECIPE-sSEED with `workbench.train.compare.compare` (resumable:
 rerun after a stop), then NAME.jsonl is written: a `meta` line (command, commit, machine, settings), one `summary`
 line per run (greedy held-out accuracy before/after; a preference run's held-out preference accuracy too), and every
-`every`-th metrics row of each run (`row` lines).
+`every`-th metrics row of each run (`row` lines). `--recipes` re-runs only those recipes of a stored comparison
+(into runs/stored_runs/NAME@COMMIT) and replaces their lines; the meta line lists each such re-run (`reruns`: recipes,
+commit, date, machine) beside the commit of the rest.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import os
 import platform
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from workbench.files import write_atomic
@@ -237,6 +240,16 @@ def provenance(name: str, spec: Comparison) -> dict:
             "commit": commit(), "machine": machine(), "date": datetime.date.today().isoformat()}
 
 
+def made_by(meta: dict) -> str:
+    """What made a stored comparison, in the lines a notebook prints above its plots: the command, commit, date,
+    machine, seeds and settings, and each later re-run of some of its recipes."""
+    lines = [f"{meta['command']}  (commit {meta['commit']}, {meta['date']}, {meta['machine']}; {meta['seeds']} "
+             f"seeds, {' '.join(meta['sets'])})"]
+    lines += [f"  re-run {', '.join(r['recipes'])}: {r['command']}  (commit {r['commit']}, {r['date']}, "
+              f"{r['machine']})" for r in meta.get("reruns", [])]
+    return "\n".join(lines)
+
+
 def kept(metric: str) -> bool:
     """A curve the book draws: one of KEPT, or one reward of a multi-reward recipe (rewards/<name>/mean|std)."""
     return metric in KEPT or bool(PER_REWARD.fullmatch(metric))
@@ -277,6 +290,41 @@ def run(name: str, runs_root: Path = ROOT / "runs" / "stored_runs", data_dir: Pa
     return write_atomic(data_dir / f"{name}.jsonl", text)
 
 
+def rerun(name: str, recipes: list[str], runs_root: Path = ROOT / "runs" / "stored_runs", data_dir: Path = DATA,
+          progress: bool = True) -> Path:
+    """Re-train `recipes` (every seed) of the stored comparison `name` with the code of this commit and replace
+    their lines in data_dir/NAME.jsonl, keeping the other recipes' runs; the meta line records the re-run."""
+    from workbench.train.compare import compare
+
+    if name not in COMPARISONS:
+        raise ValueError(f"no stored comparison {name!r}; choose from {sorted(COMPARISONS)}")
+    spec, path = COMPARISONS[name], data_dir / f"{name}.jsonl"
+    unknown = [r for r in recipes if r not in spec.recipes]
+    if unknown:
+        raise ValueError(f"comparison {name!r} has no recipes {unknown}; its recipes: {list(spec.recipes)}")
+    if not path.exists():
+        raise ValueError(f"{path} does not exist: run the whole comparison first (python -m "
+                         f"workbench.results.stored_runs {name})")
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    meta = lines[0]["meta"]
+    stored = {k: meta.get(k) for k in ("task", "seeds", "sets", "every", "recipe_sets")}
+    if stored != json.loads(json.dumps({k: getattr(spec, k) for k in stored})):
+        raise ValueError(f"comparison {name!r} has changed since {path} was stored (task, seeds, sets or every): "
+                         f"re-run the whole comparison (python -m workbench.results.stored_runs {name})")
+    made = provenance(name, spec)
+    out = runs_root / f"{name}@{made['commit']}"
+    compare(list(recipes), task=spec.task, seeds=spec.seeds, out=out, sets=list(spec.sets),
+            recipe_sets={k: list(v) for k, v in spec.recipe_sets.items() if k in recipes}, progress=progress)
+    fresh = data_lines({}, replace(spec, recipes=tuple(recipes)), out)[1:]
+    meta["reruns"] = [*meta.get("reruns", []), {"recipes": list(recipes),
+                                                 "command": f"{made['command']} --recipes {' '.join(recipes)}",
+                                                 **{k: made[k] for k in ("commit", "machine", "date")}}]
+    kept_lines = [line for line in lines[1:] if next(iter(line.values()))["recipe"] not in recipes]
+    order = {r: i for i, r in enumerate(spec.recipes)}
+    body = sorted(kept_lines + fresh, key=lambda line: order[next(iter(line.values()))["recipe"]])  # stable
+    return write_atomic(path, "".join(json.dumps(line) + "\n" for line in [{"meta": meta}, *body]))
+
+
 def load(name: str, data_dir: Path = DATA) -> tuple[dict, dict[str, list[list[dict]]], list[dict]] | None:
     """(meta, recipe -> rows per seed, summaries) of a stored comparison, or None when it has not been run."""
     path = data_dir / f"{name}.jsonl"
@@ -301,8 +349,20 @@ def load(name: str, data_dir: Path = DATA) -> tuple[dict, dict[str, list[list[di
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workbench.results.stored_runs", description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", help=f"comparisons to run (default: all of {sorted(COMPARISONS)})")
+    parser.add_argument("--recipes", nargs="+", metavar="RECIPE",
+                        help="re-run only these recipes of one stored comparison and replace their lines")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
+    if args.recipes:
+        if len(args.names) != 1:
+            print("error: --recipes re-runs recipes of one comparison: name exactly one", file=sys.stderr)
+            return 2
+        try:
+            print(f"wrote {rerun(args.names[0], args.recipes, progress=not args.quiet)}")
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        return 0
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     for name in args.names or sorted(COMPARISONS):
         print(f"stored comparison {name}: {COMPARISONS[name].question}" if name in COMPARISONS else name)

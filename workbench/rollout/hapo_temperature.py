@@ -4,12 +4,11 @@ h_hat_t is HAPO's normalized entropy (`workbench.objectives.hapo.normalized_entr
 distribution at the base temperature T: above the pivot quantile of log-entropy the temperature rises (explore at
 forks), below it falls (stay coherent), by at most tau = 5 %.
 
-The statistics that map an entropy to h_hat (pivot, spread, max/min) come, in HAPO, from the previous training
-batch. A rollout here sees no pipeline state (`Pipeline.rollout` passes the recipe's keyword arguments only), so
-they are computed from a first pass over the same examples at the constant temperature T, scored by one forward
-pass of the policy: the statistics of the current policy on the current prompts instead of the last ones. The
-first pass leaves the random state as it found it, so with tau = 0 the returned samples are exactly the
-plain `turns` rollout's. The cost is a second generation per step.
+The statistics that map an entropy to h_hat (pivot, spread, max/min) are, as in HAPO's trainer
+(`ray_trainer.py`: `norm_entropys` from the last batch's `old_log_prob` entropies, handed to the sampler with the
+next generation), those of the previous step's batch: the rollout keeps them as its pipeline state (checkpointed)
+and `observe` replaces them after every step with the statistics of that step's `batch.entropy` (the old policy's,
+at T), gathered over every rank. The first step has none and samples at the constant T, as HAPO's does.
 
 The returned `mu_logp` are the log-probs the tokens were drawn with (at T_t): the trainer scores at T, and the
 difference shows in the `mismatch/*` metrics; `tis` (or `--set rollout_is=...`) corrects it.
@@ -24,8 +23,14 @@ from transformers import LogitsProcessor
 from workbench import ops, registry
 from workbench.advantages.hapo import HAPO_TITLE
 from workbench.objectives.hapo import EntropyStats, entropy_stats, normalized_entropy
-from workbench.rollout.engine import policy_forward
 from workbench.rollout.turns import TURNS_PROVIDES, turns
+
+
+def check_hapo(*, tau=0.05, entropy_pivot=0.8, **_) -> None:
+    if not 0 <= tau < 1:
+        raise ValueError(f"tau must be in [0, 1) so that T_t = T (1 + tau h_hat) stays positive, got {tau}")
+    if not 0 <= entropy_pivot <= 1:
+        raise ValueError(f"entropy_pivot must be in [0, 1], got {entropy_pivot}")
 
 
 class AdaptiveTemperature(LogitsProcessor):
@@ -63,28 +68,30 @@ class HookedEngine:
         return getattr(self.engine, name)
 
 
-def first_pass_stats(engine, task, examples, *, group_size: int, sampling, entropy_pivot: float) -> EntropyStats:
-    """Entropy statistics of the policy's own samples at the constant temperature, drawn without moving the
-    random state (the real samples that follow start from the same one)."""
-    device = engine.device
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        probe = turns(engine, task, examples, group_size=group_size, sampling=sampling)
-    with torch.no_grad():
-        _, entropy, _ = policy_forward(engine.model, probe.prompt_ids, probe.prompt_mask, probe.response_ids,
-                                       probe.mask, sampling.temperature, with_entropy=True)
-    return entropy_stats(entropy, probe.mask, pivot_quantile=entropy_pivot)
+def last_step_stats(**_) -> dict:
+    """The rollout's state: the entropy statistics of the previous step's batch (None before the first step)."""
+    return {"stats": None}
+
+
+def observe_entropy(state: dict, batch, ctx, *, entropy_pivot=0.8, **_) -> dict:
+    """After a step: the statistics of its batch's entropy [B, T] over the valid tokens of every rank."""
+    tokens = ctx.gather_objects(batch.entropy[batch.mask > 0].tolist())   # [N] every rank's valid tokens
+    entropy = torch.tensor(tokens, dtype=batch.entropy.dtype)[None]         # [1, N]
+    return {"stats": entropy_stats(entropy, torch.ones_like(entropy), pivot_quantile=entropy_pivot)}
 
 
 @registry.rollout(
     "hapo-temperature", title=HAPO_TITLE,
     summary="Per-token sampling temperature T (1 + tau h_hat): hotter on high-entropy tokens, cooler on low-entropy "
-            "ones (tau = 0.05); h_hat normalized with statistics of a first pass; mu_logp recorded at T_t.",
+            "ones (tau = 0.05); h_hat normalized with the previous batch's entropy statistics; mu_logp recorded "
+            "at T_t.",
     equation=r"T_t = T\,(1 + \tau\,\hat h_t),\quad \hat h_t = \mathrm{norm}\big(\log H(\pi(\cdot\mid y_{<t})/T)\big)"
              r"\in[-1, 1]",
-    reads=(), provides=TURNS_PROVIDES)
+    reads=(), provides=TURNS_PROVIDES, state=last_step_stats, observe=observe_entropy, check=check_hapo)
 def hapo_temperature(engine, task, examples, *, group_size: int, sampling, ctx=None, tau=0.05, entropy_pivot=0.8,
                      reference_bug=False):
-    """The `turns` rollout sampled at T_t = T (1 + tau h_hat_t) (T = `sampling.temperature`).
+    """The `turns` rollout sampled at T_t = T (1 + tau h_hat_t) (T = `sampling.temperature`), h_hat under the
+    previous step's statistics (`ctx.state`; the constant T when there are none yet, or without a pipeline).
 
     Defaults from HAPO's recipes (`actor_rollout_ref.rollout.temperature_tau=0.05`, `actor.entropy_pivot=0.8`,
     whose statistics the sampler reuses). h_hat is clipped to [-1, 1] as in HAPO's sampler
@@ -94,16 +101,12 @@ def hapo_temperature(engine, task, examples, *, group_size: int, sampling, ctx=N
     1e-6 to the spread; here the entropy is taken at T, the one the trainer's `batch.entropy` uses. Greedy
     sampling is the plain rollout. Needs an engine that runs a temperature hook (the HF engine).
     """
-    if not 0 <= tau < 1:
-        raise ValueError(f"tau must be in [0, 1) so that T_t = T (1 + tau h_hat) stays positive, got {tau}")
-    if not 0 <= entropy_pivot <= 1:
-        raise ValueError(f"entropy_pivot must be in [0, 1], got {entropy_pivot}")
-    if sampling.greedy:
+    check_hapo(tau=tau, entropy_pivot=entropy_pivot)
+    stats = ctx.state["stats"] if ctx is not None and ctx.state is not None else None
+    if sampling.greedy or stats is None:
         return turns(engine, task, examples, group_size=group_size, sampling=sampling)
     if not getattr(engine, "takes_temperature_hook", False):
         raise ValueError(f"hapo-temperature samples with a per-token temperature hook, which {type(engine).__name__} "
                          "does not run; use the HF engine (engine='hf')")
-    stats = first_pass_stats(engine, task, examples, group_size=group_size, sampling=sampling,
-                             entropy_pivot=entropy_pivot)
     hook = AdaptiveTemperature(stats, temperature=sampling.temperature, tau=tau, reference_bug=reference_bug)
     return turns(HookedEngine(engine, hook), task, examples, group_size=group_size, sampling=sampling)

@@ -20,7 +20,12 @@ from workbench import ops, registry
 from workbench.context import Forward, StepContext
 from workbench.recipes import Recipe, Use
 from workbench.rewards import aggregate, interop
-from workbench.rewards.stage import mask_unscorable, reward_columns, reward_metrics, run_reward
+from workbench.rewards.stage import (
+    mask_unscorable,
+    reward_columns,
+    reward_metrics,
+    run_reward,
+)
 from workbench.stages import BATCH_STAGES, SLOTS, STAGES
 from workbench.tasks.base import Task
 
@@ -382,14 +387,18 @@ class Pipeline:
         metrics["loss/total"] = total_loss.item()
         return total_loss, metrics
 
-    def after_step(self, batch, row: dict) -> None:
-        """Controllers, samplers and buffers update from the finished step (its batch and logged row)."""
+    def after_step(self, batch, row: dict, ctx: StepContext) -> None:
+        """Controllers, samplers, buffers and every component that `observe`s update from the finished step (its
+        batch and logged row)."""
         for p in self.parts["controllers"]:
             self.state[p.name] = p.fn.update(self.state[p.name], batch, row)
         for p in self.parts["sampler"]:
             self.state[p.name] = p.fn.update(self.state[p.name], batch)
         for p in self.parts["buffers"]:
             self.state[p.name] = p.fn.add(self.state[p.name], batch, row["step"])
+        for p in (p for ps in self.parts.values() for p in ps if p.entry.observe is not None):
+            self.state[p.name] = p.entry.observe(self.state[p.name], batch, self.context(p, ctx),
+                                                 **self.kwargs(p, ctx.step, ctx.total_steps))
 
     # ------------------------------------------------------------------ state
 

@@ -256,6 +256,10 @@ class Trainer:
             if self.parallel.is_main:
                 self.log.truncate(0)  # logged steps without a checkpoint are recomputed from scratch
             return 0, None
+        if "accuracy_before" not in state and "before" in state:
+            raise ValueError(f"{self.out} holds a checkpoint of the separate preference trainer that the one trainer "
+                             "replaced (workbench before commit 2ed9c35): it cannot be resumed. Train into a new "
+                             "folder (--out), or move this one aside to keep it")
         self.parallel.load_model_state(self.model, state["model"])
         self.parallel.load_optimizer_state(self.trained_modules(), self.optimizer, state["optimizer"])
         if self.value_head is not None:
@@ -529,7 +533,7 @@ class Trainer:
                "time/rollout": t1 - t0, "time/train": t2 - t1, "time/step": t2 - t0,
                "tokens_per_s/rollout": float(batch.lengths.sum()) / max(t1 - t0, 1e-9),
                "tokens_per_s/train": tokens * self.config.ppo_epochs / max(t2 - t1, 1e-9)}
-        self.pipeline.after_step(batch, row)
+        self.pipeline.after_step(batch, row, self.context(step))
         self.move_anchors(step)
         if self.config.eval_every and (step + 1) % self.config.eval_every == 0:
             row["eval/accuracy"], _ = self.evaluate()

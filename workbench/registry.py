@@ -178,6 +178,14 @@ def keyword_defaults(fn: Callable) -> dict:
     }
 
 
+def hyperparameters(fn: Callable, reads) -> dict:
+    """A component's keyword defaults less the batch fields it reads (an objective gets `group` or `turn` as a
+    keyword, but it is an input, not a setting)."""
+    defaults = keyword_defaults(fn)
+    read = set(reads(**defaults) if callable(reads) else reads)
+    return {k: v for k, v in defaults.items() if k not in read}
+
+
 def register(kind: str, key: str, *, title: str, summary: str, equation: str = "",
              defaults: dict | None = None, confidence: str | None = None, family: str | None = None,
              reads: tuple = (), provides: tuple = (), state: Callable | None = None,
@@ -215,7 +223,7 @@ def register(kind: str, key: str, *, title: str, summary: str, equation: str = "
             raise TypeError(f"{kind} {key!r} must define {list(STATEFUL[kind])}; {fn} lacks {missing}")
         _REGISTRY[kind][key] = Entry(
             key=key, kind=kind, fn=fn, title=title, summary=summary, equation=equation,
-            defaults=defaults if defaults is not None else keyword_defaults(fn),
+            defaults=defaults if defaults is not None else hyperparameters(fn, reads),
             family=family, confidence=confidence,
             reads=reads if callable(reads) else tuple(reads), provides=tuple(provides), state=state, targets=targets,
             needs=tuple(needs),

@@ -104,6 +104,16 @@ def test_a_rerun_replaces_one_recipes_runs_and_records_it(tmp_path, monkeypatch)
     (record,) = meta["reruns"]
     assert record["recipes"] == ["rloo"] and record["command"].endswith("tiny --recipes rloo") and record["commit"]
     assert list(groups) == ["grpo", "rloo"]
+    # stored runs from another warm start (the accuracy before training differs): the splice is refused
+    text = (data / "tiny.jsonl").read_text()
+    grpo = next(json.loads(line) for line in text.splitlines() if '"summary": {"recipe": "grpo"' in line)
+    old = json.dumps(grpo)
+    grpo["summary"]["accuracy_before"] += 0.25
+    (data / "tiny.jsonl").write_text(text.replace(old, json.dumps(grpo)))
+    tampered = (data / "tiny.jsonl").read_text()
+    with pytest.raises(ValueError, match=r"starts from another warm start .* re-run the whole comparison"):
+        stored_runs.rerun("tiny", ["rloo"], runs_root=tmp_path / "runs", data_dir=data, progress=False)
+    assert (data / "tiny.jsonl").read_text() == tampered
 
 
 def test_a_rerun_is_refused_before_training_when_it_cannot_splice(tmp_path, monkeypatch):

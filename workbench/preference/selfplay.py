@@ -259,7 +259,10 @@ def nash_mp(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, b
             "online, π_ref fixed; refuses pairs whose policy version is stale.",
     equation=r"\mathcal{L} = -\log\sigma(\beta\Delta)\ \text{or}\ \Big(\Delta - \frac{1}{2\beta}\Big)^2,\quad "
              r"y_1, y_2 \sim \pi_\theta(\cdot|x),\ (y_w, y_l) = \mathrm{judge}(y_1, y_2)",
-    logs={**TRL_LOGS, **DPO_LOGS, **IPO_LOGS})
+    logs={**TRL_LOGS, **DPO_LOGS, **IPO_LOGS, "online/pairs_version": (
+        "The policy step that generated the step's pairs, when the caller passes a pairs version.",
+        "Equal to the step being trained: online DPO refuses stale pairs (the pipeline's sampled-pairs source "
+        "always samples from the current policy and passes none).")})
 def online_dpo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=0.1, loss_type="sigmoid",
                policy_version=None, pairs_version=None, **loss_kw):
     r"""Online DPO loss piece: the registered `dpo` / `ipo` applied to on-policy, online-judged pairs.

@@ -316,13 +316,29 @@ def rerun(name: str, recipes: list[str], runs_root: Path = ROOT / "runs" / "stor
     compare(list(recipes), task=spec.task, seeds=spec.seeds, out=out, sets=list(spec.sets),
             recipe_sets={k: list(v) for k, v in spec.recipe_sets.items() if k in recipes}, progress=progress)
     fresh = data_lines({}, replace(spec, recipes=tuple(recipes)), out)[1:]
+    kept_lines = [line for line in lines[1:] if next(iter(line.values()))["recipe"] not in recipes]
+    check_same_start(name, spec, kept_lines, fresh)
     meta["reruns"] = [*meta.get("reruns", []), {"recipes": list(recipes),
                                                  "command": f"{made['command']} --recipes {' '.join(recipes)}",
                                                  **{k: made[k] for k in ("commit", "machine", "date")}}]
-    kept_lines = [line for line in lines[1:] if next(iter(line.values()))["recipe"] not in recipes]
     order = {r: i for i, r in enumerate(spec.recipes)}
     body = sorted(kept_lines + fresh, key=lambda line: order[next(iter(line.values()))["recipe"]])  # stable
     return write_atomic(path, "".join(json.dumps(line) + "\n" for line in [{"meta": meta}, *body]))
+
+
+def check_same_start(name: str, spec: Comparison, kept_lines: list[dict], fresh: list[dict]) -> None:
+    """Refuse to splice re-run recipes into a comparison whose runs started from another warm start: the greedy
+    accuracy before training of each seed must be the stored one (recipes with their own settings left out)."""
+    def before(lines):
+        return {(s["seed"], s["accuracy_before"]) for line in lines if "summary" in line
+                for s in [line["summary"]] if s["recipe"] not in spec.recipe_sets}
+    stored, now = dict(before(kept_lines)), dict(before(fresh))
+    changed = {seed: (stored[seed], acc) for seed, acc in now.items() if seed in stored and stored[seed] != acc}
+    if changed:
+        raise ValueError(f"the re-run starts from another warm start than the stored runs of {name!r} (accuracy before "
+                         f"training, stored -> now, by seed: {changed}): the code that makes the warm start changed "
+                         f"since; re-run the whole comparison (python -m workbench.results.stored_runs {name}). The "
+                         "re-run's folders are kept")
 
 
 def load(name: str, data_dir: Path = DATA) -> tuple[dict, dict[str, list[list[dict]]], list[dict]] | None:

@@ -34,19 +34,14 @@ LAYOUTS = {"pair": "fn(s[:, 0], s[:, -1], r[:, 0], r[:, -1])   the best against 
            "list": "fn(s, None, r, None)                      the whole ranked list",
            "one": "fn(s[:, 0], r[:, 0])                        one response per item (a step and its advantage)"}
 
-# What a component may need of the task it trains on, beyond batch fields: (what it is, tasks that offer it).
-# `workbench.train.pipeline.Pipeline.check_task` refuses a recipe whose task lacks one, before anything trains.
+# What a component may need of the task it trains on, beyond batch fields. `workbench.train.pipeline.Pipeline.check_task`
+# refuses a recipe whose task lacks one, before anything trains, naming the registered tasks that offer it.
 NEEDS = {
-    "multi_turn": ("episodes of several turns (an environment whose max_turns > 1)",
-                   "gridworld, calculator, search, keydoor, screen"),
-    "env_copy": ("environments whose state can be copied (`Env.copy()`, for Monte Carlo continuations and "
-                 "branches)", "gridworld, calculator, search, keydoor, screen"),
-    "env_actions": ("an enumerable action set in every state (`Env.actions()`, for random-policy rollouts)",
-                    "gridworld, keydoor, screen"),
-    "expert": ("an expert trajectory per example (`Task.expert_actions`) to follow or patch from",
-               "gridworld, calculator, search, keydoor, screen"),
-    "subgoals": ("subgoal windows reported by the environment (`info['subgoal']` each step, `Env.subgoals`)",
-                 "keydoor, screen"),
+    "multi_turn": "episodes of several turns (an environment whose max_turns > 1)",
+    "env_copy": "environments whose state can be copied (`Env.copy()`, for Monte Carlo continuations and branches)",
+    "env_actions": "an enumerable action set in every state (`Env.actions()`, for random-policy rollouts)",
+    "expert": "an expert trajectory per example (`Task.expert_actions`) to follow or patch from",
+    "subgoals": "subgoal windows reported by the environment (`info['subgoal']` each step, `Env.subgoals`)",
 }
 # Run-level coefficients, one name each: the config field, the CLI's --set NAME=X and the logged metric when a
 # controller drives it. A component declares which of its parameters is one (`Entry.coefficients`).

@@ -186,7 +186,8 @@ def test_a_component_that_needs_what_the_task_lacks_is_refused_before_anything_r
     monkeypatch.setitem(registry._REGISTRY["advantage"], "gigpo", replace(entry, needs=("multi_turn", "env_actions")))
     pipeline = Pipeline(get_recipe("gigpo"))
     with pytest.raises(ValueError, match=r"advantage:gigpo needs episodes of several turns .* task 'digit_first' has "
-                                         r"none\. Train it on a task that does: --task gridworld \| calculator"):
+                                         r"none\. Train it on a task that does: --task calculator \| gridworld \| "
+                                         r"keydoor \| screen \| search$"):
         pipeline.check_task(DigitFirst())
     pipeline.check_task(DigitSteps())  # three turns, actions() listed
     assert task_capabilities(DigitSteps()) == {"multi_turn": True, "env_copy": True, "env_actions": True,

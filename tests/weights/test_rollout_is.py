@@ -5,8 +5,6 @@ import torch
 from tests.helpers import make_batch
 from workbench import registry
 from workbench.objectives.tis import tis_weights
-from workbench.recipes import get_recipe
-from workbench.train.trainer import with_rollout_correction
 
 
 def mismatched_batch():
@@ -26,12 +24,3 @@ def test_its_weights_are_the_tis_weights_of_the_minibatch(mode, low):
     assert torch.equal(w, tis_weights(batch.old_logp, batch.mu_logp, batch.mask, mode=mode, cap=1.2, low=low))
     assert metrics["rollout_is/mean_weight"] > 0 and 0 <= metrics["rollout_is/masked_frac"] <= 1
     assert registry.get("loss_weight", "rollout-is").reads == ("old_logp", "mu_logp")
-
-
-def test_the_run_setting_adds_it_to_any_recipe_or_refuses_a_double_correction():
-    grpo = with_rollout_correction(get_recipe("grpo"), "token_mask", cap=1.1, low=0.9)
-    assert [(u.key, u.kw) for u in grpo.loss_weights] == [("rollout-is", {"mode": "token_mask", "cap": 1.1,
-                                                                           "low": 0.9})]
-    assert with_rollout_correction(get_recipe("grpo"), "none", cap=2.0, low=None) == get_recipe("grpo")
-    with pytest.raises(ValueError, match="would correct twice: objective 'minirl'"):
-        with_rollout_correction(get_recipe("minirl"), "token_truncate", cap=2.0, low=None)

@@ -27,6 +27,7 @@ from workbench.rewards.stage import (
     run_reward,
 )
 from workbench.stages import BATCH_STAGES, SLOTS, STAGES
+from workbench.tasks import get_task
 from workbench.tasks.base import Task
 
 BEFORE_UPDATE = [slot for stage in STAGES if stage.name in BATCH_STAGES for slot in stage.slots]
@@ -49,6 +50,11 @@ def providers(fields: list[str]) -> list[str]:
         if made & set(fields):
             out.append(f"{e.kind}:{e.key}")
     return out
+
+
+def tasks_offering(need: str) -> list[str]:
+    """The registered tasks that offer `need` (a key of `registry.NEEDS`)."""
+    return [e.key for e in registry.entries("env") if task_capabilities(get_task(e.key))[need]]
 
 
 def task_capabilities(task) -> dict[str, bool]:
@@ -166,9 +172,9 @@ class Pipeline:
             for p in parts:
                 for need in p.entry.needs:
                     if not offers[need]:
-                        what, where = registry.NEEDS[need]
-                        raise ValueError(f"recipe {self.recipe.key!r}: {p.name} needs {what}; task {task.name!r} has "
-                                         f"none. Train it on a task that does: --task {where.replace(', ', ' | ')}")
+                        raise ValueError(f"recipe {self.recipe.key!r}: {p.name} needs {registry.NEEDS[need]}; task "
+                                         f"{task.name!r} has none. Train it on a task that does: --task "
+                                         f"{' | '.join(tasks_offering(need))}")
 
     def _check_drivers(self) -> None:
         """`into="kind:key.param"` drives one parameter with a float; a controller may instead name the whole

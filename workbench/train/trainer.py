@@ -24,7 +24,8 @@ from workbench.context import Forward, Head, StepContext
 from workbench.kl import KL_LOGS
 from workbench.models import (add_lora, checkpoint_state, frozen_copy, frozen_reference, load_checkpoint_state,
                               load_model)
-from workbench.recipes import Recipe, get_recipe, use, with_overrides
+from workbench.recipes import Recipe, get_recipe, with_overrides
+from workbench.recipes.run_settings import with_preference_data, with_rollout_correction
 from workbench.rollout import make_engine, policy_forward
 from workbench.rollout.engine import Sampling
 from workbench.stages import BATCH_STAGES, SAMPLING_STAGES
@@ -49,34 +50,6 @@ def resolve_recipe(config: RunConfig) -> Recipe:
                             entropy_coef=config.entropy_coef)
     recipe = with_preference_data(recipe, pairs=config.pairs, data_path=config.data_path)
     return with_rollout_correction(recipe, config.rollout_is, cap=config.rollout_is_cap, low=config.rollout_is_low)
-
-
-def with_rollout_correction(recipe: Recipe, mode: str, *, cap: float, low: float | None) -> Recipe:
-    """`--set rollout_is=MODE` adds the `rollout-is` loss weight to any recipe, unless its objective already weights
-    by the rollout engine's log-probs (it would correct twice)."""
-    if mode == "none":
-        return recipe
-    objective = registry.get("objective", recipe.objective.key)
-    if "mu_logp" in objective.reads_with(recipe.objective.kw):
-        raise ValueError(f"rollout_is={mode!r} would correct twice: objective {recipe.objective.key!r} of recipe "
-                         f"{recipe.key!r} already weights by the rollout log-probs; leave rollout_is='none'")
-    return dataclasses.replace(recipe, loss_weights=recipe.loss_weights + (use("rollout-is", mode=mode, cap=cap,
-                                                                                 low=low),))
-
-
-def with_preference_data(recipe: Recipe, *, pairs: int, data_path: str) -> Recipe:
-    """`pairs` sets the size of an offline preference dataset the recipe's rollout builds; `data_path` replaces its
-    task pairs with the pairs of a JSONL file (`file-pairs`). A recipe whose rollout reads no pairs refuses a path."""
-    rollout = recipe.rollout
-    if data_path:
-        if rollout.key != "task-pairs":
-            raise ValueError(f"data_path={data_path!r} gives preference pairs, but recipe {recipe.key!r} samples with "
-                             f"rollout {rollout.key!r}, which reads none; use a recipe trained on offline pairs (dpo, "
-                             f"ipo, ...) or leave data_path empty")
-        return dataclasses.replace(recipe, rollout=use("file-pairs", path=data_path))
-    if "pairs" in registry.get("rollout", rollout.key).defaults:
-        return dataclasses.replace(recipe, rollout=use(rollout.key, **{**rollout.kw, "pairs": pairs}))
-    return recipe
 
 
 def mismatch_metrics(old_logp, mu_logp, mask) -> dict:

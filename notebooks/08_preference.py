@@ -83,10 +83,11 @@ from workbench.train import make_config, make_trainer, train
 from workbench.train.compare import compare
 from workbench.train.metrics import read_rows
 from workbench.train.evaluate import held_out_pairs, sequence_logps
-from workbench.viz.preference_figures import (comparison_table, exploitability_figure, game_dynamics,
-                                              length_gradient_figure, logp_change_scatter, logp_trajectories,
-                                              margin_curves, margin_figure, simplex_figure)
+from workbench.viz.preference_figures import (exploitability_figure, game_dynamics, length_gradient_figure,
+                                              logp_change_scatter, logp_trajectories, margin_curves, margin_figure,
+                                              simplex_figure)
 from workbench.viz.run_curves import seed_band_curves
+from workbench.viz.tables import PREFERENCE_BEFORE_AFTER, before_after_table
 
 torch.set_num_threads(1)
 hf_logging.disable_progress_bar()
@@ -341,7 +342,8 @@ compare_name = f"08_preference-compare-{task.replace(':', '_')}-{preset}-{'-'.jo
 compare_out = Path(runs_dir) / compare_name.replace("=", "")
 result = compare(compare_recipes, task=task, preset=preset, seeds=1, out=compare_out, sets=sets, progress=False)
 summaries = {key: json.loads((compare_out / f"{key}-s0" / "summary.json").read_text()) for key in compare_recipes}
-comparison_table(summaries).show()
+before_after_table([{"recipe": key, **summary} for key, summary in summaries.items()],
+                   metrics=PREFERENCE_BEFORE_AFTER, title="held-out preference and task accuracy, before → after").show()
 
 # %% [markdown]
 # The losses, and the implicit rewards they log, are on different scales by design (IPO's squared margin,

@@ -97,16 +97,6 @@ def test_logp_figures_plot_the_logged_rows():
     assert "margin grew: 3/3" in scatter.layout.annotations[0].text
 
 
-def test_comparison_table_cells():
-    summaries = {"dpo": {"preference_accuracy_before": 0.9, "preference_accuracy_after": 0.875,
-                         "accuracy_before": 0.5, "accuracy_after": 0.25},
-                 "kto": {"preference_accuracy_before": 0.9, "preference_accuracy_after": 1.0,
-                         "accuracy_before": 0.5, "accuracy_after": None}}
-    cells = pf.comparison_table(summaries).data[0].cells.values
-    assert list(cells[0]) == ["dpo", "kto"]
-    assert list(cells[2]) == ["0.875", "1.000"] and list(cells[4]) == ["0.250", "–"]
-
-
 # ----------------------------------------------------------------------------------------------- games
 
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from workbench import registry
-from workbench.viz.tables import (before_after_rows, before_after_table, claims_html, equation_lines,
-                                  equations_markdown, family_entries)
+from workbench.viz.tables import (PREFERENCE_BEFORE_AFTER, before_after_rows, before_after_table, claims_html,
+                                  equation_lines, equations_markdown, family_entries)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -115,3 +115,13 @@ def test_before_after_rows_are_means_over_seeds():
     assert "pass@8" in table.header.values
     assert table.cells.values[2][0] == f"0.300 → 0.450 ± {np.std([0.4, 0.5], ddof=1):.3f}"
     assert table.cells.values[3][1] == "–"
+
+
+def test_a_preference_table_shows_preference_and_task_accuracy_with_a_dash_where_missing():
+    summaries = [{"recipe": "dpo", "preference_accuracy_before": 0.9, "preference_accuracy_after": 0.875,
+                  "accuracy_before": 0.5, "accuracy_after": 0.25},
+                 {"recipe": "kto", "preference_accuracy_before": 0.9, "preference_accuracy_after": 1.0,
+                  "accuracy_before": 0.5, "accuracy_after": None}]
+    cells = before_after_table(summaries, metrics=PREFERENCE_BEFORE_AFTER).data[0].cells.values
+    assert list(cells[0]) == ["dpo", "kto"]
+    assert list(cells[2]) == ["0.900 → 0.875", "0.900 → 1.000"] and list(cells[3]) == ["0.500 → 0.250", "–"]

@@ -358,25 +358,3 @@ def simplex_figure(game_runs: Mapping[str, tuple],
     fig.update_layout(title="the iterates on the simplex", template="plotly_white", height=500,
                       margin=dict(t=120), legend=dict(orientation="h", y=-0.1))
     return fig
-
-
-# ----------------------------------------------------------------------------------------------------
-# 5. Comparison table
-
-TABLE_COLUMNS = (("preference_accuracy_before", "preference acc. before"),
-                 ("preference_accuracy_after", "preference acc. after"),
-                 ("accuracy_before", "task acc. before"), ("accuracy_after", "task acc. after"))
-
-
-def comparison_table(summaries: Mapping[str, Mapping], title: str | None = None) -> go.Figure:
-    """A table, one row per recipe, of held-out preference accuracy and greedy task accuracy before/after
-    (the keys of a preference run's summary.json)."""
-    recipes = list(summaries)
-    cells = [recipes] + [[f"{float(summaries[r][key]):.3f}" if summaries[r].get(key) is not None else "–"
-                          for r in recipes] for key, _ in TABLE_COLUMNS]
-    fig = go.Figure(go.Table(header=dict(values=["recipe"] + [label for _, label in TABLE_COLUMNS],
-                                         fill_color="#e8eef7", align="left"),
-                             cells=dict(values=cells, align="left")))
-    fig.update_layout(title=title or "preference accuracy and task accuracy, before and after",
-                      template="plotly_white", height=120 + 32 * len(recipes), margin=dict(t=50, b=10))
-    return fig

@@ -179,6 +179,7 @@ def equations_markdown(family: str, extra: Sequence[tuple[str, str]] = ()) -> st
 
 BEFORE_AFTER = (("accuracy", "greedy accuracy"), ("pass@1", "pass@1"), ("pass@k", "pass@k"),
                 ("entropy", "entropy (nats)"))
+PREFERENCE_BEFORE_AFTER = (("preference_accuracy", "preference accuracy"), ("accuracy", "greedy accuracy"))
 
 
 def before_after_rows(summaries: Sequence[Mapping], metrics: Sequence[tuple[str, str]] = BEFORE_AFTER) -> list[dict]:

@@ -17,6 +17,7 @@ import inspect
 import torch
 
 from workbench import registry
+from workbench.params import check_value, did_you_mean
 
 # source -> (the batch field it comes from, which rows: "chosen", "rejected", "list" [N, K] or "middle" [N, K-2])
 SOURCES = {
@@ -73,7 +74,8 @@ def call_loss(entry: registry.Entry, s: torch.Tensor, r: torch.Tensor, kw: dict)
 
 
 def check_preference(*, loss="dpo", inputs=(), **hp) -> None:
-    """Refuse, before anything runs, an unknown loss, an unknown input source or a keyword the loss does not take."""
+    """Refuse, before anything runs, an unknown loss, an unknown input source, a keyword the loss does not take or a
+    value of the wrong type or out of range (`workbench.params`)."""
     try:
         entry = registry.get("preference", loss)
     except KeyError as err:
@@ -82,8 +84,11 @@ def check_preference(*, loss="dpo", inputs=(), **hp) -> None:
     params = inspect.signature(entry.fn).parameters
     unknown = sorted(set(hp) - set(params))
     if unknown:
-        raise ValueError(f"preference loss {loss!r} takes no {unknown}; its keywords: "
-                         f"{sorted(k for k, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY)}")
+        raise ValueError(f"preference loss {loss!r} takes no {unknown}{did_you_mean(unknown[0], params)}; its "
+                         f"keywords: {sorted(k for k, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY)}")
+    for name, value in hp.items():
+        if params[name].default is not inspect.Parameter.empty:
+            check_value(f"preference loss {loss!r}", name, value, params[name].default)
 
 
 # The preference objective's own metric; the rest of its metrics are the loss's (`registry.preference`'s logs).

@@ -18,6 +18,7 @@ import torch
 
 from workbench import ops, registry
 from workbench.context import Forward, StepContext
+from workbench.params import check_value, did_you_mean
 from workbench.recipes import Recipe, Use
 from workbench.rewards import aggregate, interop
 from workbench.rewards.stage import (
@@ -32,6 +33,7 @@ from workbench.tasks.base import Task
 
 BEFORE_UPDATE = [slot for stage in STAGES if stage.name in BATCH_STAGES for slot in stage.slots]
 
+PIPELINE_ARGUMENTS = ("agg", "denom")  # what the pipeline passes a loss term itself, never a recipe's setting
 REWARD_OPTIONS = ("weight", *interop.CALL_OPTIONS)  # a reward Use's keywords for the pipeline, not the function
 # Batch fields a rollout always fills; forward passes add old_logp, entropy, ref_logp, values.
 ROLLOUT_FIELDS = {"response_ids", "mask", "group", "rewards", "scores", "prompt_ids", "prompt_mask", "mu_logp",
@@ -135,20 +137,39 @@ class Pipeline:
         return Part(slot, u, entry, name)
 
     def _check_kwargs(self, entry: registry.Entry, u: Use, slot: str) -> None:
+        """Refuse, naming the component, a parameter it does not take (with the closest it does) and a value of the
+        wrong type or out of range (`workbench.params`); then the component's own `check`. A reward's `**columns`
+        are the dataset's columns, not settings: its settings are its named parameters and `REWARD_OPTIONS`."""
+        where = f"recipe {self.recipe.key!r}: {entry.kind} {u.key!r}"
         fn = entry.fn.init if registry.STATEFUL.get(entry.kind) else entry.fn
         params = inspect.signature(fn).parameters
+        settings = {k: p.default for k, p in params.items()
+                    if p.default is not inspect.Parameter.empty and k not in PIPELINE_ARGUMENTS}
+        given = sorted(set(u.kw) & set(PIPELINE_ARGUMENTS) & set(params))
+        if given:
+            raise ValueError(f"{where}: {given[0]} is the pipeline's to pass (the recipe's aggregation and the "
+                             f"update's denominators), not a component setting; set the recipe's with "
+                             f"--set recipe_overrides.agg=MODE")
+        if entry.kind == "reward":
+            settings.update(weight=1.0, conversational=True, build=None)
+        open_ended = (any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+                      and (entry.kind != "reward" or interop.is_external(u.key)))
+        for name, value in u.kw.items():
+            if name in settings:
+                try:
+                    check_value(where, name, value, settings[name])
+                except ValueError as err:
+                    raise ValueError(err.args[0]) from None
+            elif not open_ended:
+                named = sorted(k for k, p in params.items()
+                               if p.kind is inspect.Parameter.KEYWORD_ONLY and k not in PIPELINE_ARGUMENTS)
+                raise ValueError(f"{where} takes no {name!r}{did_you_mean(name, settings)}; its parameters: "
+                                 f"{named + (['weight'] if entry.kind == 'reward' else [])}")
         if entry.check is not None:
             try:
                 entry.check(**u.kw)
             except ValueError as err:
-                raise ValueError(f"recipe {self.recipe.key!r}: {entry.kind} {u.key!r}: {err}") from None
-        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            return
-        extra = set(REWARD_OPTIONS) if entry.kind == "reward" else set()
-        unknown = sorted(set(u.kw) - set(params) - extra)
-        if unknown:
-            raise ValueError(f"recipe {self.recipe.key!r}: {entry.kind} {u.key!r} takes no {unknown}; its parameters: "
-                             f"{sorted(k for k, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY)}")
+                raise ValueError(f"{where}: {err}") from None
 
     def check_group_size(self, group_size: int) -> None:
         """Refuse, before anything is trained, G = 1 for a component whose group baseline needs G >= 2 (it takes

@@ -258,3 +258,28 @@ def test_qwen_random_loads_through_load_model_and_runs_the_character_tokenizer(m
     assert isinstance(tokenizer.decode(out[0], skip_special_tokens=True), str)
     same, _ = load_model("qwen-0.5b-random", dtype="bfloat16", seed=1)  # seeded: the same weights again
     assert torch.equal(same.model.embed_tokens.weight, model.model.embed_tokens.weight)
+
+
+def test_a_model_that_cannot_be_loaded_here_is_refused_before_anything_runs(tmp_path):
+    from workbench.models import check_model_name
+
+    for name in ("tiny", "qwen-0.5b-random", "smollm2"):
+        check_model_name(name)
+    with pytest.raises(ValueError, match=r"model='smollm' is not a built-in model \(qwen-0.5b-random, smollm2, tiny\) "
+                                         r"\(did you mean 'smollm2'\?\), not a local folder, and not in the local "
+                                         r"Hugging Face cache"):
+        check_model_name("smollm")
+    with pytest.raises(ValueError, match=r"model='/nonexistent'.* not a local folder"):
+        check_model_name("/nonexistent")
+    with pytest.raises(ValueError, match=r"not in the local Hugging Face cache"):
+        check_model_name("no-such-org/no-such-model")
+    with pytest.raises(ValueError, match=r"is not a save_pretrained folder \(no config.json in it\)"):
+        check_model_name(str(tmp_path))
+    save_model(*build_tiny(), tmp_path / "saved")
+    check_model_name(str(tmp_path / "saved"))
+
+
+def test_a_run_with_a_misspelt_model_is_refused_before_its_folder_exists(tmp_path):
+    with pytest.raises(ValueError, match=r"did you mean 'smollm2'"):
+        Trainer(make_config("smoke", model="smollm"), tmp_path / "run")
+    assert not (tmp_path / "run").exists()

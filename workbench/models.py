@@ -353,3 +353,35 @@ def smollm2_folder() -> Path:
 
 
 BUILTIN_MODELS = {"smollm2": smollm2_folder}  # names `load_model` resolves to a folder it builds on first use
+
+
+def check_model_name(name: str) -> None:
+    """Refuse, before anything runs, a model that cannot be loaded here: not a built-in name, not a local
+    `save_pretrained` folder, and not in the local Hugging Face cache (nothing is downloaded at run time). A near
+    miss of a built-in name gets a "did you mean"."""
+    from workbench.params import did_you_mean
+
+    if name in IN_CODE_MODELS or name in BUILTIN_MODELS:
+        return
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ValueError(f"model={name!r}: {path} is not a save_pretrained folder (no config.json in it); give a "
+                             "folder written by `workbench export` or save_pretrained")
+        return
+    if "/" in name and not name.startswith((".", "/", "~")) and in_hub_cache(name):
+        return
+    names = sorted([*IN_CODE_MODELS, *BUILTIN_MODELS])
+    raise ValueError(f"model={name!r} is not a built-in model ({', '.join(names)}){did_you_mean(name, names)}, not a "
+                     "local folder, and not in the local Hugging Face cache (nothing is downloaded at run time): "
+                     "give one of those names or the path of a save_pretrained folder")
+
+
+def in_hub_cache(repo_id: str) -> bool:
+    """Whether a hub model's config is in the local Hugging Face cache (so from_pretrained works offline)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except ValueError:  # not a valid repo id
+        return False

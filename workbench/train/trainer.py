@@ -22,8 +22,8 @@ from workbench.advantages.group import group_stats
 from workbench.batch import RolloutBatch
 from workbench.context import Forward, Head, StepContext
 from workbench.kl import KL_LOGS
-from workbench.models import (add_lora, checkpoint_state, frozen_copy, frozen_reference, load_checkpoint_state,
-                              load_model)
+from workbench.models import (add_lora, check_model_name, checkpoint_state, frozen_copy, frozen_reference,
+                              load_checkpoint_state, load_model)
 from workbench.recipes import Recipe, get_recipe, with_overrides
 from workbench.recipes.run_settings import with_preference_data, with_rollout_correction
 from workbench.rollout import make_engine, policy_forward
@@ -157,6 +157,7 @@ class Trainer:
 
     def __init__(self, config: RunConfig, out: str | Path, progress: bool = True, callback=None):
         self.config, self.out, self.progress, self.callback = config, Path(out), progress, callback
+        check_model_name(config.model)
         self.recipe = resolve_recipe(config)
         self.pipeline = Pipeline(self.recipe, track_kl=config.track_kl)  # refuses parts that don't fit
         self.pipeline.check_group_size(config.group_size)

@@ -6,7 +6,8 @@ import pytest
 
 import workbench.registrations  # noqa: F401  (every component registered)
 from workbench import registry
-from workbench.params import ALTERNATIVES, OPTIONAL_TYPES, RANGES, check_value, did_you_mean, kind_of, type_error
+from workbench.params import (ALTERNATIVES, NOT_SETTINGS, OPTIONAL_TYPES, RANGES, check_choice, check_value,
+                              did_you_mean, kind_of, type_error)
 from workbench.recipes import RECIPES, Recipe, get_recipe, use, with_overrides
 from workbench.train import Trainer, make_config
 from workbench.train.pipeline import Pipeline
@@ -15,17 +16,23 @@ SETTABLE = [(kind, e.key, name, default) for kind in registry.KINDS if kind not 
             for e in registry.entries(kind) for name, default in e.defaults.items() if name not in ("agg", "denom")]
 
 
-def test_every_registered_default_is_a_value_its_own_check_accepts():
+def test_every_registered_default_is_a_value_its_own_check_accepts_and_every_setting_has_a_type():
     """The oracle for the rules: what every component ships with passes them (a range that refuses a default is
-    wrong for some component that shares the name)."""
+    wrong for some component that shares the name); and no setting is left untyped (the preference losses' keywords
+    are the batch's inputs, declared by `inputs`)."""
     for kind, key, name, default in SETTABLE:
-        check_value(f"{kind} {key!r}", name, default, default)
+        if name not in NOT_SETTINGS:
+            check_value(f"{kind} {key!r}", name, default, default)
     assert len(SETTABLE) > 600
+    untyped = [(kind, key, name) for kind, key, name, default in SETTABLE
+               if kind != "preference" and name not in NOT_SETTINGS and kind_of(default, name) is None]
+    assert not untyped
 
 
 def test_the_name_tables_name_parameters_that_exist():
     names = {name for *_, name, _ in SETTABLE}
     assert set(RANGES) <= names and set(OPTIONAL_TYPES) <= names and set(ALTERNATIVES) <= names
+    assert set(NOT_SETTINGS) <= names
 
 
 @pytest.mark.parametrize("value, kind, error", [
@@ -36,7 +43,8 @@ def test_the_name_tables_name_parameters_that_exist():
     (3, str, "needs a string"), ("x", str, None), ("a", list, "needs a list"), ([1], list, None),
     ("keep", (bool, "keep"), None), (True, (bool, "keep"), None), ("kep", (bool, "keep"), "needs one of bool, 'keep'"),
     (1, (bool, "keep"), "needs one of"), (None, (int, None), None), (1.5, (int, None), "needs one of int, None"),
-    ({"any": 1}, None, None),
+    ({"any": 1}, None, None), ({"a": 1}, dict, None), ([1], dict, "needs a mapping"), (len, callable, None),
+    ("len", callable, "needs a Python callable"),
 ])
 def test_type_rules(value, kind, error):
     assert type_error(value, kind) == error if error is None else error in type_error(value, kind)
@@ -44,7 +52,7 @@ def test_type_rules(value, kind, error):
 
 def test_kinds_come_from_the_default_or_the_tables():
     assert kind_of(0.2, "eps_high") is float and kind_of(3, "every") is int and kind_of((1, 2), "budgets") is list
-    assert kind_of(None, "dual_clip_c") is float and kind_of(None, "judge") is None
+    assert kind_of(None, "dual_clip_c") is float and kind_of(None, "judge") is callable and kind_of(None, "x") is None
     assert kind_of(False, "allow_singletons") == (bool, "keep")
 
 
@@ -57,6 +65,22 @@ def test_ranges_refuse_values_outside_and_name_what_the_parameter_is():
         check_value("cdpo-robust", "label_smoothing", 0.6, 0.1)
     check_value("dual-clip", "dual_clip_c", None, None)  # off, as its default
     check_value("ppo-clip", "eps_high", 0, 0.2)
+
+
+def test_every_declared_choice_names_a_setting_and_holds_its_default():
+    for kind in registry.KINDS:
+        for e in registry.entries(kind):
+            for name, options in e.choices.items():
+                assert name in e.defaults and e.defaults[name] in options, (kind, e.key, name)
+
+
+def test_a_value_outside_the_declared_choices_is_refused_with_the_closest_option():
+    with pytest.raises(ValueError, match=r"grpo: scale='grup' is not one of \['group', 'batch', 'none'\] \(did you "
+                                         r"mean 'group'\?\)"):
+        check_choice("grpo", "scale", "grup", ("group", "batch", "none"))
+    with pytest.raises(ValueError, match=r"is not one of \[False, True, 'keep'\]"):
+        check_choice("grpo", "allow_singletons", 1, (False, True, "keep"))
+    check_choice("grpo", "scale", "none", ("group", "batch", "none"))
 
 
 def test_did_you_mean_offers_the_closest_name_or_nothing():

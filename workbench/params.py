@@ -19,12 +19,20 @@ OPTIONAL_TYPES = {  # parameters whose default None turns them off, and the type
     "logr_clamp": float, "dual_clip_c": float, "value_clamp": float, "low": float, "eps_low": float,
     "eps_high": float, "clip_low": float, "clip_high": float, "max_len": int, "max_turns": int,
     "max_total_tokens": int, "max_tokens": int, "max_length": int, "max_completion_len": int, "max_epochs": int,
-    "cost_max": float, "max_toolcall_frac": float, "t_min": float,
+    "cost_max": float, "max_toolcall_frac": float, "t_min": float, "exceed_reward": float, "truncated_score": float,
+    "coefficient": float, "baseline": float, "language": str, "stage": int, "stop": list, "budgets": list,
+    "reasoning_delimiters": list, "checklist": list, "mode_costs": dict, "offline_values": dict,
+    # Python objects a recipe's code passes (a judge, a scorer, a random generator): never a JSON value
+    **dict.fromkeys(("oracle", "judge", "detector", "scorer", "reflector", "count_tokens", "generator"), callable),
 }
+# keywords through which a component takes data its batch normally supplies (tests and advanced callers pass them):
+# never a recipe setting
+NOT_SETTINGS = ("states", "step_rewards", "matches", "rows", "turns")
 
 ALTERNATIVES = {  # parameters that take more than one type: each a type or a literal value
     "allow_singletons": (bool, "keep"),  # a group of one: refuse (False), A = 0 (True) or A = R ("keep", verl's)
     "max_len": (int, None),               # a length scale; None: the run's max_new_tokens
+    "bias_correction": (None, "token", "sequence"),  # TRL's KL bias correction, per token or per sequence
 }
 
 
@@ -51,7 +59,7 @@ RANGES = {  # by name, wherever the name occurs
     "logr_clamp": Range(0, low_open=True, meaning="the clamp on the log-ratio"),
     "value_clamp": Range(0, low_open=True, meaning="the clamp on the KL value"),
     "temperature": Range(0, low_open=True, meaning="a softmax temperature"),
-    "eps": Range(0, meaning="a small constant or clip width"),
+    "eps": Range(0, low_open=True, meaning="a small constant or clip width"),
     "label_smoothing": Range(0, 0.5, meaning="the share of flipped preference labels"),
     "cap": Range(0, low_open=True, meaning="an upper cap on a weight"),
     "max_len": Range(1, meaning="a length limit"), "max_turns": Range(1, meaning="a turn limit"),
@@ -89,11 +97,18 @@ def type_error(value, kind) -> str | None:
         return None if isinstance(value, str) else "needs a string"
     if kind is list:
         return None if isinstance(value, (list, tuple)) else "needs a list"
+    if kind is dict:
+        return None if isinstance(value, dict) else "needs a mapping"
+    if kind is callable:
+        return None if callable(value) else "needs a Python callable, which a recipe's code passes (no JSON value is one)"
     return None
 
 
 def check_value(component: str, name: str, value, default) -> None:
     """Refuse `value` for parameter `name` of `component` (default `default`) of the wrong type or out of range."""
+    if name in NOT_SETTINGS:
+        raise ValueError(f"{component}: {name} is data the batch supplies (a keyword for tests and callers in code), "
+                         "not a setting")
     kind = kind_of(default, name)
     if value is None and default is None:
         return  # "off", as the default
@@ -103,6 +118,13 @@ def check_value(component: str, name: str, value, default) -> None:
     bound = RANGES.get(name)
     if bound is not None and isinstance(value, (int, float)) and not isinstance(value, bool) and not bound.holds(value):
         raise ValueError(f"{component}: {name}={value!r} is out of range: {bound.meaning} must be {bound.words()}")
+
+
+def check_choice(component: str, name: str, value, choices: tuple) -> None:
+    """Refuse a value that is not one of a setting's named options, offering the closest."""
+    if not any(value == c and type(value) is type(c) for c in choices):
+        close = did_you_mean(value, [c for c in choices if isinstance(c, str)]) if isinstance(value, str) else ""
+        raise ValueError(f"{component}: {name}={value!r} is not one of {list(choices)}{close}")
 
 
 def did_you_mean(name: str, known) -> str:

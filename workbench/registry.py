@@ -120,6 +120,8 @@ class Entry:
     #                                  the step's logged `kl` (and an adaptive KL controller reading it) uses
     observe: Callable | None = None  # observe(state, batch, ctx, **hp) -> state after each step: a stateful
     #                                  component learns from the finished step (HAPO's sampler keeps its entropy stats)
+    choices: dict = field(default_factory=dict)  # {parameter: the values it takes}, for a setting with a few named
+    #                                  options (checked when the recipe is built, with the closest option on a typo)
     check: Callable | None = None    # check(**hp) raises ValueError on parameters it cannot take, for a component
     #                                  whose signature cannot say (one that passes keywords on to another)
     logs: tuple = ()                 # the Metrics it logs (`Metric`): what each measures, its healthy curve
@@ -187,7 +189,7 @@ def register(kind: str, key: str, *, title: str, summary: str, equation: str = "
              targets: Callable | None = None, needs: tuple = (), plan: Callable | None = None,
              whole_groups: bool = False, layout: str = "", moves: Callable | None = None, keeps: tuple = (),
              check: Callable | None = None, coefficients: dict | None = None, kl_estimator: str = "",
-             logs: dict | None = None, observe: Callable | None = None):
+             logs: dict | None = None, observe: Callable | None = None, choices: dict | None = None):
     """Decorator registering `fn` under (kind, key) with what it reads, provides, keeps and needs of the task, the
     metrics it logs ({name: (measures, healthy)}, `Metric`) and (an objective) the update schedule it asks of the
     trainer (`plan`)."""
@@ -224,7 +226,7 @@ def register(kind: str, key: str, *, title: str, summary: str, equation: str = "
             needs=tuple(needs),
             plan=plan, whole_groups=whole_groups, layout=(layout or "pair") if kind == "preference" else layout,
             moves=moves, keeps=tuple(keeps), check=check, coefficients=dict(coefficients or {}),
-            kl_estimator=kl_estimator, logs=declared, observe=observe,
+            kl_estimator=kl_estimator, logs=declared, observe=observe, choices=dict(choices or {}),
         )
         return fn
 

@@ -21,12 +21,16 @@ GUI_LIBRA_TITLE = ("GUI-Libra: Training Native GUI Agents to Reason and Act with
                    "Partially Verifiable RL")
 
 
-def success_scale(rewards: torch.Tensor, group: torch.Tensor, *, base=0.5, coef=1.5) -> torch.Tensor:
-    """s_g [B] = clip(base + coef mean_g R, 0, 1) for each row's group (GUI-Libra `id2mean`)."""
+def check_scale(*, base=0.5, coef=1.5) -> None:
     if not 0 <= base <= 1:
         raise ValueError(f"base must be in [0, 1] (the scale of a group with success rate 0), got {base}")
     if not coef >= 0:
         raise ValueError(f"coef must be >= 0 (the scale must not fall as the success rate rises), got {coef}")
+
+
+def success_scale(rewards: torch.Tensor, group: torch.Tensor, *, base=0.5, coef=1.5) -> torch.Tensor:
+    """s_g [B] = clip(base + coef mean_g R, 0, 1) for each row's group (GUI-Libra `id2mean`)."""
+    check_scale(base=base, coef=coef)
     mean, _, _ = group_stats(rewards, group)
     return (base + coef * mean).clamp(0.0, 1.0)
 
@@ -38,7 +42,7 @@ def success_scale(rewards: torch.Tensor, group: torch.Tensor, *, base=0.5, coef=
             "action-aware SFT stage (weighted SFT) is outside RL training and not modelled here.",
     equation=r"A_i \leftarrow \begin{cases} \mathrm{clip}(b + c\,\bar R_g, 0, 1)\,A_i & A_i < 0 \\ A_i & "
              r"A_i \ge 0\end{cases}",
-    reads=("advantages",))
+    reads=("advantages",), check=check_scale)
 def gui_libra(batch: RolloutBatch, *, base=0.5, coef=1.5):
     r"""Rescales the chain's `advantages` [B, T]; reads `rewards` (+ `token_rewards`, as `grpo` does) and `group`.
 

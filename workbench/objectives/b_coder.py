@@ -71,11 +71,15 @@ def conservative_target(rewards_t: torch.Tensor, q_ref_action: torch.Tensor, mas
     return (rewards_t + gamma * at_next_policy_token(q_ref_action.to(rewards_t.dtype) * (mask > 0), mask)).detach()
 
 
-def check_b_coder_args(*, gamma, alpha, values, ref_argmax, rewards, mask) -> None:
+def check_b_coder_settings(*, gamma=1.0, alpha=1.0, **_) -> None:
     if not 0 <= gamma <= 1:
         raise ValueError(f"gamma must be in [0, 1], got {gamma}")
     if not alpha > 0:
         raise ValueError(f"alpha (the advantage's scale) must be > 0, got {alpha}")
+
+
+def check_b_coder_args(*, gamma, alpha, values, ref_argmax, rewards, mask) -> None:
+    check_b_coder_settings(gamma=gamma, alpha=alpha)
     for name, x in (("values", values), ("ref_argmax", ref_argmax)):
         if x is None or x.shape != mask.shape:
             raise ValueError(f"b-coder needs {name} [B, T] = {tuple(mask.shape)} (values: the recipe's critic; "
@@ -109,7 +113,7 @@ B_CODER_LOGS = {
     equation=r"\ell_t = \big(Q(s_t,a_t) - \mathrm{sg}[r_t + \gamma Q(s_{t+1}, a^*_{t+1})]\big)^2,\ "
              r"Q(s,a) = V(s) + \alpha\big(\log\pi_\theta(a|s) - \max_v \log\pi_\theta(v|s)\big),\ "
              r"a^* = \arg\max_a \pi_{ref}(a|s)",
-    reads=("head", "response_ids", "ref_argmax", "values", "rewards"), logs=B_CODER_LOGS)
+    reads=("head", "response_ids", "ref_argmax", "values", "rewards"), logs=B_CODER_LOGS, check=check_b_coder_settings)
 def b_coder(logp, old_logp, advantages, mask, *, head, response_ids, ref_argmax, values, rewards, agg="token-mean",
             denom=None, gamma=1.0, alpha=1.0):
     """B-Coder's conservative Q-learning loss (module docstring). Reads the training forward's `head`, the sampled

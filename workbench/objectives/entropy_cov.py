@@ -37,6 +37,13 @@ def _generator(seed, generator) -> torch.Generator:
     return generator if generator is not None else torch.Generator().manual_seed(int(seed))
 
 
+def check_clip_cov(*, clip_cov_ratio=2e-4, clip_cov_lb=1.0, clip_cov_ub=5.0, **_) -> None:
+    if clip_cov_ratio < 0:
+        raise ValueError(f"clip_cov_ratio must be >= 0, got {clip_cov_ratio}")
+    if not clip_cov_lb < clip_cov_ub:
+        raise ValueError(f"need clip_cov_lb < clip_cov_ub, got {clip_cov_lb}, {clip_cov_ub}")
+
+
 def clip_cov_selection(logp, old_logp, advantages, mask, *, clip_cov_ratio=2e-4, clip_cov_lb=1.0,
                        clip_cov_ub=5.0, eps_low=0.2, eps_high=0.2, min_one=True, seed=0, generator=None,
                        logr_clamp=None):
@@ -48,10 +55,7 @@ def clip_cov_selection(logp, old_logp, advantages, mask, *, clip_cov_ratio=2e-4,
     min(k, #candidates) candidates are detached, chosen by `torch.randperm(#candidates, generator=g)`
     in row-major candidate order (verl's `torch.nonzero` order).
     """
-    if clip_cov_ratio < 0:
-        raise ValueError(f"clip_cov_ratio must be >= 0, got {clip_cov_ratio}")
-    if not clip_cov_lb < clip_cov_ub:
-        raise ValueError(f"need clip_cov_lb < clip_cov_ub, got {clip_cov_lb}, {clip_cov_ub}")
+    check_clip_cov(clip_cov_ratio=clip_cov_ratio, clip_cov_lb=clip_cov_lb, clip_cov_ub=clip_cov_ub)
     cov = token_covariance(logp, advantages, mask)
     with torch.no_grad():
         r = ratio(logp.detach(), old_logp.detach(), logr_clamp)
@@ -90,7 +94,7 @@ CLIP_COV_LOGS = {
             "loss is multiplied by 0. Slows entropy collapse.",
     equation=r"\ell_t = \max\big(-r_tA_t, -\mathrm{clip}(r_t)A_t\big)\cdot c_t,\ "
              r"c_t = 0 \text{ on } k \text{ random tokens with } lb < (A_t-\bar A)(\log\pi_t-\overline{\log\pi}) < ub",
-    logs={**CLIP_LOGS, **CLIP_COV_LOGS})
+    logs={**CLIP_LOGS, **CLIP_COV_LOGS}, check=check_clip_cov)
 def clip_cov(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, eps_low=0.2, eps_high=0.2,
              clip_cov_ratio=2e-4, clip_cov_lb=1.0, clip_cov_ub=5.0, min_one=True, seed=0, generator=None,
              logr_clamp=None):

@@ -17,7 +17,7 @@ import inspect
 import torch
 
 from workbench import registry
-from workbench.params import check_value, did_you_mean
+from workbench.params import check_choice, check_value, did_you_mean
 
 # source -> (the batch field it comes from, which rows: "chosen", "rejected", "list" [N, K] or "middle" [N, K-2])
 SOURCES = {
@@ -76,10 +76,11 @@ def call_loss(entry: registry.Entry, s: torch.Tensor, r: torch.Tensor, kw: dict)
 def check_preference(*, loss="dpo", inputs=(), **hp) -> None:
     """Refuse, before anything runs, an unknown loss, an unknown input source, a keyword the loss does not take or a
     value of the wrong type or out of range (`workbench.params`)."""
-    try:
-        entry = registry.get("preference", loss)
-    except KeyError as err:
-        raise ValueError(err.args[0]) from None
+    known = [e.key for e in registry.entries("preference")]
+    if not isinstance(loss, str) or loss not in known:
+        raise ValueError(f"loss={loss!r} is no registered preference loss{did_you_mean(str(loss), known)}; "
+                         f"losses: {', '.join(known)}")
+    entry = registry.get("preference", loss)
     parse_inputs(inputs)
     params = inspect.signature(entry.fn).parameters
     unknown = sorted(set(hp) - set(params))
@@ -89,6 +90,8 @@ def check_preference(*, loss="dpo", inputs=(), **hp) -> None:
     for name, value in hp.items():
         if params[name].default is not inspect.Parameter.empty:
             check_value(f"preference loss {loss!r}", name, value, params[name].default)
+        if name in entry.choices:
+            check_choice(f"preference loss {loss!r}", name, value, entry.choices[name])
 
 
 # The preference objective's own metric; the rest of its metrics are the loss's (`registry.preference`'s logs).

@@ -65,12 +65,18 @@ class Node:
         return sum(len(n.ids) for n in self.path())
 
 
-def check_tree(branch_factors, segment_tokens: int, max_new_tokens: int) -> tuple[int, ...]:
+def check_shape(*, branch_factors=(6, 6, 6), segment_tokens=30, **_) -> tuple[int, ...]:
+    """The branch factors as a tuple; refuses a tree that has no shape (checked when the recipe is built)."""
     factors = tuple(branch_factors)
     if not factors or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in factors):
         raise ValueError(f"spo-segment: branch_factors must be a non-empty list of ints >= 1, got {branch_factors!r}")
     if segment_tokens < 1:
         raise ValueError(f"spo-segment: segment_tokens must be >= 1, got {segment_tokens}")
+    return factors
+
+
+def check_tree(branch_factors, segment_tokens: int, max_new_tokens: int) -> tuple[int, ...]:
+    factors = check_shape(branch_factors=branch_factors, segment_tokens=segment_tokens)
     if segment_tokens * (len(factors) - 1) >= max_new_tokens:
         raise ValueError(f"spo-segment: {len(factors) - 1} segments of {segment_tokens} tokens leave nothing of "
                          f"max_new_tokens={max_new_tokens} for the last depth; lower segment_tokens or use fewer "
@@ -165,7 +171,7 @@ def rows_batch(rows: list[dict], prompts: list[list[int]], prompt_texts: list[st
             "depth unbounded); one row per root-to-leaf path, tokens tagged with their node in `segment`.",
     equation=r"\text{children of } n: y^{(d+1)}_j \sim \pi_\theta(\cdot \mid x \oplus \text{path}(n)),\ "
              r"j = 1..b_d,\ |y^{(d+1)}_j| \le M",
-    reads=(), provides=TREE_PROVIDES)
+    reads=(), provides=TREE_PROVIDES, check=check_shape)
 def spo_tree(engine, task, examples, *, group_size: int, sampling, ctx=None, branch_factors=(6, 6, 6), segment_tokens=30,
              shared="once"):
     """Trees for `examples` as one RolloutBatch (module docstring); `group_size` is not used (the tree sets it)."""

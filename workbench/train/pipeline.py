@@ -18,18 +18,14 @@ import torch
 
 from workbench import ops, registry
 from workbench.context import Forward, StepContext
-from workbench.params import check_value, did_you_mean
+from workbench.params import check_choice, check_value, did_you_mean
 from workbench.recipes import Recipe, Use
 from workbench.rewards import aggregate, interop
-from workbench.rewards.stage import (
-    mask_unscorable,
-    reward_columns,
-    reward_metrics,
-    run_reward,
-)
+from workbench.rewards.stage import COLUMNS, mask_unscorable, reward_columns, reward_metrics, run_reward
 from workbench.stages import BATCH_STAGES, SLOTS, STAGES
 from workbench.tasks import get_task
 from workbench.tasks.base import Task
+from workbench.train.probe import probe_settings
 
 BEFORE_UPDATE = [slot for stage in STAGES if stage.name in BATCH_STAGES for slot in stage.slots]
 
@@ -156,20 +152,22 @@ class Pipeline:
                       and (entry.kind != "reward" or interop.is_external(u.key)))
         for name, value in u.kw.items():
             if name in settings:
-                try:
-                    check_value(where, name, value, settings[name])
-                except ValueError as err:
-                    raise ValueError(err.args[0]) from None
+                check_value(where, name, value, settings[name])
+                if name in entry.choices:
+                    check_choice(where, name, value, entry.choices[name])
             elif not open_ended:
                 named = sorted(k for k, p in params.items()
                                if p.kind is inspect.Parameter.KEYWORD_ONLY and k not in PIPELINE_ARGUMENTS)
                 raise ValueError(f"{where} takes no {name!r}{did_you_mean(name, settings)}; its parameters: "
                                  f"{named + (['weight'] if entry.kind == 'reward' else [])}")
-        if entry.check is not None:
-            try:
+        try:
+            if entry.check is not None:
                 entry.check(**u.kw)
-            except ValueError as err:
-                raise ValueError(f"{where}: {err}") from None
+            if not registry.STATEFUL.get(entry.kind) and not interop.is_external(u.key):
+                probe_settings(entry.fn, {k: v for k, v in u.kw.items() if k in params}, {"agg": self.recipe.agg},
+                               inputs=COLUMNS if entry.kind == "reward" else ())
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
 
     def check_group_size(self, group_size: int) -> None:
         """Refuse, before anything is trained, G = 1 for a component whose group baseline needs G >= 2 (it takes

@@ -317,7 +317,7 @@ def rerun(name: str, recipes: list[str], runs_root: Path = ROOT / "runs" / "stor
             recipe_sets={k: list(v) for k, v in spec.recipe_sets.items() if k in recipes}, progress=progress)
     fresh = data_lines({}, replace(spec, recipes=tuple(recipes)), out)[1:]
     kept_lines = [line for line in lines[1:] if next(iter(line.values()))["recipe"] not in recipes]
-    check_same_start(name, spec, kept_lines, fresh)
+    check_same_start(name, spec, meta, kept_lines, fresh)
     meta["reruns"] = [*meta.get("reruns", []), {"recipes": list(recipes),
                                                  "command": f"{made['command']} --recipes {' '.join(recipes)}",
                                                  **{k: made[k] for k in ("commit", "machine", "date")}}]
@@ -326,7 +326,7 @@ def rerun(name: str, recipes: list[str], runs_root: Path = ROOT / "runs" / "stor
     return write_atomic(path, "".join(json.dumps(line) + "\n" for line in [{"meta": meta}, *body]))
 
 
-def check_same_start(name: str, spec: Comparison, kept_lines: list[dict], fresh: list[dict]) -> None:
+def check_same_start(name: str, spec: Comparison, meta: dict, kept_lines: list[dict], fresh: list[dict]) -> None:
     """Refuse to splice re-run recipes into a comparison whose runs started from another warm start: the greedy
     accuracy before training of each seed must be the stored one (recipes with their own settings left out)."""
     def before(lines):
@@ -337,8 +337,9 @@ def check_same_start(name: str, spec: Comparison, kept_lines: list[dict], fresh:
     if changed:
         raise ValueError(f"the re-run starts from another warm start than the stored runs of {name!r} (accuracy before "
                          f"training, stored -> now, by seed: {changed}): the code that makes the warm start changed "
-                         f"since; re-run the whole comparison (python -m workbench.results.stored_runs {name}). The "
-                         "re-run's folders are kept")
+                         f"since, or the machine (the same SFT code gives another warm start on another CPU: stored on "
+                         f"{meta.get('machine')}, now on {machine()}); re-run the whole comparison (python -m "
+                         f"workbench.results.stored_runs {name}). The re-run's folders are kept")
 
 
 def load(name: str, data_dir: Path = DATA) -> tuple[dict, dict[str, list[list[dict]]], list[dict]] | None:

@@ -75,6 +75,8 @@ class CalculatorTask(Task):
     Knobs (`task_kw`): n_operands (default 5), digits (2), ops ("+-*"), slack (extra turns beyond the
     expert's n_operands - 1 calls + answer, default 2: room to recover from an error). Held-out set: 200
     prompts in data/eval/calculator.jsonl (drawn by `make_eval`; other parameters draw theirs in memory).
+    Refused when built: knobs whose expressions give the expert an operand the tool refuses (`longest_operand`
+    above 12 characters, e.g. digits=4 with the defaults), n_operands > 50.
     """
 
     name = "calculator"

@@ -164,6 +164,8 @@ class GridworldTask(Task):
     Knobs (`task_kw`): size (6), walls (10), min_distance (6), max_distance (10), slack (turns beyond the
     shortest path, 2), detour (the expert's probability of a random move, 0.25), neighbours (observations show
     the four neighbouring cells, True; False: the position only, walls are found by bumping into them).
+    Refused when built (`check_map_knobs`): fewer free cells than a path of min_distance moves needs, and
+    distances fewer than 2% of random maps put start and goal at (the message names the distances they reach).
     """
 
     name = "gridworld"

@@ -62,6 +62,8 @@ class SearchTask(Task):
     is asked about; the others share its nodes or not, at random), name_len (3), k (most results per search, 4;
     examples whose chain would not show within k results are redrawn),
     slack (extra turns beyond the expert's hops searches + answer, 2). Held-out set: data/eval/search.jsonl.
+    Refused when built: hops > 20, name_len > 12 (the tool's longest query), more names per example than
+    min(1000, half the names of name_len letters), a k that shows fewer than 2% of corpora's chains.
     """
 
     name = "search"

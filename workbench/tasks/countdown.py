@@ -34,7 +34,9 @@ class CountdownTask(Task):
 
     The verifier (`workbench.text.arithmetic.evaluate`) parses the completion with `ast` (never `eval`): only
     integer literals, binary + - *, and parentheses are allowed; the literals must be exactly the given numbers
-    (as a multiset) and the value must equal the target. Anything else scores 0.0.
+    (as a multiset) and the value must equal the target. Anything else scores 0.0. Refused when built:
+    n_numbers > 12, expressions longer than the verifier reads, numbers that land on a target (0..99) in under 1%
+    of random expressions.
     """
 
     name = "countdown"

@@ -100,7 +100,7 @@ def check_representable(tokenizer, examples, source: str, shown: int = 3) -> Non
         return
     listed = ", ".join(f"{ch!r} x{counts[ch]}" for ch in sorted(bad, key=lambda ch: (-counts[ch], ch))[:10])
     holding = [text for text in dict.fromkeys(texts) if bad & set(text)]
-    first = "; ".join(repr(text if len(text) <= 60 else text[:57] + "...") for text in holding[:shown])
+    first = ", ".join(repr(text if len(text) <= 60 else text[:57] + "...") for text in holding[:shown])
     raise ValueError(
         f"{source}: {len(bad)} distinct characters ({sum(counts[ch] for ch in bad)} in all, in {len(holding)} prompts "
         f"or targets) are not in the tokenizer's vocabulary and would all become {tokenizer.unk_token!r}, merging "

@@ -50,6 +50,31 @@ def search(facts: list[tuple[str, str]], query: str, k: int) -> list[str]:
     return [f"{s}>{o}" for s, o in facts if query in (s, o)][:k]
 
 
+def draw_levels(rng: random.Random, hops: int, width: int, name_len: int) -> list[list[str]]:
+    """hops + 1 levels of `width` distinct random names (people, cities, ...), drawn until distinct within a bound
+    (`check_names` keeps the names plentiful, so the bound is never reached)."""
+    needed, names, seen = (hops + 1) * width, [], set()
+    for _ in range(50 * needed):
+        name = random_name(rng, name_len)
+        if name not in seen:
+            names.append(name)
+            seen.add(name)
+            if len(names) == needed:
+                return [names[j * width:(j + 1) * width] for j in range(hops + 1)]
+    raise RuntimeError(f"no {needed} distinct names of {name_len} letters within {50 * needed} draws")
+
+
+def draw_corpus(rng: random.Random, levels: list[list[str]], person: str, k: int):
+    """(facts, the person's chain) of one random corpus if each hop's fact shows within k results, else None."""
+    # every entity of a level points to one of the next (the last level: the answers)
+    facts = [(e, rng.choice(levels[j + 1])) for j in range(len(levels) - 1) for e in levels[j]]
+    rng.shuffle(facts)
+    path = chain(facts, person)
+    # each hop's fact must be among the k results of its search, or the question has no visible answer
+    visible = all(f"{a}>{b}" in search(facts, a, k) for a, b in zip(path, path[1:]))
+    return (facts, path) if visible else None
+
+
 @registry.env(
     "search", title="Search tool: multi-hop questions over a generated fact corpus", family="canonical",
     summary="Answer 'which country does X live in' by searching a per-example corpus one hop at a time "
@@ -86,37 +111,10 @@ class SearchTask(Task):
         params = {"hops": hops, "width": width, "name_len": name_len, "k": k}
         self.eval_file = "search.jsonl" if params == self.DEFAULTS else None  # see AdditionTask
 
-    def draw_names(self, rng: random.Random) -> list[str]:
-        """(hops + 1) * width distinct random names, in draw order (bounded: `check_names` keeps them plentiful)."""
-        names: list[str] = []
-        seen: set[str] = set()
-        needed = (self.hops + 1) * self.width
-        for _ in range(50 * needed):
-            if len(names) == needed:
-                return names
-            name = random_name(rng, self.name_len)
-            if name not in seen:
-                names.append(name)
-                seen.add(name)
-        if len(names) == needed:
-            return names
-        raise RuntimeError(f"{self!r}: no {needed} distinct names within {50 * needed} draws")
-
-    def draw_corpus(self, rng: random.Random, levels: list[list[str]], person: str):
-        """(facts, the person's chain) of one random corpus if each hop's fact shows within k results, else None."""
-        # every entity of a level points to one of the next (the last level: the answers)
-        facts = [(e, rng.choice(levels[j + 1])) for j in range(self.hops) for e in levels[j]]
-        rng.shuffle(facts)
-        path = chain(facts, person)
-        # each hop's fact must be among the k results of its search, or the question has no visible answer
-        visible = all(f"{a}>{b}" in search(facts, a, self.k) for a, b in zip(path, path[1:]))
-        return (facts, path) if visible else None
-
     def make_example(self, rng: random.Random) -> Example:
-        names = self.draw_names(rng)
-        levels = [names[j * self.width:(j + 1) * self.width] for j in range(self.hops + 1)]
+        levels = draw_levels(rng, self.hops, self.width, self.name_len)
         person = rng.choice(levels[0])
-        facts, path = redraw(lambda: self.draw_corpus(rng, levels, person), CORPUS_TRIES,
+        facts, path = redraw(lambda: draw_corpus(rng, levels, person, self.k), CORPUS_TRIES,
                              f"{self!r}: no corpus shows its chain within k={self.k} results")
         value = path[-1]
         answer = value + "|" + ",".join(f"{s}>{o}" for s, o in facts)
@@ -162,13 +160,10 @@ def check_names(task: SearchTask) -> None:
 def probe_corpora(hops: int, width: int, name_len: int, k: int) -> tuple[int, int]:
     """(corpora drawn, how many show their chain within k results) of up to PROBE_CORPORA seeded draws, stopping
     at MIN_HITS."""
-    task = object.__new__(SearchTask)  # the knobs only: the probe runs inside the constructor's checks
-    task.hops, task.width, task.name_len, task.k = hops, width, name_len, k
     rng, drawn, hits = random.Random(PROBE_SEED), 0, 0
-    names = task.draw_names(rng)
-    levels = [names[j * width:(j + 1) * width] for j in range(hops + 1)]
+    levels = draw_levels(rng, hops, width, name_len)
     while drawn < PROBE_CORPORA and hits < MIN_HITS:
-        drawn, hits = drawn + 1, hits + (task.draw_corpus(rng, levels, rng.choice(levels[0])) is not None)
+        drawn, hits = drawn + 1, hits + (draw_corpus(rng, levels, rng.choice(levels[0]), k) is not None)
     return drawn, hits
 
 

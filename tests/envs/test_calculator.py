@@ -1,10 +1,12 @@
 """The calculator environment: exact verifier, one-operation tool, expert episodes that solve every example."""
+import itertools
 import random
 
 import pytest
 
 from workbench import registry
-from workbench.envs.calculator import CalculatorEnv
+from workbench.envs.calculator import CalculatorEnv, longest_operand
+from workbench.text.arithmetic import solve_steps
 from workbench.tasks import Example, get_task
 
 pytestmark = pytest.mark.covers("calculator")
@@ -60,3 +62,46 @@ def test_held_out_set_is_fixed_and_never_sampled():
     held_out = {e.prompt for e in task.eval_set()}
     assert len(held_out) == 200 and [e.prompt for e in again.eval_set()] == [e.prompt for e in task.eval_set()]
     assert not held_out & {e.prompt for e in task.sample(500, random.Random(1))}
+
+
+def test_digits_whose_operands_the_tool_refuses_are_refused_naming_the_limit():
+    """digits=7: products of 7-digit numbers outgrow the tool's 12-character operands, so ~35% of the expert's
+    calls returned ERR and the SFT data taught ignoring tool errors. Refused, with the settings that fit."""
+    with pytest.raises(ValueError, match=r"calculator: digits=7, n_operands=5, ops='\+-\*' make the expert pass the "
+                                         r"tool operands of up to 28 characters, but it refuses more than 12 .*use "
+                                         r"digits <= 3 with n_operands=5 or n_operands <= 2 with digits=7 or "
+                                         r"ops='\+-'"):
+        get_task("calculator", digits=7)
+    with pytest.raises(ValueError, match=r"operands of up to 13 characters"):  # 1 - 999999999999: 13 with the sign
+        get_task("calculator", digits=12, n_operands=3, ops="-")
+    with pytest.raises(ValueError, match=r"calculator: need 1 <= digits <= 12 .*got digits=13"):
+        get_task("calculator", digits=13)
+
+
+def expert_operands(n_operands, digits, ops):
+    """Every operand the expert passes the tool, over every expression of numbers 1 or 10**digits - 1 (each operand
+    is multilinear in the numbers, so its extremes are there) and every sequence of ops."""
+    top = 10 ** digits - 1
+    for numbers in itertools.product([1, top], repeat=n_operands):
+        for signs in itertools.product(ops, repeat=n_operands - 1):
+            expression = str(numbers[0]) + "".join(f"{op}{n}" for op, n in zip(signs, numbers[1:]))
+            for a, _, b, _ in solve_steps(expression):
+                yield a
+                yield b
+
+
+@pytest.mark.parametrize("ops", ["+", "-", "*", "+-", "+*", "-*", "+-*"])
+def test_the_longest_operand_is_that_of_every_expression_the_knobs_draw(ops):
+    for n_operands in (2, 3, 4, 5):
+        for digits in (1, 2):
+            worst = max(len(str(v)) for v in expert_operands(n_operands, digits, ops))
+            assert longest_operand(n_operands, digits, ops) == worst, (n_operands, digits, ops)
+
+
+@pytest.mark.parametrize("kw", [{"digits": 3}, {"digits": 11, "n_operands": 3, "ops": "+-"},
+                                {"digits": 1, "n_operands": 13, "ops": "*"}])
+def test_at_the_limit_no_expert_call_returns_an_error(kw):
+    task = get_task("calculator", **kw)
+    for ex in task.sample(200, random.Random(0)):
+        _, rewards, _, infos = play(task.make_env(), ex, task.expert_actions(ex))
+        assert rewards[-1] == 1.0 and not any(info.get("tool_error") for info in infos)

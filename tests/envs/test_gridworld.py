@@ -82,3 +82,46 @@ def test_without_neighbours_walls_are_found_by_bumping_into_them():
     obs, _, _, info = env.step("R")
     assert obs[0]["content"] == "\n01" and info["state"] == (0, 1)
     assert env.step("R")[0][0]["content"] == "\n01"  # a wall: the same position comes back
+
+
+@pytest.mark.parametrize("value", ["no", "false", 0, None])
+def test_neighbours_must_be_a_bool_not_text_read_as_true(value):
+    """`--set task_kw.neighbours=no` arrives as the text "no" (not JSON), which reads as true and quietly swapped
+    the shipped held-out file for an in-memory draw: refused, whatever arrives that is not a bool."""
+    with pytest.raises(ValueError, match=r"gridworld: wrong type for neighbours=.* \(\w+; need bool: true or false\)"):
+        get_task("gridworld", neighbours=value)
+
+
+def test_neighbours_no_from_the_command_line_is_refused():
+    from workbench.train.config import apply_sets, make_config
+
+    config = apply_sets(make_config(), ["task=gridworld", "task_kw.neighbours=no"])
+    assert config.task_kw == {"neighbours": "no"}  # how it arrives: not JSON, so the text
+    with pytest.raises(ValueError, match="neighbours='no'"):
+        get_task(config.task, **config.task_kw)
+    assert get_task("gridworld", **apply_sets(make_config(), ["task_kw.neighbours=false"]).task_kw).neighbours is False
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"walls": 34}, r"gridworld: walls=34 leaves 2 free cells on a 6x6 grid, but start and goal min_distance=6 moves "
+                    r"apart need 7; at most walls=29 with size=6, min_distance=6"),
+    ({"min_distance": 50, "max_distance": 60}, r"gridworld: walls=10 leaves 26 free cells on a 6x6 grid, but start and "
+                                               r"goal min_distance=50 moves apart need 51; min_distance <= 25"),
+    ({"min_distance": 50}, r"gridworld: need 1 <= min_distance <= max_distance, got min_distance=50, max_distance=10"),
+    ({"walls": 29}, r"gridworld: only 0 of 500 random 6x6 maps with walls=29 put start and goal "
+                    r"min_distance=6..max_distance=10 moves apart .*; use min_distance <= 2"),
+    ({"min_distance": 12, "max_distance": 20}, r"only \d of 500 random 6x6 maps with walls=10 .*min_distance <= 11"),
+    ({"size": 11}, r"gridworld: need 2 <= size <= 10"),
+    ({"walls": -1, "slack": -1}, r"gridworld: need slack >= 0, got slack=-1"),
+])
+def test_maps_no_draw_can_satisfy_are_refused_before_generation_with_what_is_allowed(kw, message):
+    """walls=34 on 6x6 (or min_distance=50) used to pass the constructor and then draw 10,000 maps per example
+    before failing; now the constructor names what the grid allows (a path of d moves needs d + 1 free cells) or,
+    past that, what a seeded probe of random maps reaches."""
+    with pytest.raises(ValueError, match=message):
+        get_task("gridworld", **kw)
+
+
+def test_the_distances_a_refusal_allows_are_accepted():
+    task = get_task("gridworld", walls=29, min_distance=2)  # what the walls=29 refusal says
+    assert task.eval_set(4) and task.sample(4, random.Random(0))

@@ -61,3 +61,43 @@ def test_corpora_differ_per_example_and_the_held_out_set_is_fixed():
     assert [e.prompt for e in get_task("search").eval_set()] == [e.prompt for e in TASK.eval_set()]
     held_out = {e.prompt for e in TASK.eval_set()}
     assert not held_out & {e.prompt for e in TASK.sample(300, random.Random(1))}
+
+
+def test_name_count_is_what_random_name_makes():
+    from workbench.envs.search import name_count, random_name
+
+    rng = random.Random(0)
+    assert name_count(2) == 85 and name_count(3) == 1445
+    assert len({random_name(rng, 2) for _ in range(5000)}) == 85
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"width": 400}, r"search: width=400 with hops=3 needs 1600 distinct names \(400 per level, 4 levels\), but at "
+                     r"most 1000 fit an example and name_len=3 makes 1445 distinct names .*; at most width=180 with "
+                     r"hops=3, name_len=3"),
+    ({"name_len": 2, "width": 30}, r"search: width=30 with hops=3 needs 120 distinct names .* name_len=2 makes 85 "
+                                   r"distinct names .*; at most width=10 with hops=3, name_len=2, or raise name_len "
+                                   r"\(name_len=3 makes 1445\)"),
+    ({"name_len": 13}, r"search: need 2 <= name_len <= 12 \(the tool refuses longer queries\), got name_len=13"),
+    ({"k": 1, "hops": 6}, r"search: k=1 with hops=6, width=4: only 0 of 500 random corpora show every hop's fact "
+                          r"within k results .*; use k >= 2"),
+    ({"hops": 21}, r"search: need 1 <= hops <= 20"),
+])
+def test_knobs_no_example_can_be_drawn_for_are_refused_before_generation(kw, message):
+    """width=400 (or name_len=2 with width=30) asks for more distinct names than exist: the name draw looped
+    forever. Refused in the constructor, with the widest width that works."""
+    with pytest.raises(ValueError, match=message):
+        get_task("search", **kw)
+
+
+@pytest.mark.parametrize("kw", [{"width": 180}, {"name_len": 2, "width": 10}, {"k": 2, "hops": 6}])
+def test_the_limits_a_refusal_names_are_accepted_and_draw(kw):
+    task = get_task("search", **kw)
+    ex = task.make_example(random.Random(0))
+    facts = search_answer(ex.answer)[1]
+    assert len(facts) == len({s for s, _ in facts}) == task.hops * task.width  # distinct names, one fact each
+    env = task.make_env()
+    env.reset(ex, 0)
+    for action in task.expert_actions(ex)[:-1]:
+        assert env.step(action)[3]["tool_error"] is None
+    assert env.step(ex.target)[1] == 1.0

@@ -53,3 +53,15 @@ def test_held_out_set_is_shipped_and_sampling_avoids_it(task):
     assert all(task.score(e.target, e) == 1.0 for e in held_out)
     assert not {e.prompt for e in held_out} & {e.prompt for e in task.sample(500, random.Random(2))}
     assert get_task("act", size=5).eval_file is None
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"walls": 34}, r"act: walls=34 leaves 2 free cells on a 6x6 grid, .*at most walls=29"),
+    ({"min_distance": 50, "max_distance": 60}, r"act: walls=10 leaves 26 free cells .*need 51"),
+    ({"walls": 29}, r"act: only 0 of 500 random 6x6 maps with walls=29 .*use min_distance <= 2"),
+    ({"size": "6"}, r"act: wrong type for size='6' \(str; need int\)"),
+    ({"slack": 2}, r"act: unknown task_kw key 'slack'; act's knobs: size, walls, min_distance, max_distance"),
+])
+def test_map_knobs_are_checked_as_the_grid_worlds_in_acts_name(kw, message):
+    with pytest.raises(ValueError, match=message):
+        get_task("act", **kw)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from workbench.tasks import Example, get_task
 from workbench.tasks.base import EVAL_SIZE
 
@@ -22,3 +24,10 @@ def test_addition_format_and_wrong_answers():
     assert task.score(" 46\n", ex) == 1.0
     for wrong in ["45", "47", "046", "46 46", "4 6", "", "forty-six", "46="]:
         assert task.score(wrong, ex) == 0.0, wrong
+
+
+def test_digits_beyond_what_python_prints_are_refused():
+    with pytest.raises(ValueError, match=r"addition: need 1 <= digits <= 4000, got digits=5000"):
+        get_task("addition", digits=5000)
+    with pytest.raises(ValueError, match=r"addition: wrong type for digits='3' \(str; need int\)"):
+        get_task("addition", digits="3")

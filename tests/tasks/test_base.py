@@ -54,3 +54,12 @@ def test_default_examples_are_short_printable_ascii(name):
     for e in task.eval_set() + task.sample(500, random.Random(2)):
         assert printable(e.prompt) and printable(e.target) and printable(e.answer), e
         assert len(e.prompt) <= 20 and len(e.target) <= 12, e
+
+
+def test_redraw_returns_the_first_success_and_gives_up_after_its_tries():
+    from workbench.tasks.base import redraw
+
+    draws = iter([None, None, 7, 8])
+    assert redraw(lambda: next(draws), 3, "never") == 7
+    with pytest.raises(RuntimeError, match="no luck"):
+        redraw(lambda: None, 5, "no luck")

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from workbench.tasks import Example
+from workbench.tasks import Example, get_task
 from workbench.tasks.countdown import CountdownTask
 
 COUNTDOWN = Example(prompt="3 5 7>22:", answer="22|3 5 7", target="3*5+7")
@@ -62,3 +62,25 @@ def test_countdown_example_format():
         assert e.prompt.endswith(":") and e.answer == f"{rest}|{numbers}"
         assert numbers.split() == sorted(numbers.split(), key=int) and len(numbers.split()) == 3
         assert 0 <= int(rest) <= 99 and " " not in e.target
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"max_number": 10**6}, r"countdown: only 0 of 2000 random expressions over n_numbers=3 numbers in "
+                            r"1..max_number=1000000 land on a target in 0..99 .*; lower max_number"),
+    ({"n_numbers": 13}, r"countdown: need 2 <= n_numbers <= 12, got n_numbers=13"),
+    ({"n_numbers": 12, "max_number": 10**15}, r"countdown: n_numbers=12, max_number=10+ make expressions of up to 223 "
+                                              r"characters, but the verifier reads at most 200"),
+    ({"max_number": 0}, r"countdown: need max_number >= 1, got max_number=0"),
+])
+def test_numbers_that_rarely_make_a_target_are_refused_before_generation(kw, message):
+    """max_number=10**6: three such numbers land in 0..99 almost never, and the draw looped until they did."""
+    with pytest.raises(ValueError, match=message):
+        get_task("countdown", **kw)
+
+
+def test_knobs_with_too_few_prompts_for_a_held_out_set_are_refused_naming_them():
+    task = get_task("countdown", n_numbers=2, max_number=1)  # "1 1>0:", "1 1>1:", "1 1>2:" only
+    with pytest.raises(ValueError, match=r"countdown: CountdownTask\(n_numbers=2, max_number=1\) makes only 3 distinct "
+                                         r"prompts .*too few to hold one in 5 out"):
+        task.eval_set()
+    assert get_task("countdown", max_number=1000).sample(3, random.Random(0))  # rare targets, yet 2% land

@@ -204,6 +204,20 @@ def test_bad_arguments(jsonl, tmp_path):
         get_task("nope")
 
 
+@pytest.mark.parametrize("kw, message", [
+    ({"prompt_feild": "q"}, r"file:.*add\.jsonl: unknown task_kw key 'prompt_feild' \(did you mean 'prompt_field'\?\); "
+                            r"file:.*'s knobs: style, prompt_field, answer_field, target_field, verifier, template, "
+                            r"eval_fraction, eval_path, seed"),
+    ({"eval_fraction": "0.2"}, r"wrong type for eval_fraction='0.2' \(str; need int or float or null\)"),
+    ({"seed": 1.5}, r"wrong type for seed=1.5 \(float; need int\)"),
+    ({"style": 3}, r"wrong type for style=3 \(int; need text\)"),
+    ({"style": "gsm8k", "foo": 1}, r"unknown task_kw key 'foo'; .*prompt_field, answer_field, target_field"),
+])
+def test_unknown_and_mistyped_knobs_are_refused_with_the_file_tasks_knobs(jsonl, kw, message):
+    with pytest.raises(ValueError, match=message):
+        get_task(f"file:{jsonl}", **kw)
+
+
 def test_missing_datasets_package_says_how_to_install(jsonl, monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # makes `import datasets` fail
     with pytest.raises(ImportError, match=r"pip install datasets"):

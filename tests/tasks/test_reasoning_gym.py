@@ -31,3 +31,20 @@ def test_reasoning_gym_end_to_end():
         assert task.score("junk \x00" * 1000, e) < 1.0
     with pytest.raises(ValueError, match="unknown reasoning-gym dataset"):
         get_task("reasoning_gym:no_such_dataset")
+
+
+@pytest.mark.parametrize("dataset, kw, message", [
+    ("leg_countin", {}, r"unknown reasoning-gym dataset 'leg_countin' \(did you mean 'leg_counting'"),
+    ("leg_counting", {"min_animal": 3}, r"reasoning_gym:leg_counting: unknown task_kw key 'min_animal' \(did you mean "
+                                        r"'min_animals'.*\); reasoning_gym:leg_counting's knobs: size, seed, "
+                                        r"min_animals, max_animals"),
+    ("leg_counting", {"min_animals": "3"}, r"wrong type for min_animals='3' \(str; need int\)"),
+    ("leg_counting", {"size": 100_001}, r"need 2 <= size <= 100000 .*got size=100001"),
+    ("leg_counting", {"min_animals": -3}, r"reasoning_gym:leg_counting: its config refuses \{'min_animals': -3\}: "
+                                          r"min_animals must be positive"),
+])
+def test_reasoning_gym_knobs_are_checked_against_the_datasets_config(dataset, kw, message):
+    """Names and types are checked against the dataset's config class first; its own asserts become ValueErrors."""
+    pytest.importorskip("reasoning_gym", reason="reasoning-gym not installed: pip install -e '.[tasks]'")
+    with pytest.raises(ValueError, match=message):
+        get_task(f"reasoning_gym:{dataset}", **kw)

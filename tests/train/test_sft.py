@@ -45,3 +45,49 @@ def test_a_file_tasks_warm_start_is_keyed_by_content_and_killed_builds_are_clear
     folder = warm_start(moved_config, get_task(moved_config.task), progress=False)
     assert folder.is_dir() and not killed.exists()
     assert [p.name for p in folder.parent.iterdir()] == [folder.name] and os.listdir(folder)
+
+
+def write_rows(path, rows):
+    import json
+
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_characters_the_tiny_tokenizer_cannot_represent_are_refused_before_sft(tmp_path, monkeypatch):
+    """The tiny model's character tokenizer knows printable ASCII and newline: "café" and "cafè" both became
+    "caf<unk>", one prompt with two answers. Refused, counting the characters and naming the first texts."""
+    from workbench.train.sft import check_task_prompts
+
+    rows = [{"prompt": f"{w} {i}?", "answer": str(i)} for i in range(20) for w in ("cafe", "tea")]
+    rows += [{"prompt": "café 1?", "answer": "1"}, {"prompt": "cafè 1?", "answer": "2"},
+             {"prompt": "naïve?", "answer": "ü"}]
+    task = get_task(f"file:{write_rows(tmp_path / 'cafe.jsonl', rows)}")
+    model, tokenizer = build_tiny(seed=0)
+    with pytest.raises(ValueError, match=r"task 'file:.*cafe\.jsonl': 4 distinct characters \(4 in all, in 4 prompts "
+                                         r"or targets\) are not in the tokenizer's vocabulary and would all become "
+                                         r"'<unk>', merging distinct texts: 'è' x1, 'é' x1, 'ï' x1, 'ü' x1; first in "
+                                         r"'caf[éè] 1\?'"):
+        check_task_prompts(task, model, tokenizer, max_new_tokens=4)
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    config = make_config("smoke", task=task.name, sft_steps=2, sft_batch=4)
+    with pytest.raises(ValueError, match="not in the tokenizer's vocabulary"):
+        warm_start(config, task, progress=False)
+    assert not list((tmp_path / "cache").rglob("config.json"))  # refused before a warm start was trained
+
+
+def test_a_byte_level_tokenizer_represents_every_character_and_is_not_refused(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from workbench.train.sft import check_representable, check_task_prompts
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    core = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(alphabet)}, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = PreTrainedTokenizerFast(tokenizer_object=core)
+    rows = [{"prompt": f"café {i}?", "answer": f"ü{i}"} for i in range(20)]
+    task = get_task(f"file:{write_rows(tmp_path / 'cafe.jsonl', rows)}")
+    check_task_prompts(task, None, byte_level, max_new_tokens=4)
+    with pytest.raises(ValueError, match=r"'é' x20, 'ü' x20"):  # the same rows, for the tiny model
+        check_representable(build_tiny(seed=0)[1], task.known_examples(), "t")

@@ -18,15 +18,19 @@ RL room to improve.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
-from collections import deque
+from collections import Counter, deque
 
 from workbench import registry
-from workbench.envs.base import Env, tool, user
-from workbench.tasks.base import Example, Task
+from workbench.envs.base import Env, check_knob_rules, check_knob_types, knob_kinds, tool, user
+from workbench.tasks.base import PROBE_SEED, Example, Task, redraw
 
 MOVES = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
+MAX_SIZE = 10  # positions are shown as one digit per coordinate
+MAP_TRIES = 10_000  # maps drawn per example at most (the knobs are refused unless MIN_HITS of PROBE_MAPS qualify)
+PROBE_MAPS, MIN_HITS = 500, 10  # a map qualifies 2% of the time or more, so an example takes <= ~50 draws
 
 
 def parse_map(answer: str) -> tuple[int, list[str], tuple[int, int], tuple[int, int]]:
@@ -84,6 +88,63 @@ def shortest_moves(rows, start, goal) -> str:
     return "".join(path)
 
 
+def draw_map(rng: random.Random, size: int, walls: int):
+    """One random map: (rows with "S" and "G", start, goal, the start's distance to the goal or None)."""
+    cells = [(r, c) for r in range(size) for c in range(size)]
+    picked = rng.sample(cells, walls + 2)
+    start, goal, blocked = picked[0], picked[1], set(picked[2:])
+    rows = ["".join("#" if (r, c) in blocked else "S" if (r, c) == start else "G" if (r, c) == goal
+                    else "." for c in range(size)) for r in range(size)]
+    return rows, start, goal, distances(rows, goal).get(start)
+
+
+@functools.lru_cache(maxsize=256)
+def probe_maps(size: int, walls: int, min_distance: int, max_distance: int) -> tuple[int, int, tuple]:
+    """(maps drawn, how many put start and goal min..max_distance moves apart, the distances seen as sorted
+    (distance, count) pairs, None for no path) of up to PROBE_MAPS seeded random maps, stopping at MIN_HITS."""
+    rng, seen, hits, drawn = random.Random(PROBE_SEED), Counter(), 0, 0
+    while drawn < PROBE_MAPS and hits < MIN_HITS:
+        d = draw_map(rng, size, walls)[3]
+        drawn, hits = drawn + 1, hits + (d is not None and min_distance <= d <= max_distance)
+        seen[d] += 1
+    return drawn, hits, tuple(sorted(seen.items(), key=lambda kv: -1 if kv[0] is None else kv[0]))
+
+
+def check_map_knobs(task: str, size, walls, min_distance, max_distance) -> None:
+    """Refuse map knobs no map (or too few random maps) can satisfy, before anything is drawn: the grid's limits,
+    the free cells a path of min_distance moves needs, then a seeded probe of random maps (shared by the grid world
+    and ACT's critic task, `task` names which in the message)."""
+    cells = size * size if isinstance(size, int) and 2 <= size <= MAX_SIZE else None
+    check_knob_rules(task, [
+        (cells is None, f"2 <= size <= {MAX_SIZE} (positions are one digit per coordinate), got size={size}"),
+        (walls < 0, f"walls >= 0, got walls={walls}"),
+        (not 1 <= min_distance <= max_distance,
+         f"1 <= min_distance <= max_distance, got min_distance={min_distance}, max_distance={max_distance}"),
+    ])
+    free_cells = cells - walls
+    if min_distance + 1 > free_cells:
+        most_walls, most_distance = cells - min_distance - 1, free_cells - 1
+        ways = ([f"at most walls={most_walls} with size={size}, min_distance={min_distance}"] if most_walls >= 0
+                else []) + ([f"min_distance <= {most_distance} with walls={walls}"] if most_distance >= 1 else [])
+        raise ValueError(
+            f"{task}: walls={walls} leaves {max(free_cells, 0)} free cells on a {size}x{size} grid, but start and goal "
+            f"min_distance={min_distance} moves apart need {min_distance + 1}; "
+            + (" or ".join(ways) if ways else "raise size or lower walls"))
+    drawn, hits, seen = probe_maps(size, walls, min_distance, max_distance)
+    if hits < MIN_HITS:
+        reached_ = [d for d, _ in seen if d is not None]
+        span = f"distances seen: {min(reached_)}..{max(reached_)}" if reached_ else "none had a path"
+        within = [lo for lo in range(1, min(max(reached_, default=0), max_distance) + 1)
+                  if sum(n for d, n in seen if d is not None and lo <= d <= max_distance) >= MIN_HITS]
+        fix = (f"use min_distance <= {max(within)} (with max_distance={max_distance})" if within
+               else "use fewer walls" + (" or a larger max_distance" if reached_ and max(reached_) > max_distance
+                                         else ""))
+        raise ValueError(
+            f"{task}: only {hits} of {drawn} random {size}x{size} maps with walls={walls} put start and goal "
+            f"min_distance={min_distance}..max_distance={max_distance} moves apart ({span}; at least {MIN_HITS} are "
+            f"needed, or drawing examples takes too long); {fix}")
+
+
 def reached(rows, start, goal, moves: str, max_turns: int) -> bool:
     pos = start
     for move in [m for m in moves if m in MOVES][:max_turns]:
@@ -103,6 +164,8 @@ class GridworldTask(Task):
     Knobs (`task_kw`): size (6), walls (10), min_distance (6), max_distance (10), slack (turns beyond the
     shortest path, 2), detour (the expert's probability of a random move, 0.25), neighbours (observations show
     the four neighbouring cells, True; False: the position only, walls are found by bumping into them).
+    Refused when built (`check_map_knobs`): fewer free cells than a path of min_distance moves needs, and
+    distances fewer than 2% of random maps put start and goal at (the message names the distances they reach).
     """
 
     name = "gridworld"
@@ -111,11 +174,10 @@ class GridworldTask(Task):
 
     def __init__(self, *, size: int = 6, walls: int = 10, min_distance: int = 6, max_distance: int = 10,
                  slack: int = 2, detour: float = 0.25, neighbours: bool = True):
-        if not 2 <= size <= 10 or walls < 0 or walls > size * size - 2 or not 1 <= min_distance <= max_distance \
-                or slack < 0 or not 0 <= detour < 1:
-            raise ValueError(f"need 2 <= size <= 10, 0 <= walls <= size^2 - 2, 1 <= min_distance <= max_distance, "
-                             f"slack >= 0, 0 <= detour < 1; got {size}, {walls}, {min_distance}, {max_distance}, "
-                             f"{slack}, {detour}")
+        check_knob_types("gridworld", locals(), knob_kinds(GridworldTask))  # neighbours="no" is not False
+        check_knob_rules("gridworld", [(slack < 0, f"slack >= 0, got slack={slack}"),
+                                       (not 0 <= detour < 1, f"0 <= detour < 1, got detour={detour}")])
+        check_map_knobs("gridworld", size, walls, min_distance, max_distance)
         self.size, self.walls, self.slack, self.detour = size, walls, slack, detour
         self.min_distance, self.max_distance, self.neighbours = min_distance, max_distance, neighbours
         params = {"size": size, "walls": walls, "min_distance": min_distance, "max_distance": max_distance,
@@ -124,18 +186,14 @@ class GridworldTask(Task):
         same = all(params[k] == v for k, v in self.DEFAULTS.items() if k != "detour")
         self.eval_file = "gridworld.jsonl" if same else None
 
+    def qualifying_map(self, rng: random.Random):
+        """A random map whose start is min..max_distance moves from the goal, or None."""
+        rows, start, goal, d = draw_map(rng, self.size, self.walls)
+        return (rows, start, goal, d) if d is not None and self.min_distance <= d <= self.max_distance else None
+
     def make_example(self, rng: random.Random) -> Example:
-        cells = [(r, c) for r in range(self.size) for c in range(self.size)]
-        for _ in range(10_000):
-            picked = rng.sample(cells, self.walls + 2)
-            start, goal, blocked = picked[0], picked[1], set(picked[2:])
-            rows = ["".join("#" if (r, c) in blocked else "S" if (r, c) == start else "G" if (r, c) == goal
-                            else "." for c in range(self.size)) for r in range(self.size)]
-            d = distances(rows, goal).get(start)
-            if d is not None and self.min_distance <= d <= self.max_distance:
-                break
-        else:
-            raise RuntimeError(f"{self!r}: no solvable map found")
+        rows, start, goal, d = redraw(lambda: self.qualifying_map(rng), MAP_TRIES,
+                                      f"{self!r}: no map within {MAP_TRIES} draws")
         prompt = f"G{goal[0]}{goal[1]} {view(rows, start, self.neighbours)}"
         return Example(prompt=prompt, answer=f"{d + self.slack}|{'/'.join(rows)}",
                        target=shortest_moves(rows, start, goal))

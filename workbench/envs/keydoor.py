@@ -28,7 +28,7 @@ import hashlib
 import random
 
 from workbench import registry
-from workbench.envs.base import Env, check_knob_types, tool, user
+from workbench.envs.base import Env, check_knob_rules, check_knob_types, knob_kinds, tool, user
 from workbench.tasks.base import Example, Task
 
 KEY, OPEN, MOVES = "K", "O", {"L": -1, "R": 1}
@@ -72,9 +72,8 @@ class KeydoorTask(Task):
 
     def __init__(self, *, min_length: int = 3, max_length: int = 5, slack: int = 2, key_turns: int = 2,
                  skip: float = 0.5, detour: float = 0.2, distractors: int = 0):
-        check_knob_types("keydoor", locals(), {"min_length": int, "max_length": int, "slack": int, "key_turns": int,
-                                               "skip": float, "detour": float, "distractors": int})
-        problems = [text for bad, text in [
+        check_knob_types("keydoor", locals(), knob_kinds(KeydoorTask))
+        check_knob_rules("keydoor", [
             (not 3 <= min_length <= max_length <= 20,
              f"3 <= min_length <= max_length <= 20 (the walk takes >= 3 moves), got {min_length}, {max_length}"),
             (slack < 0, f"slack >= 0, got {slack}"),
@@ -85,9 +84,7 @@ class KeydoorTask(Task):
               f"the door within the budget), got skip={skip}, key_turns={key_turns}, slack={slack}")),
             (not 0 <= detour < 1, f"0 <= detour < 1, got {detour}"),
             (not 0 <= distractors <= len(DISTRACTORS), f"0 <= distractors <= {len(DISTRACTORS)}, got {distractors}"),
-        ] if bad]
-        if problems:
-            raise ValueError("keydoor: need " + "; ".join(problems))
+        ])
         self.min_length, self.max_length, self.slack, self.key_turns = min_length, max_length, slack, key_turns
         self.skip, self.detour, self.distractors = skip, detour, distractors
         self.actions = (KEY, *MOVES, OPEN, *DISTRACTORS[:distractors])

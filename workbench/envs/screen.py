@@ -28,7 +28,7 @@ import hashlib
 import random
 
 from workbench import registry
-from workbench.envs.base import Env, check_knob_types, tool, user
+from workbench.envs.base import Env, check_knob_rules, check_knob_types, knob_kinds, tool, user
 from workbench.tasks.base import Example, Task
 
 LABELS = "NAEPZD"        # field labels (name, age, email, phone, zip, date); never C or T: actions show in a transcript
@@ -84,17 +84,14 @@ class ScreenTask(Task):
 
     def __init__(self, *, fields: int = 2, vocab: int = 4, slack: int = 2, shuffle: bool = False,
                  detour: float = 0.25):
-        check_knob_types("screen", locals(), {"fields": int, "vocab": int, "slack": int, "shuffle": bool,
-                                              "detour": float})
-        problems = [text for bad, text in [
+        check_knob_types("screen", locals(), knob_kinds(ScreenTask))
+        check_knob_rules("screen", [
             (not 2 <= fields <= MAX_FIELDS,
              f"2 <= fields <= {MAX_FIELDS} (longer episodes outgrow the tiny model's 256 positions), got {fields}"),
             (not 2 <= vocab <= len(VALUES), f"2 <= vocab <= {len(VALUES)}, got {vocab}"),
             (slack < 0, f"slack >= 0, got {slack}"),
             (not 0 <= detour < 1, f"0 <= detour < 1, got {detour}"),
-        ] if bad]
-        if problems:
-            raise ValueError("screen: need " + "; ".join(problems))
+        ])
         self.fields, self.vocab, self.slack, self.shuffle, self.detour = fields, vocab, slack, shuffle, detour
         self.values = VALUES[:vocab]
         self.ids = tuple(str(i + 1) for i in range(fields + 1))  # the elements: fields and submit

@@ -9,7 +9,10 @@ kind (`@registry.env`, the class by its name): the one-turn tasks here, the mult
 """
 from __future__ import annotations
 
+import difflib
+
 from workbench import registry
+from workbench.envs.base import check_knobs
 from workbench.tasks.base import Example, Task
 from workbench.tasks.dataset import FILE_PREFIX, file_task  # datasets / math-verify are imported on use
 from workbench.tasks.reasoning_gym import ReasoningGymTask  # reasoning-gym is imported on use
@@ -26,13 +29,18 @@ def task_names() -> list[str]:
 
 def get_task(spec: str, **kwargs) -> Task:
     """Build a task from its registered name (`registry.get("env", name)`) or a `reasoning_gym:` / `file:` spec;
-    `kwargs` go to the task's constructor."""
+    `kwargs` go to the task's constructor, after one check of their names and types against its knobs (a
+    ValueError naming the knob, never a TypeError from inside)."""
     if spec.startswith(REASONING_GYM_PREFIX):
-        return ReasoningGymTask(spec[len(REASONING_GYM_PREFIX):], **kwargs)
+        return ReasoningGymTask(spec[len(REASONING_GYM_PREFIX):], **kwargs)  # checks its dataset's knobs
     if spec.startswith(FILE_PREFIX):
-        return file_task(spec[len(FILE_PREFIX):], **kwargs)
+        return file_task(spec[len(FILE_PREFIX):], **kwargs)  # checks its style's knobs
     names = task_names()
     if spec not in names:
+        close = difflib.get_close_matches(spec, names, n=2, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
         valid = ", ".join(names + [REASONING_GYM_PREFIX + "<dataset>", FILE_PREFIX + "<path>"])
-        raise ValueError(f"unknown task {spec!r}; valid names: {valid}")
-    return registry.get("env", spec).fn(**kwargs)
+        raise ValueError(f"unknown task {spec!r}{hint}; valid names: {valid}")
+    cls = registry.get("env", spec).fn
+    check_knobs(spec, kwargs, cls)
+    return cls(**kwargs)

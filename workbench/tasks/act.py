@@ -16,9 +16,12 @@ from __future__ import annotations
 import random
 
 from workbench import registry
-from workbench.envs.gridworld import GridworldTask, distances, moved, parse_map, view
+from workbench.envs.base import check_knob_types, knob_kinds
+from workbench.envs.gridworld import GridworldTask, check_map_knobs, distances, moved, parse_map, view
 from workbench.rewards.act import CriticPair, critic_pairs, parse_choice, present
-from workbench.tasks.base import Example, Task
+from workbench.tasks.base import Example, Task, redraw
+
+MAP_TRIES = 1000  # maps per example at most; a map's expert path has a state with a worse move almost always
 
 
 @registry.env(
@@ -36,6 +39,8 @@ class ACTTask(Task):
     DEFAULTS = {"size": 6, "walls": 10, "min_distance": 6, "max_distance": 10}
 
     def __init__(self, *, size: int = 6, walls: int = 10, min_distance: int = 6, max_distance: int = 10):
+        check_knob_types("act", locals(), knob_kinds(ACTTask))
+        check_map_knobs("act", size, walls, min_distance, max_distance)  # the grid world's rules, in ACT's name
         self.world = GridworldTask(size=size, walls=walls, min_distance=min_distance, max_distance=max_distance,
                                    detour=0.0)
         params = {"size": size, "walls": walls, "min_distance": min_distance, "max_distance": max_distance}
@@ -55,10 +60,8 @@ class ACTTask(Task):
         return critic_pairs(states, experts, alternatives)
 
     def make_example(self, rng: random.Random) -> Example:
-        while True:
-            pairs = self.expert_pairs(self.world.make_example(rng), rng)
-            if pairs:
-                break
+        pairs = redraw(lambda: self.expert_pairs(self.world.make_example(rng), rng) or None, MAP_TRIES,
+                       f"{self!r}: no map with a worse move on its expert path within {MAP_TRIES} draws")
         pair = rng.choice(pairs)
         (first, second), label = present(pair, rng)
         return Example(prompt=f"{pair.state} A:{first} B:{second}", answer=label, target=label)

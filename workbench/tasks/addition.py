@@ -4,7 +4,10 @@ from __future__ import annotations
 import random
 
 from workbench import registry
+from workbench.envs.base import check_knob_rules, check_knob_types, knob_kinds
 from workbench.tasks.base import Example, Task
+
+MAX_DIGITS = 4000  # Python converts ints of at most 4300 digits to text (sys.get_int_max_str_digits)
 
 
 @registry.env(
@@ -21,8 +24,9 @@ class AdditionTask(Task):
     DEFAULT_DIGITS = 2
 
     def __init__(self, *, digits: int = DEFAULT_DIGITS):
-        if digits < 1:
-            raise ValueError(f"digits must be >= 1, got {digits}")
+        check_knob_types("addition", locals(), knob_kinds(AdditionTask))
+        check_knob_rules("addition", [(not 1 <= digits <= MAX_DIGITS,
+                                       f"1 <= digits <= {MAX_DIGITS}, got digits={digits}")])
         self.digits = digits
         # The shipped file was drawn with the default parameters; any other setting gets its own
         # held-out set generated in memory so `sample` still has something to avoid.

@@ -5,6 +5,7 @@ import json
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from workbench.envs.base import TaskEnv
 from workbench.files import read_jsonl
@@ -14,6 +15,9 @@ EVAL_SEED = 12345
 EVAL_SIZE = 200
 PROBE_DRAWS = 2000  # draws used to gauge how many distinct prompts a task has
 HELD_OUT_SHARE = 5  # hold out at most 1/5 of the distinct prompts seen, so training has room
+PROBE_SEED = 0  # seeds the draws a constructor makes to check its knobs are feasible (same verdict every time)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,22 @@ def draw_eval_set(task: Task, n: int = EVAL_SIZE, seed: int = EVAL_SEED) -> list
         example = task.make_example(rng)
         distinct.setdefault(example.prompt, example)
     keep = min(n, len(distinct) // HELD_OUT_SHARE)
+    if keep == 0:
+        raise ValueError(f"{task.name}: {task!r} makes only {len(distinct)} distinct prompts (in {PROBE_DRAWS} draws), "
+                         f"too few to hold one in {HELD_OUT_SHARE} out for evaluation; widen its knobs so it makes at "
+                         f"least {HELD_OUT_SHARE}")
     return list(distinct.values())[:keep]
+
+
+def redraw(draw: Callable[[], T | None], tries: int, failure: str) -> T:
+    """The first result of `draw()` that is not None, within `tries` calls: every generator that draws until it
+    succeeds draws through this, so no knob can make it loop forever. The constructors refuse knobs whose draws
+    rarely succeed (checked on a seeded probe), so running out is an internal error, a RuntimeError(failure)."""
+    for _ in range(tries):
+        result = draw()
+        if result is not None:
+            return result
+    raise RuntimeError(failure)
 
 
 def generated_eval_set(task: Task, n: int | None = None) -> list[Example]:

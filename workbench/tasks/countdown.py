@@ -8,16 +8,21 @@ Format, e.g. numbers 3 5 7 and target 22:
 """
 from __future__ import annotations
 
+import functools
 import random
 
 from workbench import registry
-from workbench.tasks.base import Example, Task
+from workbench.envs.base import check_knob_rules, check_knob_types, knob_kinds
+from workbench.tasks.base import PROBE_SEED, Example, Task, redraw
 from workbench.text.answers import countdown_answer
-from workbench.text.arithmetic import apply, evaluate
+from workbench.text.arithmetic import MAX_EXPRESSION_CHARS, apply, evaluate
 
 OPS = ("+", "-", "*")
 PRECEDENCE = {"+": 1, "-": 1, "*": 2}
 MAX_TARGET = 99
+MAX_NUMBERS = 12  # a draw's expression tree and its text grow with the numbers; the game itself has six
+DRAW_TRIES = 10_000  # expressions drawn per example at most
+PROBE_DRAWS, MIN_HITS = 2000, 20  # an expression lands in 0..MAX_TARGET 1% of the time or more (checked when built)
 
 
 @registry.env(
@@ -29,15 +34,22 @@ class CountdownTask(Task):
 
     The verifier (`workbench.text.arithmetic.evaluate`) parses the completion with `ast` (never `eval`): only
     integer literals, binary + - *, and parentheses are allowed; the literals must be exactly the given numbers
-    (as a multiset) and the value must equal the target. Anything else scores 0.0.
+    (as a multiset) and the value must equal the target. Anything else scores 0.0. Refused when built:
+    n_numbers > 12, expressions longer than the verifier reads, numbers that land on a target (0..99) in under 1%
+    of random expressions.
     """
 
     name = "countdown"
     DEFAULTS = {"n_numbers": 3, "max_number": 9}
 
     def __init__(self, *, n_numbers: int = 3, max_number: int = 9):
-        if n_numbers < 2 or max_number < 1:
-            raise ValueError(f"need n_numbers >= 2 and max_number >= 1, got {n_numbers}, {max_number}")
+        check_knob_types("countdown", locals(), knob_kinds(CountdownTask))
+        check_knob_rules("countdown", [
+            (not 2 <= n_numbers <= MAX_NUMBERS, f"2 <= n_numbers <= {MAX_NUMBERS}, got n_numbers={n_numbers}"),
+            (max_number < 1, f"max_number >= 1, got max_number={max_number}"),
+        ])
+        check_expression_length(n_numbers, max_number)
+        check_targets_reachable(n_numbers, max_number)
         self.n_numbers = n_numbers
         self.max_number = max_number
         params = {"n_numbers": n_numbers, "max_number": max_number}
@@ -45,11 +57,8 @@ class CountdownTask(Task):
         self.eval_file = "countdown.jsonl" if params == self.DEFAULTS else None
 
     def make_example(self, rng: random.Random) -> Example:
-        while True:
-            numbers = [rng.randint(1, self.max_number) for _ in range(self.n_numbers)]
-            text, value = random_expression(numbers, rng)
-            if 0 <= value <= MAX_TARGET:
-                break
+        numbers, text, value = redraw(lambda: draw_in_range(rng, self.n_numbers, self.max_number), DRAW_TRIES,
+                                      f"{self!r}: no expression within 0..{MAX_TARGET} in {DRAW_TRIES} draws")
         shown = " ".join(map(str, sorted(numbers)))
         return Example(prompt=f"{shown}>{value}:", answer=f"{value}|{shown}", target=text)
 
@@ -60,6 +69,44 @@ class CountdownTask(Task):
 
     def __repr__(self) -> str:
         return f"CountdownTask(n_numbers={self.n_numbers}, max_number={self.max_number})"
+
+
+def draw_in_range(rng: random.Random, n_numbers: int, max_number: int):
+    """(numbers, expression text, value) of one random expression if its value is a target (0..MAX_TARGET), else
+    None."""
+    numbers = [rng.randint(1, max_number) for _ in range(n_numbers)]
+    text, value = random_expression(numbers, rng)
+    return (numbers, text, value) if 0 <= value <= MAX_TARGET else None
+
+
+def check_expression_length(n_numbers: int, max_number: int) -> None:
+    """Refuse numbers whose expression can outgrow what the verifier reads (MAX_EXPRESSION_CHARS): the expert's own
+    target would score 0. The longest: every number of max_number's digits, n - 1 operators, n - 2 pairs of
+    parentheses."""
+    longest = n_numbers * len(str(max_number)) + (n_numbers - 1) + 2 * (n_numbers - 2)
+    if longest > MAX_EXPRESSION_CHARS:
+        raise ValueError(f"countdown: n_numbers={n_numbers}, max_number={max_number} make expressions of up to "
+                         f"{longest} characters, but the verifier reads at most {MAX_EXPRESSION_CHARS} "
+                         "(workbench.text.arithmetic.MAX_EXPRESSION_CHARS); lower max_number or n_numbers")
+
+
+@functools.lru_cache(maxsize=256)
+def probe_targets(n_numbers: int, max_number: int) -> tuple[int, int]:
+    """(expressions drawn, how many landed in 0..MAX_TARGET) of up to PROBE_DRAWS seeded draws, stopping at
+    MIN_HITS."""
+    rng, drawn, hits = random.Random(PROBE_SEED), 0, 0
+    while drawn < PROBE_DRAWS and hits < MIN_HITS:
+        drawn, hits = drawn + 1, hits + (draw_in_range(rng, n_numbers, max_number) is not None)
+    return drawn, hits
+
+
+def check_targets_reachable(n_numbers: int, max_number: int) -> None:
+    """Refuse numbers that rarely combine into a target (0..MAX_TARGET): each example is redrawn until one does."""
+    drawn, hits = probe_targets(n_numbers, max_number)
+    if hits < MIN_HITS:
+        raise ValueError(f"countdown: only {hits} of {drawn} random expressions over n_numbers={n_numbers} numbers in "
+                         f"1..max_number={max_number} land on a target in 0..{MAX_TARGET} (at least {MIN_HITS} are "
+                         "needed, or drawing examples takes too long); lower max_number")
 
 
 def random_expression(numbers: list[int], rng: random.Random) -> tuple[str, int]:

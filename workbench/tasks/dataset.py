@@ -27,6 +27,7 @@ import string
 import threading
 from pathlib import Path
 
+from workbench.envs.base import Knob, check_knob_types, check_knobs, knob_kinds
 from workbench.files import read_jsonl
 from workbench.tasks.base import Example, Task
 
@@ -294,9 +295,14 @@ STYLES: dict[str, type[DatasetTask]] = {"plain": DatasetTask, "gsm8k": GSM8KStyl
 
 
 def file_task(path: str, style: str = "plain", **kwargs) -> DatasetTask:
-    """The task for `get_task("file:<path>", style=..., **kwargs)`."""
+    """The task for `get_task("file:<path>", style=..., **kwargs)`, its knobs checked first: those of the style's
+    class (a GSM8K-style file takes every plain one too)."""
+    name = FILE_PREFIX + str(path)
+    check_knob_types(name, {"style": style}, {"style": str})
     if style not in STYLES:
-        raise ValueError(f"unknown file-task style {style!r}; valid: {', '.join(STYLES)}")
+        raise ValueError(f"{name}: unknown file-task style {style!r}; valid: {', '.join(STYLES)}")
     if not path:
         raise ValueError(f"give a path after {FILE_PREFIX!r}, e.g. 'file:data/train.jsonl'")
+    knobs = {**knob_kinds(DatasetTask), **knob_kinds(STYLES[style]), "style": Knob((str,), "plain")}
+    check_knobs(name, kwargs, file_task, extra=knobs)
     return STYLES[style](path, **kwargs)

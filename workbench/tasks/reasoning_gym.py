@@ -6,13 +6,16 @@ may give partial credit. Unlike the built-ins, prompts can be long and contain n
 """
 from __future__ import annotations
 
+import difflib
 import random
 from typing import Any
 
+from workbench.envs.base import check_knob_rules, check_knobs, knob_kinds
 from workbench.tasks.base import Example, Task
 
 ANSWER_CUE = "\nAnswer: "
 MAX_HELD_OUT = 50
+MAX_SIZE = 100_000  # every entry is generated when the task is built
 
 INSTALL_HINT = "pip install reasoning-gym  (or, from a checkout: pip install -e '.[tasks]')"
 
@@ -38,13 +41,23 @@ class ReasoningGymTask(Task):
         rg = import_reasoning_gym()
         if dataset not in rg.factory.DATASETS:
             names = ", ".join(sorted(rg.factory.DATASETS))
-            raise ValueError(f"unknown reasoning-gym dataset {dataset!r}; available: {names}")
-        if size < 2:
-            raise ValueError(f"size must be >= 2, got {size}")
+            close = difflib.get_close_matches(dataset, list(rg.factory.DATASETS), n=2, cutoff=0.6)
+            hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+            raise ValueError(f"unknown reasoning-gym dataset {dataset!r}{hint}; available: {names}")
+        name = f"reasoning_gym:{dataset}"
+        config_knobs = {k: knob for k, knob in knob_kinds(rg.factory.DATASETS[dataset][1]).items()
+                        if k not in ("size", "seed")}  # the dataset config's fields; size and seed are ours
+        check_knobs(name, {"size": size, "seed": seed, **config}, ReasoningGymTask, extra=config_knobs)
+        check_knob_rules(name, [(not 2 <= size <= MAX_SIZE,
+                                 f"2 <= size <= {MAX_SIZE} (every entry is generated up front), got size={size}")])
         self.dataset_name = dataset
-        self.name = f"reasoning_gym:{dataset}"
+        self.name = name
         self.size, self.seed, self.config = size, seed, dict(config)
-        self.dataset = rg.create_dataset(dataset, size=size, seed=seed, **config)
+        try:
+            self.dataset = rg.create_dataset(dataset, size=size, seed=seed, **config)
+        except AssertionError as err:  # reasoning-gym validates its configs with assert
+            raise ValueError(f"{name}: its config refuses {config}: {err or 'a failed check'}; its knobs: "
+                             f"{', '.join(config_knobs)}") from err
         self.entries = [self.dataset[i] for i in range(size)]
         self.n_held_out = min(MAX_HELD_OUT, size // 5)
         self.by_prompt: dict[str, dict] = {}

@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import random
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -68,11 +69,43 @@ def train_sft(model, tokenizer, task: Task, *, steps: int, lr: float, batch_size
 
 
 def check_task_prompts(task: Task, model, tokenizer, max_new_tokens: int) -> None:
-    """Every prompt the task knows fits the model's context with max_new_tokens to spare (else a ValueError):
-    run before SFT and before RL, so a too-long row is refused before anything is trained."""
+    """Every prompt the task knows fits the model's context with max_new_tokens to spare, and every character of
+    its prompts and targets is one the tokenizer represents (else a ValueError): run before SFT and before RL, so a
+    row the model cannot read is refused before anything is trained."""
     context = getattr(getattr(model, "config", None), "max_position_embeddings", None)
-    check_prompt_lengths(tokenizer, [e.prompt for e in task.known_examples()], context, max_new_tokens,
-                         f"task {task.name!r}")
+    examples = task.known_examples()
+    check_representable(tokenizer, examples, f"task {task.name!r}")
+    check_prompt_lengths(tokenizer, [e.prompt for e in examples], context, max_new_tokens, f"task {task.name!r}")
+
+
+def unknown_characters(tokenizer, chars) -> set[str]:
+    """The characters the tokenizer turns into its unknown token (none for a byte-level tokenizer, which has no
+    unknown token or never needs it; printable ASCII and newline only for the tiny model's character tokenizer)."""
+    unk = tokenizer.unk_token_id
+    if unk is None:
+        return set()
+    chars = sorted(chars)
+    ids = tokenizer(chars, add_special_tokens=False)["input_ids"]
+    return {ch for ch, row in zip(chars, ids) if unk in row}
+
+
+def check_representable(tokenizer, examples, source: str, shown: int = 3) -> None:
+    """Refuse prompts and targets with characters the tokenizer cannot represent: each would become its unknown
+    token, so distinct prompts ("café", "cafè") would merge into one and targets would teach "<unk>". Names the
+    characters with their counts and the first texts holding them."""
+    texts = [text for e in examples for text in (e.prompt, e.target)]
+    counts = Counter(ch for text in texts for ch in text)
+    bad = unknown_characters(tokenizer, counts)
+    if not bad:
+        return
+    listed = ", ".join(f"{ch!r} x{counts[ch]}" for ch in sorted(bad, key=lambda ch: (-counts[ch], ch))[:10])
+    holding = [text for text in dict.fromkeys(texts) if bad & set(text)]
+    first = ", ".join(repr(text if len(text) <= 60 else text[:57] + "...") for text in holding[:shown])
+    raise ValueError(
+        f"{source}: {len(bad)} distinct characters ({sum(counts[ch] for ch in bad)} in all, in {len(holding)} prompts "
+        f"or targets) are not in the tokenizer's vocabulary and would all become {tokenizer.unk_token!r}, merging "
+        f"distinct texts: {listed}{', ...' if len(bad) > 10 else ''}; first in {first}. Replace them (e.g. with "
+        "ASCII), drop those rows, or use a model whose tokenizer covers them")
 
 
 def warm_start_key(config, task: Task | None = None) -> str:

@@ -199,7 +199,8 @@ def test_an_in_code_base_travels_with_the_adapter(tmp_path, capsys):
     run = tmp_path / "run"
     train(make_config("smoke", recipe="grpo", **{**TINY, "lora_r": 4, "steps": 2}), run, progress=False,
           report=False)
-    assert json.loads((run / "warm_start.json").read_text()) == {"path": None, "key": None, "sft_steps": 0}
+    record = json.loads((run / "warm_start.json").read_text())
+    assert record == {"path": None, "key": None, "sft_steps": 0, "data": None, "model": None}
     export(capsys, run, tmp_path / "adapter", "--adapter")
     export(capsys, run, tmp_path / "merged")
     meta = json.loads((tmp_path / "adapter" / "workbench_export.json").read_text())

@@ -1,7 +1,9 @@
 """The `workbench` command line: list (with each component's source), show, bad input, and `workbench notebook` /
 `make run NB=... PRESET=...` (one folder holds the executed notebook and its runs)."""
+import errno
 import inspect
 import json
+import os
 import re
 import subprocess
 import sys
@@ -159,3 +161,48 @@ def test_notebook_command_names_bad_input(tmp_path, capsys):
     assert "choose one of" in capsys.readouterr().err
     assert cli.main(["notebook", "01", "--out", str(tmp_path), "-p", "steps"]) == 2
     assert "name=value" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["run", "grpo", "--task", "addition"],
+                                     ["compare", "grpo", "--task", "addition", "--seeds", "1"],
+                                     ["notebook", "01"], ["eval", "tiny", "--task", "addition"], ["export", "RUN"]])
+def test_out_naming_an_existing_file_is_refused_before_anything_runs(capsys, tmp_path, command):
+    taken = tmp_path / "notes.txt"
+    taken.write_text("mine")
+    run = tmp_path / "run"
+    run.mkdir()
+    args = [str(run) if a == "RUN" else a for a in command] + ([str(taken)] if command[0] == "export"
+                                                               else ["--out", str(taken)])
+    assert cli.main(args) == 2
+    captured = capsys.readouterr()
+    assert str(taken) in captured.err and ("is a file" in captured.err or "exists" in captured.err), captured.err
+    assert "nothing was" in captured.err and "Traceback" not in captured.err
+    assert "accuracy" not in captured.out  # nothing was trained or evaluated
+    assert taken.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "run"]
+    assert not list(run.iterdir())
+
+
+def test_eval_checks_its_out_before_evaluating_and_creates_its_folder(capsys, tmp_path):
+    args = ["eval", "tiny", "--task", "addition", "--set", "eval_size=4", "--set", "max_new_tokens=2"]
+    under_file = tmp_path / "notes.txt"
+    under_file.write_text("mine")
+    for out, problem in ((tmp_path, "is a folder"), (under_file / "x.jsonl", f"its folder {under_file} is a file")):
+        assert cli.main([*args, "--out", str(out)]) == 2
+        captured = capsys.readouterr()
+        assert problem in captured.err and "greedy accuracy" not in captured.out  # refused before evaluating
+    records = tmp_path / "missing" / "dir" / "x.jsonl"
+    assert cli.main([*args, "--out", str(records)]) == 0
+    assert f"records: {records}" in capsys.readouterr().out
+    assert len(records.read_text().splitlines()) == 4 and os.listdir(records.parent) == ["x.jsonl"]
+
+
+def test_os_errors_are_reported_in_words_with_their_path(capsys, tmp_path):
+    missing = tmp_path / "missing" / "x.jsonl"
+    with pytest.raises(OSError) as info:
+        open(missing, "w")
+    assert cli.exit_status(info.value) == 2
+    assert capsys.readouterr().err == f"error: No such file or directory: {missing}\n"
+    assert cli.exit_status(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(missing))) == 1
+    assert capsys.readouterr().err == f"error: No space left on device: {missing}\n"
+    assert cli.exit_status(FileNotFoundError(f"no notebook {missing}")) == 2  # our own messages as they are
+    assert capsys.readouterr().err == f"error: no notebook {missing}\n"

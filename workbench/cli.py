@@ -15,13 +15,15 @@ from pathlib import Path
 
 
 def cmd_run(args) -> int:
+    from workbench.files import check_folder_path
     from workbench.train import apply_sets, make_config, train
 
     overrides = {"recipe": args.recipe, "task": args.task}
     if args.seed is not None:
         overrides["seed"] = args.seed
     config = apply_sets(make_config(args.preset, **overrides), args.set or [])
-    out = Path(args.out or f"runs/{config.recipe}-{config.task.replace(':', '_')}-{config.preset}-s{config.seed}")
+    out = check_folder_path(args.out or f"runs/{config.recipe}-{config.task.replace(':', '_')}-{config.preset}-"
+                                        f"s{config.seed}")
     print(f"run folder: {out}")
     summary = train(config, out, progress=not args.quiet)
     print(f"greedy accuracy on {summary['eval_size']} held-out prompts: "
@@ -32,9 +34,10 @@ def cmd_run(args) -> int:
 
 
 def cmd_compare(args) -> int:
+    from workbench.files import check_folder_path
     from workbench.train.compare import compare
 
-    out = Path(args.out or f"runs/compare-{args.task.replace(':', '_')}-{args.preset}")
+    out = check_folder_path(args.out or f"runs/compare-{args.task.replace(':', '_')}-{args.preset}")
     print(f"comparison folder: {out}")
     result = compare(args.recipes, task=args.task, preset=args.preset, seeds=args.seeds, out=out,
                      sets=args.set or [], target=args.target, progress=not args.quiet)
@@ -76,11 +79,13 @@ def cmd_export(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from workbench.train.export import evaluate_model
-    from workbench.files import write_atomic
+    from workbench.files import check_new_file, write_atomic
     from workbench.train import apply_sets, make_config
+    from workbench.train.export import evaluate_model
 
     config = apply_sets(make_config("smoke", task=args.task, model=args.model), args.set or [])
+    if args.out:  # before evaluating: the records are never computed only to be lost
+        check_new_file(args.out)
     accuracy, records = evaluate_model(config)
     print(f"greedy accuracy of {config.model} on {len(records)} held-out prompts of {config.task}: {accuracy:.4f}")
     if args.out:
@@ -193,6 +198,7 @@ def claim_lines(recipe: str) -> list[str]:
 def cmd_notebook(args) -> int:
     """Execute a notebook headless (papermill) with its run folders inside one folder; re-running resumes."""
     from workbench.book.notebooks import NOTEBOOKS_DIR, execute_notebook
+    from workbench.files import check_folder_path
     from workbench.train.config import parse_value
 
     source = Path(args.notebook)
@@ -204,7 +210,7 @@ def cmd_notebook(args) -> int:
         source = matches[0]
     if not source.is_file():
         raise FileNotFoundError(f"no notebook {source}")
-    out = Path(args.out or Path("runs") / f"{source.stem}-{args.preset}").resolve()
+    out = check_folder_path(Path(args.out or Path("runs") / f"{source.stem}-{args.preset}").resolve())
     params = {"runs_dir": str(out)}
     for item in args.param or []:
         key, sep, raw = item.partition("=")
@@ -312,24 +318,36 @@ def terminate_as_interrupt(signum, frame):
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-# Errors a command reports in one line instead of a traceback: (module, class, exit status). Bad input (2) trains
-# nothing; a stopped run (1) resumes from its last checkpoint. A class is looked up only if the command imported its
-# module (`raised`): parsing the command line imports no trainer, and an error can only come from a module it ran.
+# Errors a command reports in one line instead of a traceback: (module, class, exit status), the first match wins.
+# Bad input (2) trains nothing; a stopped run (1) resumes from its last checkpoint, as after any other OS error (a
+# full disk). A class is looked up only if the command imported its module (`raised`): parsing the command line
+# imports no trainer, and an error can only come from a module it ran.
 REPORTED = (("builtins", "ValueError", 2), ("builtins", "KeyError", 2), ("builtins", "FileNotFoundError", 2),
+            ("builtins", "FileExistsError", 2), ("builtins", "IsADirectoryError", 2),
+            ("builtins", "NotADirectoryError", 2), ("builtins", "PermissionError", 2),
             ("workbench.book", "BookError", 2), ("workbench.train.metrics", "TensorBoardMissing", 2),
-            ("workbench.train.guards", "NonFiniteError", 1), ("workbench.train.guards", "NoGradientError", 1))
+            ("workbench.train.guards", "NonFiniteError", 1), ("workbench.train.guards", "NoGradientError", 1),
+            ("builtins", "OSError", 1))
 
 
 def raised(error: BaseException, module: str, name: str) -> bool:
     return module in sys.modules and isinstance(error, getattr(sys.modules[module], name))
 
 
+def error_message(error: BaseException, status: int) -> str:
+    """What `main` prints of a reported error: an OS error in words with its path ("No such file or directory:
+    runs/x.jsonl", never its bare errno); bad input's message (a KeyError's without the quotes str() adds)."""
+    if isinstance(error, OSError) and error.strerror:
+        paths = " -> ".join(str(p) for p in (error.filename, error.filename2) if p is not None)
+        return f"{error.strerror}: {paths}" if paths else error.strerror
+    return str(error.args[0] if status == 2 and error.args else error)
+
+
 def exit_status(error: BaseException) -> int | None:
     """The status `main` returns for `error` after printing it, or None for an error it does not report (a bug)."""
     status = next((status for module, name, status in REPORTED if raised(error, module, name)), None)
     if status is not None:
-        message = error.args[0] if status == 2 and error.args else error
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {error_message(error, status)}", file=sys.stderr)
     elif raised(error, "workbench.train.steps", "Interrupted"):
         print(f"\n{error}", file=sys.stderr)
         status = 130

@@ -1,4 +1,10 @@
-"""Checkpoints: a damaged one is set aside with a warning and the previous kept one is used."""
+"""Checkpoints: a damaged one is set aside with a warning and the previous kept one is used; a run killed before a
+rotation keeps keep_checkpoints once resumed."""
+import os
+import signal
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -24,3 +30,32 @@ def test_no_readable_checkpoint_is_an_error_that_says_what_to_do(tmp_path):
     with pytest.raises(CheckpointError, match="no kept checkpoint .* can be read.*choose another --out"):
         load_latest_checkpoint(tmp_path)
     assert load_latest_checkpoint(tmp_path / "fresh") is None
+
+
+KILLED_AT_ROTATION = """
+import os, signal, sys
+import workbench.train.checkpoint as checkpoint
+real = checkpoint.kept_checkpoints
+def kept_or_killed(out):  # SIGKILL between the final checkpoint's rename and the rotation after it
+    if (out / "checkpoints" / "step_000003").exists():
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(out)
+checkpoint.kept_checkpoints = kept_or_killed
+from workbench.cli import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_run_killed_before_its_last_rotation_keeps_keep_checkpoints_once_resumed(tmp_path, capsys):
+    from workbench import cli
+
+    args = ["run", "grpo", "--task", "addition", "--quiet", "--out", str(tmp_path / "run"), "--set", "steps=3",
+            "--set", "checkpoint_every=1", "--set", "keep_checkpoints=1", "--set", "sft_steps=0", "--set",
+            "eval_size=4", "--set", "max_new_tokens=4", "--set", "prompts_per_step=2", "--set", "group_size=2"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    killed = subprocess.run([sys.executable, "-c", KILLED_AT_ROTATION, *args], capture_output=True, text=True, env=env)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert [p.name for p in kept_checkpoints(tmp_path / "run")] == ["step_000002", "step_000003"]
+    assert cli.main(args) == 0, capsys.readouterr().err  # resumes at its last step: no checkpoint is written
+    assert [p.name for p in kept_checkpoints(tmp_path / "run")] == ["step_000003"]

@@ -100,12 +100,42 @@ def test_export_refuses_a_non_empty_out_and_leaves_it_as_it_was(full_run, tmp_pa
     assert cli.main(["export", str(full_run), str(out)]) == 2
     assert "is not an empty folder" in capsys.readouterr().err
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".taken")]  # no temporary left behind
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith((".taken", "taken."))]  # no temporary left behind
     (out / "notes.txt").unlink()
     export(capsys, full_run, out)  # an empty folder is filled
     assert (out / "config.json").exists()
     assert cli.main(["export", str(full_run), str(tmp_path / "x"), "--adapter"]) == 2
     assert "lora_r=0" in capsys.readouterr().err
+
+
+KILLED_EXPORT = """
+import os, signal, sys
+import workbench.models as models
+real = models.save_model
+def save_then_die(model, tokenizer, folder):  # SIGKILL once the weights are written, before the rename
+    real(model, tokenizer, folder)
+    os.kill(os.getpid(), signal.SIGKILL)
+models.save_model = save_then_die
+from workbench.cli import main
+main(["export", sys.argv[1], sys.argv[2], "--quiet"])
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_killed_exports_temporary_folder_is_removed_by_the_next_export_into_the_same_place(full_run, tmp_path,
+                                                                                             capsys):
+    import re
+    import subprocess
+
+    out = tmp_path / "model"
+    killed = subprocess.run([sys.executable, "-c", KILLED_EXPORT, str(full_run), str(out)], capture_output=True,
+                            text=True)
+    assert killed.returncode == -9, killed.stderr
+    (left,) = tmp_path.iterdir()  # seen in `ls`, named after OUT: the user can tell what it is
+    assert re.fullmatch(r"model\.tmp-\d+-\d+", left.name) and (left / "model.safetensors").exists()
+    assert cli.main(["export", str(full_run), str(out), "--quiet"]) == 0
+    assert f"removed {left}, the unfinished folder of an export into {out} that was killed" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["model"] and (out / "config.json").exists()
 
 
 def test_eval_names_what_it_cannot_score(full_run, tmp_path, capsys):
@@ -169,7 +199,8 @@ def test_an_in_code_base_travels_with_the_adapter(tmp_path, capsys):
     run = tmp_path / "run"
     train(make_config("smoke", recipe="grpo", **{**TINY, "lora_r": 4, "steps": 2}), run, progress=False,
           report=False)
-    assert json.loads((run / "warm_start.json").read_text()) == {"path": None, "key": None, "sft_steps": 0}
+    record = json.loads((run / "warm_start.json").read_text())
+    assert record == {"path": None, "key": None, "sft_steps": 0, "data": None, "model": None}
     export(capsys, run, tmp_path / "adapter", "--adapter")
     export(capsys, run, tmp_path / "merged")
     meta = json.loads((tmp_path / "adapter" / "workbench_export.json").read_text())

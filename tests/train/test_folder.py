@@ -49,3 +49,18 @@ def test_prepare_run_folder_refuses_another_config_and_a_damaged_config(tmp_path
     (tmp_path / "config.json").write_text('{"steps": ')
     with pytest.raises(ValueError, match="config.json is not valid JSON"):
         prepare_run_folder(tmp_path, json.dumps({"steps": 3}))
+
+
+RUN = ["run", "grpo", "--task", "addition", "--quiet", "--set", "steps=1", "--set", "sft_steps=0", "--set",
+       "eval_size=4", "--set", "max_new_tokens=4", "--set", "prompts_per_step=2", "--set", "group_size=2"]
+
+
+def test_a_run_refused_in_its_set_up_leaves_no_config_json_and_the_corrected_command_runs(tmp_path, capsys):
+    from workbench import cli
+
+    out = tmp_path / "run"
+    assert cli.main([*RUN, "--out", str(out), "--set", "chat_template=true"]) == 2  # refused once the model loads
+    assert "has no chat template" in capsys.readouterr().err
+    assert not (out / "config.json").exists() and not (out / "warm_start.json").exists()
+    assert cli.main([*RUN, "--out", str(out)]) == 0, capsys.readouterr().err
+    assert json.loads((out / "config.json").read_text())["chat_template"] is False

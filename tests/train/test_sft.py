@@ -47,6 +47,17 @@ def test_a_file_tasks_warm_start_is_keyed_by_content_and_killed_builds_are_clear
     assert [p.name for p in folder.parent.iterdir()] == [folder.name] and os.listdir(folder)
 
 
+def folder_state(folder):
+    """Every file under `folder` with its bytes and mtime: what a refused run must leave as it was (the lock file
+    aside: it names whichever process holds the folder)."""
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != ".lock"}
+
+
+def addition_rows(answer=lambda a, b: a + b):
+    return [{"prompt": f"{a}+{b}=", "answer": str(answer(a, b))} for a in range(10) for b in range(10)]
+
+
 def write_rows(path, rows):
     import json
 
@@ -91,3 +102,68 @@ def test_a_byte_level_tokenizer_represents_every_character_and_is_not_refused(tm
     check_task_prompts(task, None, byte_level, max_new_tokens=4)
     with pytest.raises(ValueError, match=r"'é' x20, 'ü' x20"):  # the same rows, for the tiny model
         check_representable(build_tiny(seed=0)[1], task.known_examples(), "t")
+
+
+TINY_RUN = dict(steps=3, prompts_per_step=2, group_size=2, max_new_tokens=4, eval_size=4, checkpoint_every=1,
+                minibatches=1, sft_batch=4)
+
+
+def test_a_resumed_run_whose_data_file_changed_is_refused_and_nothing_is_rewritten(tmp_path, monkeypatch):
+    from tests.helpers import Interrupt, run_task
+    from workbench.train.checkpoint import kept_checkpoints
+
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    data, out = tmp_path / "add.jsonl", tmp_path / "run"
+    write_rows(data, addition_rows())
+    config = make_config("smoke", recipe="grpo", task=f"file:{data}", sft_steps=3, **TINY_RUN)
+    with pytest.raises(Interrupt):
+        run_task(config, out, stop_after_step=1)  # stopped in step 1 (of 0-2), as if killed
+    assert [p.name for p in kept_checkpoints(out)] == ["step_000001"]  # what a rerun resumes from
+    before, cache = folder_state(out), folder_state(tmp_path / "cache")
+    write_rows(data, addition_rows(lambda a, b: a * b))  # the data file edited in place
+    with pytest.raises(ValueError, match=rf"{out} holds a run that started from other inputs: the data files of task "
+                                         rf"'file:{data}' \(recorded \w+, now \w+\) changed since.*choose another --out"):
+        run_task(config, out)
+    assert folder_state(out) == before and folder_state(tmp_path / "cache") == cache  # no new warm start either
+    write_rows(data, addition_rows())  # restored: the run resumes
+    run_task(config, out)
+    assert (out / "summary.json").exists()
+
+
+def test_a_resumed_run_whose_model_folder_was_saved_over_is_refused(tmp_path, monkeypatch):
+    from tests.helpers import run_task
+    from workbench.models import save_model
+
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    model, out = tmp_path / "model", tmp_path / "run"
+    save_model(*build_tiny(seed=0), model)
+    config = make_config("smoke", recipe="grpo", task="addition", model=str(model), sft_steps=0,
+                         **{**TINY_RUN, "steps": 1})
+    run_task(config, out)
+    before = folder_state(out)
+    save_model(*build_tiny(seed=1), model)  # other weights under the same name
+    with pytest.raises(ValueError, match=rf"started from other inputs: the model folder {model} \(recorded"):
+        run_task(config, out)
+    assert folder_state(out) == before
+
+
+def test_a_bad_preference_data_file_is_refused_before_the_warm_start_and_before_config_json(tmp_path, monkeypatch,
+                                                                                            capsys):
+    from workbench import cli
+
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    pairs, out = tmp_path / "pairs.jsonl", tmp_path / "run"
+    args = ["run", "dpo", "--task", "addition", "--quiet", "--out", str(out), "--set", f"data_path={pairs}",
+            "--set", "sft_steps=20", "--set", "steps=1", "--set", "eval_size=4", "--set", "max_new_tokens=4"]
+    good = {"prompt": "1+1=", "chosen": "2", "rejected": "3"}
+    for rows, problem in (([good, {"prompt": "2+2=", "chosen": "4"}], "row 2: missing fields ['rejected']"),
+                          ([good, {**good, "prompt": "1+" * 2000 + "1="}], "prompt 1 ('1+1+"),
+                          ([good, {**good, "chosen": "9" * 300}], "row 2 ('1+1='...) is")):
+        write_rows(pairs, rows)
+        assert cli.main(args) == 2
+        err = capsys.readouterr().err
+        assert problem in err and "Traceback" not in err, err
+        assert not (tmp_path / "cache" / "sft").exists()  # no warm start was trained
+        assert not (out / "config.json").exists()
+    write_rows(pairs, [good, {"prompt": "2+2=", "chosen": "4", "rejected": "5"}])
+    assert cli.main(args) == 0

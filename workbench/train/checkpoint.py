@@ -27,9 +27,17 @@ def save_checkpoint(out: Path, step: int, state: dict, keep: int = 2) -> Path:
     save_atomic(state, tmp / "state.pt")
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)  # a half-written checkpoint never carries the final name
-    for old in kept_checkpoints(out)[:-keep]:
-        shutil.rmtree(old)
+    rotate_checkpoints(out, keep)
     return final
+
+
+def rotate_checkpoints(out: Path, keep: int) -> list[Path]:
+    """Delete the finished checkpoints before the newest `keep`: after each save, and when a run starts (one
+    killed between a save's rename and this left one more)."""
+    old = kept_checkpoints(out)[:-keep]
+    for path in old:
+        shutil.rmtree(path)
+    return old
 
 
 def kept_checkpoints(out: Path) -> list[Path]:

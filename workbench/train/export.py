@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from workbench.files import temp_sibling, write_atomic
+from workbench.files import folder_problem, remove_stale_temps, temp_sibling, write_atomic
 
 EXPORT_FILE = "workbench_export.json"  # in an exported folder: where it came from, and the base of an adapter
 EVAL_FIELDS = ("task_kw", "eval_size", "max_new_tokens", "stop", "chat_template", "dtype", "device", "threads",
@@ -50,9 +50,22 @@ def run_config(run: Path):
 
 
 def check_out(out: Path) -> None:
+    """OUT is new or an empty folder, and a folder can be made there (no file on its way)."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ExportError(f"{out} exists and is not an empty folder; nothing was written. Choose another OUT, or "
                           "delete it first")
+    problem = folder_problem(out)
+    if problem:
+        raise ExportError(f"OUT {out} {problem}; nothing was written. Choose another OUT")
+
+
+def remove_killed_exports(out: Path) -> None:
+    """Delete the temporary folders (`OUT.tmp-<pid>-<n>`, model-sized) of exports into `out` whose process is gone:
+    killed before their rename. Said on stderr."""
+    if out.parent.is_dir():
+        for path in remove_stale_temps(out.parent, of=out.name):
+            print(f"note: removed {path}, the unfinished folder of an export into {out} that was killed",
+                  file=sys.stderr)
 
 
 def warm_start_folder(run: Path, config, task, progress: bool = True, needed: bool = True) -> Path | None:
@@ -143,8 +156,9 @@ def export_run(run: str | Path, out: str | Path, step: int | None = None, adapte
     from workbench.train.checkpoint import load_checkpoint
 
     run, out = Path(run), Path(out)
-    config = run_config(run)
     check_out(out)
+    config = run_config(run)
+    remove_killed_exports(out)
     if adapter and config.lora_r <= 0:
         raise ExportError(f"--adapter writes a LoRA adapter, and {run} fine-tuned all weights (lora_r=0); export it "
                           "without --adapter")
@@ -170,7 +184,7 @@ def export_run(run: str | Path, out: str | Path, step: int | None = None, adapte
               "format": "adapter" if adapter else "merged" if lora else "full", "base": base,
               "eval": eval_command(out, config)}
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_sibling(out)
+    tmp = temp_sibling(out, hidden=False)  # seen in `ls` beside OUT while it is written, and cleared if killed
     try:
         if adapter and base is None:  # the base exists only in memory: it travels with the adapter, in OUT/base
             save_model(model, tokenizer, tmp / "base")

@@ -20,11 +20,12 @@ from tqdm.auto import tqdm
 from workbench import ops
 from workbench.episodes import episode_seed
 from workbench.files import remove_stale_temps, write_atomic
-from workbench.models import load_model, save_model_atomically
+from workbench.models import BUILTIN_MODELS, IN_CODE_MODELS, load_model, save_model_atomically
 from workbench.paths import cache_dir
-from workbench.rollout.engine import check_prompt_lengths, encode_prompts, policy_forward
+from workbench.rollout.engine import check_prompt_lengths, encode_prompts, policy_forward, prompt_texts
 from workbench.rollout.turns import encode_expert, pad_episodes, prompt_of
 from workbench.tasks import Task
+from workbench.tasks.dataset import file_sha256
 
 
 def expert_batch(tokenizer, task: Task, examples, device=None):
@@ -68,14 +69,16 @@ def train_sft(model, tokenizer, task: Task, *, steps: int, lr: float, batch_size
     return losses
 
 
-def check_task_prompts(task: Task, model, tokenizer, max_new_tokens: int) -> None:
-    """Every prompt the task knows fits the model's context with max_new_tokens to spare, and every character of
-    its prompts and targets is one the tokenizer represents (else a ValueError): run before SFT and before RL, so a
-    row the model cannot read is refused before anything is trained."""
+def check_task_prompts(task: Task, model, tokenizer, max_new_tokens: int, pairs=(), pairs_source: str = "") -> None:
+    """Every prompt the task knows fits the model's context with max_new_tokens to spare, every character of its
+    prompts and targets is one the tokenizer represents, and every preference pair the run will train on (`pairs`,
+    from `pairs_source`: a data_path file) fits too (else a ValueError): run before SFT and before RL, so a row the
+    model cannot read is refused before anything is trained."""
     context = getattr(getattr(model, "config", None), "max_position_embeddings", None)
     examples = task.known_examples()
     check_representable(tokenizer, examples, f"task {task.name!r}")
     check_prompt_lengths(tokenizer, [e.prompt for e in examples], context, max_new_tokens, f"task {task.name!r}")
+    check_pair_lengths(tokenizer, list(pairs), context, max_new_tokens, pairs_source or "preference pairs")
 
 
 def unknown_characters(tokenizer, chars) -> set[str]:
@@ -108,6 +111,28 @@ def check_representable(tokenizer, examples, source: str, shown: int = 3) -> Non
         "ASCII), drop those rows, or use a model whose tokenizer covers them")
 
 
+def check_pair_lengths(tokenizer, pairs: list, context: int | None, max_new_tokens: int, source: str) -> None:
+    """Preference pairs are held to the rule for a task's prompts (`check_prompt_lengths`: prompt + max_new_tokens
+    within the model's context, nothing truncated), and each row's prompt + its longer response + EOS, which the
+    pair is scored on, fits the context too."""
+    if context is None or not pairs:
+        return
+    check_prompt_lengths(tokenizer, [p.prompt for p in pairs], context, max_new_tokens, source)
+    chat = getattr(tokenizer, "use_chat_template", False)
+    for start in range(0, len(pairs), 256):
+        chunk = pairs[start:start + 256]
+        prompts = tokenizer(prompt_texts(tokenizer, [p.prompt for p in chunk]), add_special_tokens=not chat)
+        chosen, rejected = (tokenizer([getattr(p, side) for p in chunk], add_special_tokens=False)["input_ids"]
+                            for side in ("chosen", "rejected"))
+        for i, prompt in enumerate(prompts["input_ids"]):
+            response = max(len(chosen[i]), len(rejected[i]))
+            if len(prompt) + response + 1 > context:
+                raise ValueError(
+                    f"{source}: row {start + i + 1} ({chunk[i].prompt[:40]!r}...) is {len(prompt)} prompt tokens and "
+                    f"{response} tokens in its longer response; scoring it needs {len(prompt) + response + 1} "
+                    f"positions, and the model takes {context}. Shorten or drop such rows; nothing is truncated")
+
+
 def warm_start_key(config, task: Task | None = None) -> str:
     """The cache key of a warm start: everything it depends on, the task's data files by content (a `file:`
     task's file edited in place is a new warm start, the same file elsewhere the same one)."""
@@ -123,8 +148,10 @@ def warm_start_key(config, task: Task | None = None) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def warm_start(config, task: Task, progress: bool = True) -> Path | None:
-    """Folder of the SFT'd model for this config (built once, then reused from the cache); None if no SFT."""
+def warm_start(config, task: Task, progress: bool = True, pairs=()) -> Path | None:
+    """Folder of the SFT'd model for this config (built once, then reused from the cache); None if no SFT. The
+    task's prompts and the preference `pairs` the run trains on (config.data_path's) are checked against the
+    model before SFT."""
     if config.sft_steps <= 0:
         return None
     folder = cache_dir() / "sft" / warm_start_key(config, task)
@@ -133,21 +160,75 @@ def warm_start(config, task: Task, progress: bool = True) -> Path | None:
     remove_stale_temps(folder.parent)  # what killed builds left behind
     torch.manual_seed(config.seed)
     model, tokenizer = load_model(config.model, **{**config.model_kw(), "load_in_4bit": False})  # SFT: all weights
-    check_task_prompts(task, model, tokenizer, config.max_new_tokens)
+    check_task_prompts(task, model, tokenizer, config.max_new_tokens, pairs, config.data_path)
     train_sft(model, tokenizer, task, steps=config.sft_steps, lr=config.sft_lr, batch_size=config.sft_batch,
               seed=config.seed, progress=progress)
     return save_model_atomically(model, tokenizer, folder)  # another process may have finished first
 
 
-WARM_START_FILE = "warm_start.json"  # in a run folder: where its warm start lives (`workbench export` reads it)
+WARM_START_FILE = "warm_start.json"  # in a run folder: what it started from (`workbench export` reads it)
 
 
-def record_warm_start(out: Path, config, folder: Path | None) -> Path:
-    """Write RUN/warm_start.json: {"path", "key", "sft_steps"} of the SFT folder the run started from, or
-    {"path": null} without SFT (the run started from config.model)."""
-    record = ({"path": str(Path(folder).resolve()), "key": Path(folder).name, "sft_steps": config.sft_steps}
-              if folder is not None else {"path": None, "key": None, "sft_steps": config.sft_steps})
-    return write_atomic(Path(out) / WARM_START_FILE, json.dumps(record, indent=2))
+def model_digest(name: str) -> str | None:
+    """A local model folder by content (sha256 of its files' names and bytes, hidden files and *.md aside), so
+    a folder saved over in place is another model; None for a hub id or a model built in code."""
+    folder = Path(name)
+    if name in IN_CODE_MODELS or name in BUILTIN_MODELS or not folder.is_dir():
+        return None
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".") and p.suffix != ".md"):
+        digest.update(f"{path.name}\0{file_sha256(path)}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+def run_start(config, task: Task) -> dict:
+    """What a run starts from, as RUN/warm_start.json records it beside the warm start's path: the warm start's
+    cache key (SFT runs), the task's data files and the model folder, by content."""
+    return {"key": warm_start_key(config, task) if config.sft_steps > 0 else None, "sft_steps": config.sft_steps,
+            "data": task.data_digest(), "model": model_digest(config.model)}
+
+
+def start_changes(recorded: dict, start: dict, config) -> list[str]:
+    """What differs between a folder's recorded start and this config's start today, in words."""
+    said = {"data": f"the data files of task {config.task!r}", "model": f"the model folder {config.model}",
+            "key": "the SFT warm start this config builds (its data or settings)"}
+    changed = [name for name in ("data", "model", "key") if name in recorded and recorded[name] != start[name]]
+    if "data" in changed or "model" in changed:
+        changed = [name for name in changed if name != "key"]  # the key follows the data: name the cause
+    return [f"{said[name]} (recorded {recorded[name]}, now {start[name]})" for name in changed]
+
+
+def check_start(out: Path, config, task: Task) -> dict:
+    """This run's start (`run_start`), after refusing a folder that recorded another one: resuming would train
+    the old checkpoint's policy on other data, under a reference rebuilt from them. Nothing is written."""
+    start, path = run_start(config, task), Path(out) / WARM_START_FILE
+    if not path.exists():
+        return start
+    try:
+        recorded = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); restore it, or choose another --out") from None
+    changed = start_changes(recorded if isinstance(recorded, dict) else {}, start, config)
+    if changed:
+        raise ValueError(f"{out} holds a run that started from other inputs: {'; '.join(changed)} changed since. "
+                         "Resuming would continue its checkpoint on inputs it was not trained on, under a reference "
+                         "built from them; nothing was written. Restore what changed, or choose another --out (or delete the folder to start "
+                         "over)")
+    return start
+
+
+def record_warm_start(out: Path, folder: Path | None, start: dict) -> Path:
+    """Write RUN/warm_start.json: {"path", "key", "sft_steps", "data", "model"}, the SFT folder the run started
+    from ({"path": null} without SFT: it started from config.model) and `run_start`'s fields. Rewritten only when
+    it changed (the cache moved, or an older workbench wrote it without data and model), not on a plain resume."""
+    record = {"path": None, "key": None, **start}
+    if folder is not None:
+        record.update(path=str(Path(folder).resolve()), key=Path(folder).name)
+    path = Path(out) / WARM_START_FILE
+    text = json.dumps(record, indent=2)
+    if not path.exists() or path.read_text() != text:
+        write_atomic(path, text)
+    return path
 
 
 class StartContext:

@@ -30,15 +30,16 @@ from workbench.rollout import make_engine, policy_forward
 from workbench.rollout.engine import Sampling
 from workbench.stages import BATCH_STAGES, SAMPLING_STAGES
 from workbench.tasks import get_task
+from workbench.tasks.preferences import read_pairs
 from workbench.train.checkpoint import load_latest_checkpoint
 from workbench.train.config import RunConfig
 from workbench.train.distributed import DataParallel
 from workbench.train.evaluate import greedy_accuracy, preference_accuracy, sampled_pass_at_k
-from workbench.train.folder import claim_run_folder, write_run_results
+from workbench.train.folder import claim_run_folder, open_run_folder, write_run_results
 from workbench.train.guards import DeadGradientGuard, NonFiniteGuard
 from workbench.train.metrics import run_log
 from workbench.train.pipeline import Pipeline
-from workbench.train.sft import StartContext, check_task_prompts, record_warm_start, warm_start
+from workbench.train.sft import StartContext, check_start, check_task_prompts, record_warm_start, warm_start
 from workbench.train.steps import run_steps
 from workbench.values import ValueHead
 
@@ -163,6 +164,8 @@ class Trainer:
         self.pipeline.check_group_size(config.group_size)
         self.task = get_task(config.task, **config.task_kw)
         self.pipeline.check_task(self.task)  # a turn-level method on one-turn episodes, MC without env copies, ...
+        # a data_path's pairs, read (fields, JSON) now; their lengths are checked against the model before SFT
+        self.data_pairs = read_pairs(config.data_path) if config.data_path else []
         self.log = run_log(self.out, config)  # metrics.jsonl (+ TensorBoard with report_to="tensorboard")
         self.parallel = DataParallel(config.distributed, config.device)  # one process unless launched with N
         self.sampling = Sampling(config.max_new_tokens, config.temperature, config.top_p,
@@ -177,11 +180,10 @@ class Trainer:
     def build_models(self) -> None:
         c, pipeline = self.config, self.pipeline
         torch.set_num_threads(c.threads)
-        folder = warm_start(c, self.task, progress=self.progress and self.parallel.is_main)
-        if self.parallel.is_main:
-            record_warm_start(self.out, c, folder)  # `workbench export` rebuilds the policy from it
+        folder = warm_start(c, self.task, progress=self.progress and self.parallel.is_main, pairs=self.data_pairs)
+        self.warm_start_folder = folder  # recorded in RUN/warm_start.json by `setup`
         self.model, self.tokenizer = load_model(str(folder) if folder else c.model, **c.model_kw())
-        check_task_prompts(self.task, self.model, self.tokenizer, c.max_new_tokens)
+        check_task_prompts(self.task, self.model, self.tokenizer, c.max_new_tokens, self.data_pairs, c.data_path)
         reference = pipeline.parts["reference"][0]
         start = StartContext(c, self.task, c.model_kw(), progress=self.progress)
         self.model = reference.fn(self.model, start, **reference.use.kw)
@@ -565,11 +567,18 @@ class Trainer:
     # ------------------------------------------------------------------ the run
 
     def setup(self) -> "Trainer":
-        """Create/check the run folder and build the models (once)."""
+        """Check the run folder, build the models, then write the folder's config.json and warm_start.json (once).
+        Another run's config, or inputs other than the ones the folder recorded (`check_start`), are refused
+        before anything is built; a run refused anywhere before the end of the set-up writes neither file, so the
+        corrected command runs in the same folder."""
         if not hasattr(self, "model"):
             if self.parallel.is_main:  # only rank 0 writes the folder
                 self.lock = claim_run_folder(self.out, self.config)
+                self.start = check_start(self.out, self.config, self.task)
             self.build_models()
+            if self.parallel.is_main:
+                open_run_folder(self.out, self.config)
+                record_warm_start(self.out, self.warm_start_folder, self.start)  # `workbench export` rebuilds from it
         return self
 
     def close(self) -> None:

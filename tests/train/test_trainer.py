@@ -434,7 +434,8 @@ def test_loss_overrides_and_kl_coef_reach_the_preference_loss_or_are_refused(tmp
     with pytest.raises(ValueError, match=r"beta of objective 'preference' is the run's kl_coef: set it with --set "
                                          r"kl_coef=2.0"):
         Trainer(make_config("smoke", recipe="ipo", **PREF, recipe_overrides={"objective": {"beta": 2.0}}), tmp_path)
-    with pytest.raises(ValueError, match=r"preference loss 'dpo' takes no \['bta'\]; its keywords: \['beta'"):
+    with pytest.raises(ValueError, match=r"preference loss 'dpo' takes no \['bta'\] \(did you mean 'beta'\?\); its "
+                                         r"keywords: \['beta'"):
         Trainer(make_config("smoke", recipe="dpo", **PREF, recipe_overrides={"objective": {"bta": 1}}), tmp_path)
     with pytest.raises(ValueError, match=r"unknown recipe override 'loss'"):
         Trainer(make_config("smoke", recipe="dpo", **PREF, recipe_overrides={"loss": {}}), tmp_path)

@@ -142,7 +142,9 @@ def test_eval_names_what_it_cannot_score(full_run, tmp_path, capsys):
     assert cli.main(["eval", str(full_run), *EVAL]) == 2
     assert "is a run folder, not a model folder: export it first" in capsys.readouterr().err
     assert cli.main(["eval", str(tmp_path / "nothing"), *EVAL]) == 2
-    assert "cannot load model" in capsys.readouterr().err
+    assert "is not a built-in model" in capsys.readouterr().err
+    assert cli.main(["eval", "smollm", *EVAL]) == 2
+    assert "did you mean 'smollm2'?" in capsys.readouterr().err
 
 
 def test_lora_run_exports_merged_and_as_an_adapter_both_scored_as_the_run(lora_run, tmp_path, capsys):

@@ -234,7 +234,7 @@ def as_text(value) -> str:
 def load_for_eval(name: str, config):
     """(model, tokenizer) of a `save_pretrained` folder, hub id or "tiny" (`load_model` with the config's
     keywords), or of a PEFT adapter folder (no config.json, an adapter_config.json naming its base)."""
-    from workbench.models import load_model
+    from workbench.models import check_model_name, load_model
 
     path = Path(name)
     if (path / "checkpoints").is_dir() or (path / "metrics.jsonl").exists():
@@ -248,13 +248,8 @@ def load_for_eval(name: str, config):
             raise FileNotFoundError(f"{path}/adapter_config.json names no base model (base_model_name_or_path)")
         model, tokenizer = load_model(base, **config.model_kw())
         return PeftModel.from_pretrained(model, path).eval(), tokenizer
-    try:
-        return load_model(name, **config.model_kw())
-    except OSError as err:  # neither a folder nor a hub id transformers can reach (HF_HUB_OFFLINE=1 in the CLI)
-        if isinstance(err, FileNotFoundError):
-            raise
-        raise FileNotFoundError(f"cannot load model {name!r}: not a save_pretrained folder, and not a hub id "
-                                f"available here ({str(err)[:200]})") from None
+    check_model_name(name)  # a built-in name, a save_pretrained folder or a hub id in the local cache
+    return load_model(name, **config.model_kw())
 
 
 def evaluate_model(config) -> tuple[float, list[dict]]:

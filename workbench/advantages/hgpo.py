@@ -35,8 +35,15 @@ from __future__ import annotations
 import torch
 
 from workbench import registry
-from workbench.advantages.gigpo import (EPISODE_STATS, MODES, episode_advantage, per_token, step_counts, step_returns,
-                                        step_rewards_of)
+from workbench.advantages.gigpo import (
+    EPISODE_STATS,
+    MODES,
+    episode_advantage,
+    per_token,
+    step_counts,
+    step_returns,
+    step_rewards_of,
+)
 from workbench.advantages.group import keyed_normalize
 from workbench.batch import RolloutBatch
 

@@ -24,7 +24,6 @@ from workbench.advantages.group import keyed_normalize
 from workbench.batch import RolloutBatch
 
 
-
 def step_table(batch: RolloutBatch, **meta_kw):
     """Per step of every row: (row, step, invalid, meta reward, tag), from `turn_info`; a batch without it is one
     valid step per row (its completion)."""

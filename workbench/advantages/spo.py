@@ -73,9 +73,11 @@ def check_threshold(prob_threshold) -> None:
 
 # ---------------------------------------------------------------------------------------------------- segments
 
-def check_chain(*, cutpoint_interval=5, **_) -> None:
+def check_chain(*, cutpoint_interval=5, top_p=1.0, **_) -> None:
     if cutpoint_interval < 1:
         raise ValueError(f"cutpoint_interval must be >= 1, got {cutpoint_interval}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p (the continuations' nucleus) must be in (0, 1], got {top_p}")
 
 
 def cutpoints(probs: list[float], *, threshold=0.9, interval=5) -> list[int]:
@@ -372,6 +374,7 @@ def spo_chain_values(batch: RolloutBatch, ctx, *, cutpoint_interval=5, prob_thre
     (the code's unfinished-response penalty, 0.0 in its configs). Identical prefixes are sampled once per step.
     Logs `spo/segments` (mean segments per row), `spo/continuations` (sampled this step), `spo/mc_value` (mean V̂).
     """
+    check_chain(cutpoint_interval=cutpoint_interval, top_p=top_p)
     if mc_samples < 1:
         raise ValueError(f"mc_samples must be >= 1, got {mc_samples}")
     if v0 not in V0:

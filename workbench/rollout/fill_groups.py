@@ -26,7 +26,8 @@ def keep_informative_groups(batch: RolloutBatch) -> RolloutBatch:
     return batch.select(torch.nonzero(keep).flatten())
 
 
-def check_rounds(*, max_rounds=10, **_) -> None:
+def check_rounds(*, max_rounds=3, **_) -> None:
+    """Sampling rounds per step (dynamic-sampling's default 3: the `check` of its registration)."""
     if max_rounds < 1:
         raise ValueError(f"max_rounds (sampling rounds per step) must be >= 1, got {max_rounds}")
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import torch
 
 from workbench import registry
+from workbench.advantages.base import check_discounts
 from workbench.advantages.step_critic import broadcast_steps, step_gae, step_rewards, step_targets, step_values
 from workbench.batch import RolloutBatch
 
@@ -86,7 +87,8 @@ def digirl_targets(batch: RolloutBatch, *, mode="paper", lam=0.5, gamma=0.95, ma
             "the one-step TD error, or the code's 0/1 indicator (hard-filtered AWR weight).",
     equation=r"A_h = \lambda^{H-h} r_H + (1-\lambda^{H-h})\big(V(s_{h+1}) + r_h - V(s_h)\big);\ "
              r"\text{code: } A_h = \mathbb{1}[\mathrm{clip}(V(s_{h+1}) - V(s_h) - 0.05 + r_h + G_h, 0, 1) > 0]",
-    reads=("values", "turn"), needs=("multi_turn",), targets=digirl_targets, choices={"mode": MODES})
+    reads=("values", "turn"), needs=("multi_turn",), targets=digirl_targets, choices={"mode": MODES},
+    check=check_discounts)
 def digirl(batch: RolloutBatch, *, mode="paper", lam=0.5, gamma=0.95, margin=0.05):
     """DigiRL advantage [B, T] (not whitened: an AWR weight). Reads `values` (success logits at rollout time),
     `turn`, `mask`, `rewards`, `turn_rewards`, `token_rewards`. mode "paper" (doubly robust, lam) or "code"

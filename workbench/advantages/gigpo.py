@@ -20,7 +20,7 @@ from collections import defaultdict
 import torch
 
 from workbench import registry
-from workbench.advantages.base import check_rewards, sequence_rewards
+from workbench.advantages.base import check_discounts, check_rewards, sequence_rewards
 from workbench.advantages.group import check_group_sizes, grpo, keyed_normalize
 from workbench.batch import RolloutBatch
 
@@ -155,7 +155,7 @@ def step_rewards_of(batch: RolloutBatch, n_steps: list[int], step_rewards=None) 
     equation=r"A_{i,t} = \frac{R_i - \mathrm{mean}_g R}{\mathrm{std}_g R} + \omega\,"
              r"\frac{G_{i,s} - \mathrm{mean}_{\mathcal{A}(s)} G}{\mathrm{std}_{\mathcal{A}(s)} G},\ "
              r"G_{i,s} = \sum_k \gamma^k r_{i,s+k}",
-    reads=("turn", "turn_info"), choices={"mode": MODES, "episode_stats": EPISODE_STATS})
+    reads=("turn", "turn_info"), choices={"mode": MODES, "episode_stats": EPISODE_STATS}, check=check_discounts)
 def gigpo(batch: RolloutBatch, *, states=None, step_rewards=None, omega=1.0, gamma=0.95, mode="mean_std_norm",
           eps=1e-6, episode_stats="trajectory", allow_singletons=False):
     """GiGPO advantage [B, T]. Reads `rewards` (+ summed `token_rewards`), `group`, `mask`, `turn`, and, unless

@@ -35,6 +35,7 @@ from __future__ import annotations
 import torch
 
 from workbench import registry
+from workbench.advantages.base import check_discounts
 from workbench.advantages.gigpo import (
     EPISODE_STATS,
     MODES,
@@ -91,9 +92,10 @@ def weighted_levels(levels: torch.Tensor, depths: list[int], alpha: float, weigh
     return torch.where(total > 0, aggregate, torch.zeros_like(aggregate))
 
 
-def check_hgpo(*, history_length=2, **_) -> None:
+def check_hgpo(*, history_length=2, **settings) -> None:
     if history_length < 0 or int(history_length) != history_length:
         raise ValueError(f"history_length must be an integer >= 0 (K; depths 1..K+1), got {history_length}")
+    check_discounts(**settings)
 
 
 def hgpo_step_advantages(returns: torch.Tensor, states, group: torch.Tensor, *, history_length=2,

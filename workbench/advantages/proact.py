@@ -48,6 +48,7 @@ from collections import defaultdict
 import torch
 
 from workbench import registry
+from workbench.advantages.base import check_discounts
 from workbench.advantages.group import keyed_normalize
 from workbench.advantages.step_critic import (
     broadcast_steps,
@@ -72,14 +73,16 @@ def check_mode(mode) -> None:
         raise ValueError(f"proact-mc-critic: mode must be one of {MODES} (MC-GRPO, MC-PPO), got {mode!r}")
 
 
-def check_rollouts(*, num_rollouts=1000, max_steps=1000, **_) -> None:
+def check_rollouts(*, num_rollouts=1000, max_steps=1000, **settings) -> None:
     if num_rollouts < 1 or max_steps < 1:
         raise ValueError(f"proact-mc-critic: num_rollouts and max_steps must be >= 1, got {num_rollouts}, {max_steps}")
+    check_discounts(**settings)
 
 
-def check_mix(*, mc_value_weight=0.9, **_) -> None:
+def check_mix(*, mc_value_weight=0.9, **settings) -> None:
     if not 0 <= mc_value_weight <= 1:
         raise ValueError(f"proact-mc-critic: mc_value_weight must be in [0, 1], got {mc_value_weight}")
+    check_discounts(**settings)
 
 
 # ---------------------------------------------------------------------------------------------------- estimators

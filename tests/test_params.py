@@ -1,5 +1,6 @@
 """Component parameters: types from defaults (or the declared alternatives), ranges by name, and the pipeline refusing a
 misspelt or ill-typed setting before anything runs."""
+import inspect
 import math
 
 import pytest
@@ -72,6 +73,16 @@ def test_every_declared_choice_names_a_setting_and_holds_its_default():
         for e in registry.entries(kind):
             for name, options in e.choices.items():
                 assert name in e.defaults and e.defaults[name] in options, (kind, e.key, name)
+
+
+def test_a_check_defaults_the_settings_it_checks_as_its_component_does():
+    """A recipe gives `check` only the settings it changes: the others must default as the component's do (a check
+    combining cispo's cap_abs with eps_low must see cap_abs=5.0 when the recipe leaves it)."""
+    for kind in registry.KINDS:
+        for e in registry.entries(kind):
+            for name, p in (inspect.signature(e.check).parameters.items() if e.check else ()):
+                if p.default is not inspect.Parameter.empty and name in e.defaults:
+                    assert p.default == e.defaults[name], (kind, e.key, name)
 
 
 def test_a_value_outside_the_declared_choices_is_refused_with_the_closest_option():

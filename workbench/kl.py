@@ -57,12 +57,13 @@ def abs_(logp, ref_logp, *, logr_clamp=None):
 
 
 ESTIMATORS = {"k1": k1, "k2": k2, "k3": k3, "abs": abs_}
+KINDS = (*ESTIMATORS, *(f"{k}+" for k in ESTIMATORS))  # `estimate`'s: an estimator, or its straight-through form
 
 
 @registry.kl(
     "kl-straight-through", title=_TITLE,
     summary="Forward value of k1/k3/abs with the gradient of k2 (verl `k1+`, `k3+`, `abs+`).",
-    equation=r"k = k_2 - \mathrm{sg}(k_2) + \mathrm{sg}(k_x)")
+    equation=r"k = k_2 - \mathrm{sg}(k_2) + \mathrm{sg}(k_x)", choices={"base": tuple(ESTIMATORS)})
 def straight_through(logp, ref_logp, *, base="k3", logr_clamp=None, value_clamp=None):
     """Value k_x (clamped as asked), gradient of the unclamped k2 = logp - ref everywhere.
 

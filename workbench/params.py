@@ -33,6 +33,11 @@ ALTERNATIVES = {  # parameters that take more than one type: each a type or a li
     "allow_singletons": (bool, "keep"),  # a group of one: refuse (False), A = 0 (True) or A = R ("keep", verl's)
     "max_len": (int, None),               # a length scale; None: the run's max_new_tokens
     "bias_correction": (None, "token", "sequence"),  # TRL's KL bias correction, per token or per sequence
+    "is_cap": (float, None),              # R²VPO's cap on pi_old / mu; None: no stale-sample weight
+    "cap_abs": (float, None),             # CISPO's absolute cap on r; None: the relative eps_low / eps_high convention
+    "gamma_beta_ratio": (float, None),    # SimPO's margin as gamma / beta; None: the absolute gamma convention
+    "prob_threshold": (float, None),      # SPO's probability mask; None: no mask (the advantage and the token mask)
+    "guard": (str, None),                 # VL-DAC's ratio guard scope; None: plain PPO clip
 }
 
 

@@ -7,6 +7,8 @@ from workbench import ops, registry
 from workbench.advantages.baselines import degenerate_groups, gpg, gpg_alpha, opo, reinforce_plus_plus_baseline, remax
 from workbench.advantages.group import grpo
 from workbench.advantages.reinforce import reinforce_plus_plus
+from workbench.recipes import get_recipe, with_overrides
+from workbench.train.pipeline import Pipeline
 
 
 @pytest.mark.covers("reinforce_plus_plus_baseline", "gpg", "opo", "remax")
@@ -176,3 +178,13 @@ def test_gpg_gradient_is_alpha_times_group_baseline_reinforce():
 def test_degenerate_groups_is_exact_for_rounded_equal_rewards():
     r = torch.tensor([0.1, 0.1, 0.1, 0.3, 0.1], dtype=torch.float64)
     assert degenerate_groups(r, torch.tensor([0, 0, 0, 1, 1])).tolist() == [True, True, True, False, False]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"f_norm": 0}, r"advantage 'gpg': f_norm \(GPG's divisor of the advantage\) must be > 0, got 0"),
+    ({"alpha_mode": "verl2"}, r"alpha_mode='verl2' is not one of \['paper', 'verl'\]"),
+])
+def test_gpg_settings_are_refused_when_the_recipe_is_built(overrides, message):
+    """f_norm = 0 divided by zero in the first step's advantage."""
+    with pytest.raises(ValueError, match=message):
+        Pipeline(with_overrides(get_recipe("gpg"), {"advantage:gpg": overrides}))

@@ -8,6 +8,8 @@ from workbench import registry
 from workbench.advantages.digirl import (digirl, digirl_filter, digirl_steps, digirl_targets, doubly_robust_advantage,
                                          indicator_advantage, top_quantile_keep)
 from workbench.advantages.step_critic import turn_spans
+from workbench.recipes import get_recipe, with_overrides
+from workbench.train.pipeline import Pipeline
 
 pytestmark = pytest.mark.covers("digirl")
 
@@ -97,3 +99,12 @@ def test_the_token_mask_zeroes_the_rows_below_the_cutoff_and_leaves_the_critic_a
     assert int(kept.sum()) == 2 and bool(score[kept].min() >= score[~kept].max())
     assert torch.equal(mask[kept], b.mask[kept]) and torch.equal(b.value_mask, vmask)
     assert torch.equal(digirl_filter(b, quantile=0.0), b.mask)
+
+
+@pytest.mark.parametrize("target, overrides, message", [
+    ("token_masks:digirl", {"quantile": 1.5}, r"token_mask 'digirl': quantile must be in \[0, 1\], got 1.5"),
+    ("advantage:digirl", {"mode": "cod"}, r"advantage 'digirl': mode='cod' is not one of \['paper', 'code'\]"),
+])
+def test_settings_it_cannot_take_are_refused_when_the_recipe_is_built(target, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        Pipeline(with_overrides(get_recipe("digirl"), {target: overrides}))

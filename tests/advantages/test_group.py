@@ -8,6 +8,8 @@ from tests.helpers import GROUPS, REWARDS, make_batch, per_seq
 from workbench import registry
 from workbench.advantages.group import group_index, group_mean, group_stats, grpo, rloo
 from workbench.batch import RolloutBatch
+from workbench.recipes import get_recipe, with_overrides
+from workbench.train.pipeline import Pipeline
 
 G = 4
 
@@ -145,3 +147,15 @@ def test_equal_rewards_give_exactly_zero_advantage_at_every_scale(key, hp, G, dt
         assert torch.equal(A, torch.zeros_like(A)), (value, A.abs().max())
         if key == "gbpo":  # its target advantage centres on the median: exact already, kept so
             assert torch.equal(batch.target_adv, torch.zeros_like(batch.target_adv))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"scale": "grup"}, r"advantage 'grpo': scale='grup' is not one of \['group', 'batch', 'none'\] \(did you mean "
+                        r"'group'\?\)"),
+    ({"eps_mode": "floor"}, r"eps_mode='floor' is not one of \['add', 'floor_add'\]"),
+    ({"token_rewards_mode": "togo"}, r"token_rewards_mode='togo' is not one of \['in_baseline', 'to_go'\]"),
+])
+def test_grpo_named_options_are_refused_when_the_recipe_is_built(overrides, message):
+    """scale was checked only after the rewards were read: a 1-step run refused scale='' mid-training."""
+    with pytest.raises(ValueError, match=message):
+        Pipeline(with_overrides(get_recipe("accuracy-reward"), {"advantage:grpo": overrides}))

@@ -22,7 +22,7 @@ from workbench.batch import RolloutBatch
 from workbench.context import StepContext
 from workbench.envs.base import Env
 from workbench.models import char_tokenizer
-from workbench.recipes import Recipe, use
+from workbench.recipes import Recipe, get_recipe, use, with_overrides
 from workbench.rollout import Sampling, turns
 from workbench.tasks import get_task
 from workbench.train.pipeline import Pipeline
@@ -242,3 +242,15 @@ def test_needs_a_multi_turn_task_with_copyable_enumerable_environments():
     with pytest.raises(ValueError, match="reads"):                     # the advantage without its values
         Pipeline(Recipe(key="r", title="t", summary="s", advantage=[use("proact-mc-critic")]))
     assert registry.get("reward_shaping", "proact-mc-critic").defaults["num_rollouts"] == 1000
+
+
+@pytest.mark.parametrize("target, overrides, message", [
+    ("reward_shaping:proact-mc-critic", {"num_rollouts": 0}, r"reward_shaping 'proact-mc-critic': proact-mc-critic: "
+                                                              r"num_rollouts and max_steps must be >= 1, got 0"),
+    ("reward_shaping:proact-mc-critic", {"moves": "every"}, r"moves='every' is not one of \['fallback', 'all'\]"),
+    ("advantage:proact-mc-critic", {"mc_value_weight": 1.5}, r"mc_value_weight must be in \[0, 1\], got 1.5"),
+    ("advantage:proact-mc-critic", {"returns": "mix"}, r"returns='mix' is not one of \['mixed', 'critic'\]"),
+])
+def test_settings_it_cannot_take_are_refused_when_the_recipe_is_built(target, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        Pipeline(with_overrides(get_recipe("proact-mc-critic"), {target: overrides}))

@@ -5,6 +5,8 @@ import torch
 from tests.helpers import D, grad, random_mask
 from workbench.advantages.gae import gae_and_returns
 from workbench.advantages.truncated import egae, egae_value_mask
+from workbench.recipes import get_recipe, with_overrides
+from workbench.train.pipeline import Pipeline
 from workbench.values import value_loss
 
 
@@ -82,3 +84,13 @@ def test_registered_t_ppo_equals_gae_when_nothing_is_truncated():
     b.truncated = torch.tensor([True, False, False])
     returns, value_mask = truncated_gae_targets(b)
     assert torch.all(value_mask[0] == 0) and torch.equal(value_mask[1:], b.mask[1:])
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"gamma": -1e9}, r"advantage 't-ppo': gamma \(the discount\) must be in \[0, 1\], got -1000000000.0"),
+    ({"lam": 1.5}, r"lam \(the GAE trace decay\) must be in \[0, 1\], got 1.5"),
+])
+def test_a_discount_outside_0_1_is_refused_when_the_recipe_is_built(overrides, message):
+    """gamma = -1e9 trained a step to an infinite loss (the pipeline fuzz)."""
+    with pytest.raises(ValueError, match=message):
+        Pipeline(with_overrides(get_recipe("t-ppo"), {"advantage:t-ppo": overrides}))

@@ -8,7 +8,7 @@ import torch
 from tests.helpers import D, batch_with_mask, step_context
 from workbench import registry
 from workbench.controllers.sac_temperature import SACTemperature
-from workbench.recipes import get_recipe
+from workbench.recipes import get_recipe, with_overrides
 from workbench.train.pipeline import Pipeline
 
 
@@ -113,3 +113,9 @@ def test_the_recipe_drives_and_logs_alpha():
 def test_bad_parameters_are_refused(bad, match):
     with pytest.raises(ValueError, match=match):
         SACTemperature.init(**{"initial": 0.1, **bad})
+
+
+def test_an_unknown_optimizer_is_refused_when_the_recipe_is_built():
+    with pytest.raises(ValueError, match=r"controller 'sac-temperature': optimizer='adamw' is not one of \['adam', "
+                                         r"'sgd'\] \(did you mean 'adam'\?\)"):
+        Pipeline(with_overrides(get_recipe("sac-temperature"), {"controllers:sac-temperature": {"optimizer": "adamw"}}))

@@ -5,6 +5,8 @@ import torch
 from tests.helpers import D, grad, random_batch, tokens
 from workbench import ops, registry
 from workbench.objectives.cispo import cispo
+from workbench.recipes import get_recipe, with_overrides
+from workbench.train.pipeline import Pipeline
 
 
 def cispo_token_grad(r, sign, **kw):
@@ -62,3 +64,17 @@ def test_cispo_convention_errors_name_both_readings():
             cispo(logp, old, A, mask, **kw)
         assert "TRL" in str(e.value) and "verl" in str(e.value)
     assert registry.get("objective", "cispo").defaults["cap_abs"] == 5.0
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"eps_low": 0.2, "eps_high": 0.3}, r"objective 'cispo': CISPO has two incompatible weight conventions.*got "
+                                        r"cap_abs=5.0 together with eps_low=0.2"),
+    ({"cap_abs": None, "eps_high": 0.3}, r"got cap_abs=None, eps_low=None, eps_high=0.3"),
+    ({"cap_abs": 0.5}, r"cap_abs=0.5 < 1 would down-weight even on-policy tokens"),
+    ({"level": "seq"}, r"level='seq' is not one of \['token', 'sequence'\]"),
+])
+def test_a_weight_convention_it_cannot_take_is_refused_when_the_recipe_is_built(overrides, message):
+    """The conventions were checked on the first minibatch's ratios: a run got as far as its first update."""
+    with pytest.raises(ValueError, match=message):
+        Pipeline(with_overrides(get_recipe("cispo"), {"objective": overrides}))
+    Pipeline(with_overrides(get_recipe("cispo"), {"objective": {"cap_abs": None, "eps_low": 0.2, "eps_high": 0.3}}))

@@ -89,7 +89,7 @@ def test_its_reads_follow_its_inputs():
 
 
 def test_bad_parameters_are_refused_naming_what_exists():
-    with pytest.raises(ValueError, match="no preference named 'dpx'"):
+    with pytest.raises(ValueError, match=r"loss='dpx' is no registered preference loss \(did you mean 'dpo'\?\)"):
         check_preference(loss="dpx")
     with pytest.raises(ValueError, match=r"takes no \['bta'\]"):
         check_preference(loss="dpo", bta=1)
@@ -98,6 +98,19 @@ def test_bad_parameters_are_refused_naming_what_exists():
     with pytest.raises(ValueError, match="same number of responses per item"):
         preference(token_logps(0), None, None, MASK, loss="dpo", group=torch.tensor([0, 0, 0, 1, 1, 2]),
                    ref_logp=token_logps(1))
+
+
+def test_the_loss_own_checks_run_when_the_recipe_is_built():
+    """The loss is called with stand-ins for its log-probs and its inputs: what it refuses before reading them (a
+    setting, an input it needs and the recipe does not give) is refused here, as are its `check`'s refusals."""
+    rewards = ("chosen_reward", "rejected_reward")
+    check_preference(loss="refuel", inputs=rewards, eta=2.0)
+    with pytest.raises(ValueError, match=r"eta must be > 0, got 0"):
+        check_preference(loss="refuel", inputs=rewards, eta=0.0)
+    with pytest.raises(ValueError, match=r"refuel needs chosen_reward and rejected_reward"):
+        check_preference(loss="refuel")
+    with pytest.raises(ValueError, match=r"the IPO loss takes no label smoothing, got label_smoothing=0.1"):
+        check_preference(loss="mcts-dpo", loss_type="ipo", label_smoothing=0.1)
 
 
 def test_it_is_registered_as_an_objective_that_minibatches_whole_items():

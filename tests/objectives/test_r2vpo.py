@@ -7,6 +7,8 @@ from tests.helpers import D, grad, random_batch, tokens
 from workbench import ops, registry
 from workbench.objectives.ppo import ppo_clip
 from workbench.objectives.r2vpo import r2vpo
+from workbench.recipes import get_recipe, with_overrides
+from workbench.train.pipeline import Pipeline
 
 
 def with_mu(seed, staleness=0.6):
@@ -85,3 +87,10 @@ def test_bad_parameters_are_refused(bad, match):
     logp, old, A, mask = tokens([1.0, 1.1], [1.0, -1.0])
     with pytest.raises(ValueError, match=match):
         r2vpo(logp, old, A, mask, mu_logp=old.clone(), **bad)
+
+
+@pytest.mark.parametrize("value", [0, -1.0])
+def test_an_is_cap_that_is_not_positive_is_refused_when_the_recipe_is_built(value):
+    with pytest.raises(ValueError, match=rf"objective 'r2vpo': is_cap must be > 0 or None, got {value}"):
+        Pipeline(with_overrides(get_recipe("r2vpo"), {"objective": {"is_cap": value}}))
+    Pipeline(with_overrides(get_recipe("r2vpo"), {"objective": {"is_cap": None}}))  # no stale-sample weight

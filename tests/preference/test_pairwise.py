@@ -8,6 +8,8 @@ import torch.nn.functional as F
 
 from tests.helpers import D, grad, lengths, pairs
 from workbench.preference.pairwise import cdpo_robust, dpo, hinge, ipo, simpo
+from workbench.recipes import get_recipe, with_overrides
+from workbench.train.pipeline import Pipeline
 
 pytestmark = pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")
 
@@ -244,3 +246,16 @@ def test_simpo_without_margin_at_equal_lengths_is_reference_free_dpo():
     l_d = dpo(c, r, z, z, beta=2.0 / 6.0)[0]
     torch.testing.assert_close(l_s, l_d)
     torch.testing.assert_close(grad(l_s, c), grad(l_d, c))
+
+
+@pytest.mark.parametrize("recipe, overrides, message", [
+    ("cdpo-robust", {"form": "rdpo", "label_smoothing": 0.5},
+     r"objective 'preference': rdpo label_smoothing \(flip rate\) must lie in \[0, 0.5\)"),
+    ("cdpo-robust", {"form": "robust"},
+     r"preference loss 'cdpo-robust': form='robust' is not one of \['cdpo', 'rdpo'\]"),
+    ("simpo", {"gamma": 1.0}, r"SimPO has two margin conventions"),
+])
+def test_settings_the_loss_cannot_take_are_refused_when_the_recipe_is_built(recipe, overrides, message):
+    """A preference loss runs inside the preference objective: its own checks ran at the first update."""
+    with pytest.raises(ValueError, match=message):
+        Pipeline(with_overrides(get_recipe(recipe), {"objective": overrides}))

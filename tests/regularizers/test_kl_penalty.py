@@ -8,7 +8,9 @@ from workbench.advantages.base import sequence_rewards
 from workbench.advantages.baselines import opo, reinforce_plus_plus_baseline
 from workbench.advantages.group import grpo
 from workbench.advantages.reinforce import reinforce_plus_plus
+from workbench.recipes import get_recipe, with_overrides
 from workbench.regularizers.kl_penalty import kl_in_loss, kl_in_reward
+from workbench.train.pipeline import Pipeline
 
 
 def _kl_toy():
@@ -49,3 +51,12 @@ def test_in_reward_k1_summed_per_sequence_is_trl_rloo_penalty():
     shaped = make_batch(REWARDS, GROUPS, LENGTHS, token_rewards=kl_in_reward(logp, ref, b.mask, beta=beta))
     trl = torch.tensor(REWARDS, dtype=torch.float64) - beta * ((logp.detach() - ref) * b.mask).sum(-1)
     assert torch.allclose(sequence_rewards(shaped), trl)
+
+
+@pytest.mark.parametrize("target", ["regularizers:kl-penalty", "reward_shaping:kl-in-reward"])
+def test_an_unknown_estimator_is_refused_when_the_recipe_is_built(target):
+    recipe = "accuracy-reward" if target.startswith("regularizers") else "arlcp"
+    with pytest.raises(ValueError, match=r"estimator='k4' is not one of \['k1', 'k2', 'k3', 'abs', 'k1\+', 'k2\+', "
+                                         r"'k3\+', 'abs\+'\]"):
+        Pipeline(with_overrides(get_recipe(recipe), {target: {"estimator": "k4"}}))
+    Pipeline(with_overrides(get_recipe(recipe), {target: {"estimator": "k3+"}}))

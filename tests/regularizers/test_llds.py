@@ -9,6 +9,8 @@ from workbench import registry
 from workbench.context import Forward
 from workbench.objectives.ppo import ppo_clip
 from workbench.regularizers.llds import llds, llds_penalty, runs
+from workbench.recipes import get_recipe, with_overrides
+from workbench.train.pipeline import Pipeline
 
 
 def run(logp, old, A, mask, **kw):
@@ -118,3 +120,13 @@ def test_bad_parameters_are_refused():
         llds_penalty(logp, old, A, mask, preserve="correct")
     with pytest.raises(ValueError, match="all zero"):
         llds_penalty(logp, old, A, torch.zeros_like(mask))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"gate": "actions"}, r"regularizer 'llds': gate='actions' is not one of \['action', 'response'\] \(did you "
+                          r"mean 'action'\?\)"),
+    ({"preserve": "positive"}, r"preserve='positive' is not one of \['non-negative', 'all'\]"),
+])
+def test_its_named_options_are_refused_when_the_recipe_is_built(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        Pipeline(with_overrides(get_recipe("llds"), {"regularizers:llds": overrides}))

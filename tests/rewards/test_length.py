@@ -6,6 +6,8 @@ import torch
 
 from workbench import registry
 from workbench.rewards.length import cosine_length_reward, cosine_scaled, soft_overlong, soft_overlong_reward
+from workbench.recipes import get_recipe, with_overrides
+from workbench.train.pipeline import Pipeline
 
 D = torch.float64
 
@@ -150,3 +152,12 @@ def test_cosine_length_is_finite_on_degenerate_completions():
 def test_completion_ids_must_match_the_completions():
     with pytest.raises(ValueError, match="completion_ids"):
         cosine_length_reward(["a", "b"], [[1]], scores=[1.0, 0.0])
+
+
+def test_a_negative_buffer_is_refused_when_the_recipe_is_built():
+    """A buffer above the run's max_new_tokens is refused when the reward first runs (it needs the run's budget)."""
+    with pytest.raises(ValueError, match=r"reward 'soft-overlong': soft-overlong needs 0 <= buffer <= max_len, got "
+                                         r"buffer=-1"):
+        Pipeline(with_overrides(get_recipe("dapo"), {"rewards:soft-overlong": {"buffer": -1}}))
+    with pytest.raises(ValueError, match=r"got buffer=8, max_len=6"):
+        Pipeline(with_overrides(get_recipe("dapo"), {"rewards:soft-overlong": {"buffer": 8, "max_completion_len": 6}}))

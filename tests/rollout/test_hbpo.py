@@ -11,6 +11,8 @@ from workbench.rewards.hbpo import budget_of, row_budgets
 from workbench.rollout import Sampling
 from workbench.rollout.hbpo import Budgeted, BudgetEnv, budgets_for, hbpo_rollout, with_budget
 from workbench.tasks import Example, Task, get_task
+from workbench.recipes import get_recipe, with_overrides
+from workbench.train.pipeline import Pipeline
 
 pytestmark = pytest.mark.covers("hbpo-reward")
 
@@ -97,3 +99,14 @@ def test_multi_message_environments_get_the_sentence_in_their_last_user_message(
     assert batch.group.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
     assert [budget_of(p) for p in batch.prompts] == [1, 1, 3, 3] * 2
     assert all("be brief" in p for p in batch.prompts)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"fractions": []}, r"rollout 'hbpo-reward': hbpo-reward: fractions must be a non-empty list of numbers > 0"),
+    ({"fractions": [0.5, -0.25]}, r"fractions must be a non-empty list of numbers > 0, got \[0.5, -0.25\]"),
+    ({"budgets": [4, 0]}, r"budgets must be a non-empty list of ints >= 1, got \[4, 0\]"),
+])
+def test_budgets_it_cannot_take_are_refused_when_the_recipe_is_built(overrides, message):
+    """They were checked against the run's max_new_tokens inside the rollout, i.e. at the first step."""
+    with pytest.raises(ValueError, match=message):
+        Pipeline(with_overrides(get_recipe("hbpo-advantage"), {"rollout": overrides}))

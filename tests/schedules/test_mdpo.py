@@ -5,6 +5,8 @@ import torch
 from tests.helpers import D
 from workbench.objectives.mirror import mdpo_surrogate
 from workbench.schedules.mdpo import mdpo_inv_t
+from workbench.recipes import get_recipe, with_overrides
+from workbench.train.pipeline import Pipeline
 
 
 @pytest.mark.covers("mdpo")
@@ -22,3 +24,9 @@ def test_mdpo_inv_t_schedule_matches_reference_and_is_guarded():
     with pytest.raises(ValueError):
         mdpo_surrogate(torch.zeros(1, 1, dtype=D), torch.zeros(1, 1, dtype=D), torch.ones(1, 1, dtype=D),
                        torch.ones(1, 1, dtype=D), inv_t=-1.0)
+
+
+def test_a_floor_that_is_not_positive_is_refused_when_the_recipe_is_built():
+    """t_min was checked after the step and the run's length, i.e. at the first step that evaluated the schedule."""
+    with pytest.raises(ValueError, match=r"schedule 'mdpo-inv-t': t_min must be > 0, got 0"):
+        Pipeline(with_overrides(get_recipe("mdpo"), {"schedules:mdpo-inv-t": {"t_min": 0}}))

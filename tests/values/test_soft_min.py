@@ -8,6 +8,8 @@ from workbench.train.config import make_config
 from workbench.train.trainer import Trainer
 from workbench.values import ValueHead
 from workbench.values.soft_min import SoftMinValueHead, huber_value_loss, safe_value, soft_min
+from workbench.recipes import get_recipe, with_overrides
+from workbench.train.pipeline import Pipeline
 
 
 def pairs(seed, n=200, scale=3.0):
@@ -104,3 +106,13 @@ def test_trainer_builds_the_soft_min_head_for_the_safe_recipe_only(tmp_path):
     ppo = Trainer(make_config("smoke", recipe="ppo", **{**TINY, "steps": 1}), tmp_path / "ppo", progress=False)
     ppo.setup()
     assert type(ppo.value_head) is ValueHead
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"alpha": 0}, r"value 'safe': alpha must be > 0, got 0"),
+    ({"delta": 0}, r"value 'safe': delta and clip_eps must be > 0, got delta=0, clip_eps=0.2"),
+    ({"clip_eps": -1}, r"got delta=0.5, clip_eps=-1"),
+])
+def test_settings_it_cannot_take_are_refused_when_the_recipe_is_built(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        Pipeline(with_overrides(get_recipe("safe"), {"value": overrides}))

@@ -44,6 +44,12 @@ ADORA_TITLE = "ADORA: Training Reasoning Models with Dynamic Advantage Estimatio
 EMPTY = ("llm", "vl")
 
 
+def check_adora(*, lam=0.1, **_) -> None:
+    if not 0 <= lam <= 1:
+        raise ValueError(f"adora: lam (the damping of a group without the length advantage) must be in [0, 1], "
+                         f"got {lam}")
+
+
 def truncated_rows(batch: RolloutBatch, max_length: int | None) -> torch.Tensor:
     """[B] bool: no EOS within the budget (`batch.truncated`), or, when `max_length` is given, length >= it (the
     code's rule: only responses shorter than max_length_threshold count as incorrect)."""
@@ -81,7 +87,7 @@ def length_weights(correct: torch.Tensor, lengths: torch.Tensor, truncated: torc
             "longer than the mean length of its incorrect non-truncated ones (favours long correct reasoning).",
     equation=r"A_{i,t} \leftarrow w_g A_{i,t},\quad w_g = \begin{cases} 1 & \max_{j\in g^+} |y_j| > "
              r"\mathrm{mean}_{j\in g^-} |y_j| \\ \lambda & \text{otherwise}\end{cases}",
-    reads=("advantages",))
+    reads=("advantages",), choices={"empty": EMPTY}, check=check_adora)
 def adora(batch: RolloutBatch, *, lam=0.1, threshold=0.5, max_length=None, empty="llm"):
     """Rescales the chain's `advantages` [B, T] by the group weight w_g (module docstring). Reads `rewards`
     (+ summed `token_rewards`, the R the group baseline saw: correct = R > threshold), `group`, `mask` (|y_i| =
@@ -91,10 +97,8 @@ def adora(batch: RolloutBatch, *, lam=0.1, threshold=0.5, max_length=None, empty
     correct (0.5, the VL code's; 1.01 in the Logic-RL code). max_length: a response this long or longer also
     counts as truncated (the code's 4054; None: only `batch.truncated`). empty: "llm" or "vl" (module docstring).
     """
+    check_adora(lam=lam)
     batch.require("advantages")
-    if not 0 <= lam <= 1:
-        raise ValueError(f"adora: lam (the damping of a group without the length advantage) must be in [0, 1], "
-                         f"got {lam}")
     correct = sequence_rewards(batch) > threshold
     w = length_weights(correct, batch.lengths, truncated_rows(batch, max_length), batch.group, lam=lam, empty=empty)
     return batch.advantages * w[:, None].to(batch.advantages.dtype)

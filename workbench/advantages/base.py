@@ -60,6 +60,16 @@ def split_rewards(batch: RolloutBatch, token_rewards_mode: str) -> tuple[torch.T
     return batch.rewards.double(), to_go
 
 
+def check_discounts(**settings) -> None:
+    """A recipe's gamma (the discount) and lam (GAE's trace decay), where it sets them, each in [0, 1]: the `check` of
+    the estimators whose gamma and lam are these (elsewhere the names mean other things: SimPO's margin, ...)."""
+    for name in ("gamma", "lam"):
+        value = settings.get(name)
+        if value is not None and not 0 <= value <= 1:
+            raise ValueError(f"{name} (the {'discount' if name == 'gamma' else 'GAE trace decay'}) must be in "
+                             f"[0, 1], got {value}")
+
+
 def broadcast(per_seq: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Per-sequence advantage [B] over the response mask -> [B, T] (verl `scores.unsqueeze(-1) * mask`)."""
     return per_seq[:, None].to(mask.dtype) * mask

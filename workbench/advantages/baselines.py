@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from workbench import ops, registry
-from workbench.advantages.base import broadcast, sequence_rewards, token_rewards
+from workbench.advantages.base import TOKEN_REWARD_MODES, broadcast, sequence_rewards, token_rewards
 from workbench.advantages.group import check_group_sizes, group_index, group_mean, grpo
 from workbench.advantages.reinforce import discounted_returns
 from workbench.batch import RolloutBatch
@@ -36,7 +36,8 @@ def degenerate_groups(rewards: torch.Tensor, group: torch.Tensor) -> torch.Tenso
     title="REINFORCE++: A Simple and Efficient Approach for Aligning Large Language Models",
     summary="Group-mean-centered outcome reward, then whitened over all valid tokens of the batch.",
     equation=r"\tilde R_i = R_i - \mathrm{mean}_g R,\quad "
-             r"A = \mathrm{whiten}_{\text{batch tokens}}(\tilde R_i\, m_{i,t})")
+             r"A = \mathrm{whiten}_{\text{batch tokens}}(\tilde R_i\, m_{i,t})",
+    choices={"token_rewards_mode": TOKEN_REWARD_MODES})
 def reinforce_plus_plus_baseline(batch: RolloutBatch, *, unbiased=True, eps=1e-8, allow_singletons=False,
                                  token_rewards_mode="in_baseline"):
     """R~_i = R_i - mean_g R broadcast over m, then A = masked_whiten(R~) over every valid token.
@@ -97,6 +98,14 @@ def opo(batch: RolloutBatch, *, allow_singletons=False):
     return broadcast(torch.where(single, kept, rewards - baseline), batch.mask)
 
 
+ALPHA_MODES = ("paper", "verl")  # GPG's alpha: B / (B - M) over all-equal groups, or verl's count of nonzero rewards
+
+
+def check_gpg(*, f_norm=1.0, **_) -> None:
+    if not f_norm > 0:
+        raise ValueError(f"f_norm (GPG's divisor of the advantage) must be > 0, got {f_norm}")
+
+
 def gpg_alpha(batch: RolloutBatch, alpha_mode: str = "paper", keep_singletons: bool = False) -> float:
     """GPG's rescaling factor alpha for the batch.
 
@@ -123,7 +132,8 @@ def gpg_alpha(batch: RolloutBatch, alpha_mode: str = "paper", keep_singletons: b
 @registry.advantage(
     "gpg", title="GPG: A Simple and Strong Reinforcement Learning Baseline for Model Reasoning",
     summary="Group-mean advantage rescaled by B/(B-M) to undo the dilution by all-equal groups.",
-    equation=r"A_i = \alpha\,\frac{R_i - \mathrm{mean}_g R}{F_{\text{norm}}},\quad \alpha = \frac{B}{B - M}")
+    equation=r"A_i = \alpha\,\frac{R_i - \mathrm{mean}_g R}{F_{\text{norm}}},\quad \alpha = \frac{B}{B - M}",
+    choices={"alpha_mode": ALPHA_MODES}, check=check_gpg)
 def gpg(batch: RolloutBatch, *, alpha_mode="paper", f_norm=1.0, allow_singletons=False):
     """GPG advantage A_i = alpha (R_i - mean_g R) / f_norm. Reads `rewards` (+ `token_rewards`), `group`, `mask`.
 
@@ -137,5 +147,6 @@ def gpg(batch: RolloutBatch, *, alpha_mode="paper", f_norm=1.0, allow_singletons
     (A = alpha R / f_norm), and they are not in M.
     The GPG policy loss (-A logp, no ratio, no clip) is a separate objective.
     """
+    check_gpg(f_norm=f_norm)
     alpha = gpg_alpha(batch, alpha_mode, keep_singletons=allow_singletons == "keep")
     return grpo(batch, scale="none", allow_singletons=allow_singletons) * (alpha / f_norm)

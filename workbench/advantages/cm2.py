@@ -58,6 +58,7 @@ from workbench.advantages.base import broadcast
 from workbench.advantages.gigpo import per_token
 from workbench.advantages.group import group_stats, keyed_normalize
 from workbench.batch import RolloutBatch
+from workbench.rewards.base import CORRECTNESS_VERIFIERS
 from workbench.rewards.checklist import backfilled, checklist_rows, eligible, step_rewards, turn_reward
 
 CM2_TITLE = "CM2: Reinforcement Learning with Checklist Rewards for Multi-Turn and Multi-Step Agentic Tool Use"
@@ -180,7 +181,9 @@ def per_step_tokens(values: list, batch: RolloutBatch) -> torch.Tensor:
             "per-turn reward, or the weighted mean over eligible items of (backfilled item reward - item baseline).",
     equation=r"A_{t,s} = \frac{\sum_{c\in E_{t,s}} w_{t,c}\,(\tilde r_{t,s,c} - b_{t,c})/F_{norm}}"
              r"{\sum_{c\in E_{t,s}} w_{t,c}},\quad A_{\text{traj}} = \frac{R - \mathrm{mean}_G R}{F_{norm}(R)}",
-    reads=("turn",))
+    reads=("turn",),
+    choices={"level": LEVELS, "f_norm": F_NORMS, "step_weights": STEP_WEIGHTS, "step_baseline": STEP_BASELINES,
+             "verifier": CORRECTNESS_VERIFIERS})
 def cm2_advantage(batch: RolloutBatch, *, level="trajectory", f_norm="std", min_samples=2, step_weights="mean",
                   step_baseline="group", eps=1e-6, rows=None, judge=None, checklist=None, verifier="auto"):
     """A [B, T] at `level` (module docstring). Reads `prompts`, `scores` (else `rewards`: the answer item),

@@ -31,6 +31,7 @@ from __future__ import annotations
 import torch
 
 from workbench import registry
+from workbench.advantages.base import check_discounts
 from workbench.advantages.step_critic import broadcast_steps, step_gae, step_rewards, step_targets, step_values
 from workbench.batch import RolloutBatch
 
@@ -86,7 +87,8 @@ def digirl_targets(batch: RolloutBatch, *, mode="paper", lam=0.5, gamma=0.95, ma
             "the one-step TD error, or the code's 0/1 indicator (hard-filtered AWR weight).",
     equation=r"A_h = \lambda^{H-h} r_H + (1-\lambda^{H-h})\big(V(s_{h+1}) + r_h - V(s_h)\big);\ "
              r"\text{code: } A_h = \mathbb{1}[\mathrm{clip}(V(s_{h+1}) - V(s_h) - 0.05 + r_h + G_h, 0, 1) > 0]",
-    reads=("values", "turn"), needs=("multi_turn",), targets=digirl_targets)
+    reads=("values", "turn"), needs=("multi_turn",), targets=digirl_targets, choices={"mode": MODES},
+    check=check_discounts)
 def digirl(batch: RolloutBatch, *, mode="paper", lam=0.5, gamma=0.95, margin=0.05):
     """DigiRL advantage [B, T] (not whitened: an AWR weight). Reads `values` (success logits at rollout time),
     `turn`, `mask`, `rewards`, `turn_rewards`, `token_rewards`. mode "paper" (doubly robust, lam) or "code"
@@ -101,10 +103,14 @@ def digirl(batch: RolloutBatch, *, mode="paper", lam=0.5, gamma=0.95, margin=0.0
     return broadcast_steps(adv, batch).to(batch.mask.dtype)
 
 
-def top_quantile_keep(scores: torch.Tensor, quantile: float = 0.9) -> torch.Tensor:
-    """[N] bool: scores >= their `quantile` (linear interpolation, as np.quantile), the code's `filter_buffer`."""
+def check_quantile(*, quantile=0.9, **_) -> None:
     if not 0.0 <= quantile <= 1.0:
         raise ValueError(f"quantile must be in [0, 1], got {quantile}")
+
+
+def top_quantile_keep(scores: torch.Tensor, quantile: float = 0.9) -> torch.Tensor:
+    """[N] bool: scores >= their `quantile` (linear interpolation, as np.quantile), the code's `filter_buffer`."""
+    check_quantile(quantile=quantile)
     cutoff = torch.quantile(scores.double(), quantile)
     return scores.double() >= cutoff
 
@@ -131,7 +137,7 @@ DIGIRL_FILTER_LOGS = {
     summary="Keep the policy tokens of the trajectories whose outcome minus the critic's first-state success "
             "probability is in the batch's top 10% (DigiRL's replay filter, on-policy).",
     equation=r"m_{i,\cdot} \leftarrow m_{i,\cdot}\,\mathbb{1}\big[R_i - V(s_{i,0}) \ge Q_{0.9}(R - V(s_0))\big]",
-    reads=("values", "turn"), logs=DIGIRL_FILTER_LOGS)
+    reads=("values", "turn"), logs=DIGIRL_FILTER_LOGS, check=check_quantile)
 def digirl_filter(batch: RolloutBatch, *, quantile=0.9) -> torch.Tensor:
     """Token mask [B, T]: the rows whose R_i - p(s_0) is below the batch's `quantile` (0.9: the code's `1 - 0.1`;
     0.0 keeps every row) are zeroed. Reads `mask`, `rewards`, `values`, `turn`. The critic's `value_mask` is left

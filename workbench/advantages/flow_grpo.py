@@ -54,7 +54,7 @@ def turn_counts(turn: torch.Tensor, mask: torch.Tensor) -> list[int]:
             "the group z-score pools all turn-samples of the prompt's rollouts (longer trajectories weigh more).",
     equation=r"A_{i,t} = \frac{R_i - \mathrm{mean}_{(j,k)} R_j}{\mathrm{std}_{(j,k)} R_j + \epsilon},\quad "
              r"(j, k):\ \text{turn } k \text{ of rollout } j \text{ of the query}",
-    reads=("turn",), needs=("multi_turn",))
+    reads=("turn",), needs=("multi_turn",), choices={"pool": POOLS})
 def flow_grpo(batch: RolloutBatch, *, pool="turn", eps=1e-6, allow_singletons=False):
     """A [B, T] (module docstring). Reads `rewards` (+ summed `token_rewards`), `group`, `mask`, `turn`.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from workbench import ops, registry
-from workbench.advantages.base import token_rewards
+from workbench.advantages.base import check_discounts, token_rewards
 from workbench.batch import RolloutBatch
 
 
@@ -49,7 +49,7 @@ def gae_targets(batch: RolloutBatch, *, gamma=1.0, lam=0.95, whiten=True):
     "gae", title="High-Dimensional Continuous Control Using Generalized Advantage Estimation",
     summary="TD(lambda) advantages from a critic, whitened over the batch's valid tokens.",
     equation=r"\delta_t = r_t + \gamma V_{t+1} - V_t,\quad A_t = \sum_k (\gamma\lambda)^k \delta_{t+k}",
-    reads=("values",), targets=gae_targets)
+    reads=("values",), targets=gae_targets, check=check_discounts)
 def gae(batch: RolloutBatch, *, gamma=1.0, lam=0.95, whiten=True):
     """Reads `rewards`/`token_rewards`, `values` (rollout-time critic), `mask`. TRL PPO: gamma 1, lam 0.95."""
     batch.require("values")

@@ -20,11 +20,12 @@ from collections import defaultdict
 import torch
 
 from workbench import registry
-from workbench.advantages.base import check_rewards, sequence_rewards
+from workbench.advantages.base import check_discounts, check_rewards, sequence_rewards
 from workbench.advantages.group import check_group_sizes, grpo, keyed_normalize
 from workbench.batch import RolloutBatch
 
-MODES = ("mean_std_norm", "mean_norm")
+MODES = ("mean_std_norm", "mean_norm")  # (G - mean) / (std + eps), or G - mean
+EPISODE_STATS = ("trajectory", "steps")  # the episode term's samples: one per trajectory, or one per step
 
 
 def step_returns(step_rewards: torch.Tensor, n_steps: list[int], gamma: float) -> torch.Tensor:
@@ -107,7 +108,7 @@ def episode_advantage(batch: RolloutBatch, n_steps: list[int], *, mode="mean_std
     R_i (`grpo`), or with episode_stats="steps" the statistics over one sample per step (n_i copies of R_i)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if episode_stats not in ("trajectory", "steps"):
+    if episode_stats not in EPISODE_STATS:
         raise ValueError(f"episode_stats must be 'trajectory' or 'steps', got {episode_stats!r}")
     one_token = RolloutBatch.from_rewards(sequence_rewards(batch), batch.group)  # [B, 1]: the advantage itself
     return _episode_advantage(one_token, mode, eps, episode_stats, n_steps, allow_singletons)[:, 0].double()
@@ -154,7 +155,7 @@ def step_rewards_of(batch: RolloutBatch, n_steps: list[int], step_rewards=None) 
     equation=r"A_{i,t} = \frac{R_i - \mathrm{mean}_g R}{\mathrm{std}_g R} + \omega\,"
              r"\frac{G_{i,s} - \mathrm{mean}_{\mathcal{A}(s)} G}{\mathrm{std}_{\mathcal{A}(s)} G},\ "
              r"G_{i,s} = \sum_k \gamma^k r_{i,s+k}",
-    reads=("turn", "turn_info"))
+    reads=("turn", "turn_info"), choices={"mode": MODES, "episode_stats": EPISODE_STATS}, check=check_discounts)
 def gigpo(batch: RolloutBatch, *, states=None, step_rewards=None, omega=1.0, gamma=0.95, mode="mean_std_norm",
           eps=1e-6, episode_stats="trajectory", allow_singletons=False):
     """GiGPO advantage [B, T]. Reads `rewards` (+ summed `token_rewards`), `group`, `mask`, `turn`, and, unless
@@ -181,7 +182,7 @@ def gigpo(batch: RolloutBatch, *, states=None, step_rewards=None, omega=1.0, gam
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if episode_stats not in ("trajectory", "steps"):
+    if episode_stats not in EPISODE_STATS:
         raise ValueError(f"episode_stats must be 'trajectory' or 'steps', got {episode_stats!r}")
     if states is None and batch.turn_info:
         states = [[info["state"] for info in row] for row in batch.turn_info]

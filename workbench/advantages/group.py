@@ -8,8 +8,11 @@ from __future__ import annotations
 import torch
 
 from workbench import registry
-from workbench.advantages.base import broadcast, sequence_rewards, split_rewards, with_to_go
+from workbench.advantages.base import TOKEN_REWARD_MODES, broadcast, sequence_rewards, split_rewards, with_to_go
 from workbench.batch import RolloutBatch
+
+SCALES = ("group", "batch", "none")  # what GRPO divides R - mean_g R by: the group std, the batch std, nothing
+EPS_MODES = ("add", "floor_add")     # std + eps, or sqrt(max(var, eps)) + eps
 
 
 def group_index(group: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,7 +91,8 @@ def keyed_normalize(values: torch.Tensor, keys: list, *, scale=True, eps=1e-6, s
 @registry.advantage(
     "grpo", title="DeepSeekMath: Pushing the Limits of Mathematical Reasoning in Open Language Models",
     summary="Group z-score of outcome rewards (std on/off, Bessel on/off, eps placement).",
-    equation=r"A_i = \frac{R_i - \mathrm{mean}_g R}{\mathrm{std}_g R + \epsilon}")
+    equation=r"A_i = \frac{R_i - \mathrm{mean}_g R}{\mathrm{std}_g R + \epsilon}",
+    choices={"scale": SCALES, "eps_mode": EPS_MODES, "token_rewards_mode": TOKEN_REWARD_MODES})
 def grpo(batch: RolloutBatch, *, scale="group", unbiased=True, eps=1e-6, eps_mode="add",
          allow_singletons=False, token_rewards_mode="in_baseline"):
     """GRPO advantage. Reads `rewards` (+ summed `token_rewards`), `group`, `mask`.
@@ -102,9 +106,11 @@ def grpo(batch: RolloutBatch, *, scale="group", unbiased=True, eps=1e-6, eps_mod
     allow_singletons: False refuses a group of one, True gives it A = 0, "keep" is verl's convention (mean 0,
     std 1: A = R / (1 + eps), or R without std scaling).
     """
-    rewards, to_go = split_rewards(batch, token_rewards_mode)
-    if scale not in ("group", "batch", "none"):
+    if scale not in SCALES:
         raise ValueError(f"scale must be 'group', 'batch' or 'none', got {scale!r}")
+    if eps_mode not in EPS_MODES:
+        raise ValueError(f"eps_mode must be 'add' or 'floor_add', got {eps_mode!r}")
+    rewards, to_go = split_rewards(batch, token_rewards_mode)
     mean, std, sizes = group_stats(rewards, batch.group, unbiased)
     single = check_group_sizes(sizes, "grpo", allow_singletons)
     if allow_singletons == "keep":
@@ -115,10 +121,8 @@ def grpo(batch: RolloutBatch, *, scale="group", unbiased=True, eps=1e-6, eps_mod
     if scale != "none":
         if eps_mode == "add":
             centered = centered / (std + eps)
-        elif eps_mode == "floor_add":
-            centered = centered / (std.pow(2).clamp(min=eps).sqrt() + eps)
         else:
-            raise ValueError(f"eps_mode must be 'add' or 'floor_add', got {eps_mode!r}")
+            centered = centered / (std.pow(2).clamp(min=eps).sqrt() + eps)
     return with_to_go(broadcast(centered.masked_fill(single, 0.0), batch.mask), to_go)
 
 
@@ -126,7 +130,8 @@ def grpo(batch: RolloutBatch, *, scale="group", unbiased=True, eps=1e-6, eps_mod
     "rloo",
     title="Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human Feedback in LLMs",
     summary="Leave-one-out mean of the other G-1 rewards as the baseline.",
-    equation=r"A_i = R_i - \frac{1}{G-1}\sum_{j\ne i} R_j = \frac{G}{G-1}(R_i - \mathrm{mean}_g R)")
+    equation=r"A_i = R_i - \frac{1}{G-1}\sum_{j\ne i} R_j = \frac{G}{G-1}(R_i - \mathrm{mean}_g R)",
+    choices={"token_rewards_mode": TOKEN_REWARD_MODES})
 def rloo(batch: RolloutBatch, *, allow_singletons=False, token_rewards_mode="in_baseline"):
     """RLOO advantage. Reads `rewards` (+ `token_rewards`, see `split_rewards`), `group`, `mask`."""
     rewards, to_go = split_rewards(batch, token_rewards_mode)

@@ -35,8 +35,16 @@ from __future__ import annotations
 import torch
 
 from workbench import registry
-from workbench.advantages.gigpo import (MODES, episode_advantage, per_token, step_counts, step_returns,
-                                        step_rewards_of)
+from workbench.advantages.base import check_discounts
+from workbench.advantages.gigpo import (
+    EPISODE_STATS,
+    MODES,
+    episode_advantage,
+    per_token,
+    step_counts,
+    step_returns,
+    step_rewards_of,
+)
 from workbench.advantages.group import keyed_normalize
 from workbench.batch import RolloutBatch
 
@@ -84,14 +92,19 @@ def weighted_levels(levels: torch.Tensor, depths: list[int], alpha: float, weigh
     return torch.where(total > 0, aggregate, torch.zeros_like(aggregate))
 
 
+def check_hgpo(*, history_length=2, **settings) -> None:
+    if history_length < 0 or int(history_length) != history_length:
+        raise ValueError(f"history_length must be an integer >= 0 (K; depths 1..K+1), got {history_length}")
+    check_discounts(**settings)
+
+
 def hgpo_step_advantages(returns: torch.Tensor, states, group: torch.Tensor, *, history_length=2,
                          length_weight_alpha=1.0, mode="mean_std_norm", eps=1e-6, unbiased=False,
                          base=None, weight_eps=0.0) -> torch.Tensor:
     """[B, S] A(i, s) from step returns [B, S], observations states[i][s] and prompt groups [B].
 
     base: None, or [B] the episode advantage A_E added as level 0 to every step of its row."""
-    if history_length < 0 or int(history_length) != history_length:
-        raise ValueError(f"history_length must be an integer >= 0 (K; depths 1..K+1), got {history_length}")
+    check_hgpo(history_length=history_length)
     depths = list(range(1, int(history_length) + 2))
     levels = [level_advantages(returns, states, group, k, mode=mode, eps=eps, unbiased=unbiased) for k in depths]
     if base is not None:
@@ -108,7 +121,8 @@ def hgpo_step_advantages(returns: torch.Tensor, states, group: torch.Tensor, *, 
             "within the prompt group, averaged with weights (k+1)^alpha over the non-zero levels.",
     equation=r"A_{i,s} = \frac{\sum_{k} (k+1)^{\alpha} a_k(i,s)}{\sum_{k:\,a_k \ne 0} (k+1)^{\alpha}},\ "
              r"a_k = \frac{G_{i,s} - \mathrm{mean}_{\mathcal{G}_k(i,s)} G}{\mathrm{std}_{\mathcal{G}_k(i,s)} G}",
-    reads=("turn", "turn_info"), needs=("multi_turn",))
+    reads=("turn", "turn_info"), needs=("multi_turn",), choices={"mode": MODES, "episode_stats": EPISODE_STATS},
+    check=check_hgpo)
 def hgpo(batch: RolloutBatch, *, history_length=2, length_weight_alpha=1.0, gamma=0.95, mode="mean_std_norm",
          base_group=False, eps=1e-6, unbiased=False, episode_stats="trajectory", allow_singletons=False,
          reference_bug=False, states=None, step_rewards=None):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import torch
 
 from workbench import registry
+from workbench.advantages.base import check_discounts
 from workbench.advantages.step_critic import broadcast_steps, step_gae, step_rewards, step_targets, step_values, zscore
 from workbench.batch import RolloutBatch
 
@@ -102,7 +103,8 @@ def hiper_targets(batch: RolloutBatch, *, gamma=0.95, lam=0.95, whiten=True, eps
             "the bootstrapped next-window value minus its baseline; executor steps get GAE cut at the window's end.",
     equation=r"A^{hi}_j = \sum_{t\in j}\gamma^{t-t_j} r_t + \gamma^{|j|}V(s_{t_{j+1}}) - V(s_{t_j}),\ "
              r"A^{lo}_t = \sum_{k < t_{j+1} - t}(\gamma\lambda)^k\delta_{t+k}",
-    reads=("values", "turn", "turn_info"), needs=("multi_turn", "subgoals"), targets=hiper_targets)
+    reads=("values", "turn", "turn_info"), needs=("multi_turn", "subgoals"), targets=hiper_targets,
+    check=check_discounts)
 def hiper(batch: RolloutBatch, *, gamma=0.95, lam=0.95, whiten=True, eps=1e-8, initial_subgoal=0):
     """HiPER advantage [B, T]. Reads `values`, `turn`, `turn_info` (per-step "subgoal"), `mask`, `rewards`,
     `turn_rewards`, `token_rewards`. whiten: z-score over the batch's steps (`step_critic.zscore`)."""

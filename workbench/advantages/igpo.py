@@ -151,7 +151,8 @@ IGPO_LOGS = {
             "turn reward = belief gain, the last turn's = the outcome, into batch.turn_rewards.",
     equation=r"r_{i,s} = b_{i,s+1} - b_{i,s},\ b_{i,s} = \exp\Big(\frac{1}{L}\sum_j \log\pi(a_j \mid q, o_{<s}, "
              r"a_{<j})\Big),\ r_{i,n-1} = R_i",
-    reads=("turn", "turn_info"), provides=("turn_rewards",), needs=("multi_turn", "expert"), logs=IGPO_LOGS)
+    reads=("turn", "turn_info"), provides=("turn_rewards",), needs=("multi_turn", "expert"), logs=IGPO_LOGS,
+    choices={"belief": BELIEFS})
 def igpo_rewards(batch: RolloutBatch, ctx, *, belief="prob", temperature=1.0):
     """Reads `prompt_ids`, `response_ids`, `turn`, `mask`, `turn_info`, `rewards` (the outcome), `group` (indexes
     ctx.examples) and the task's expert final action. belief: "prob" (b = exp(mean log p)) or "log_prob" (mean log p,
@@ -275,7 +276,7 @@ def position_baseline_advantage(turn_rewards, n_steps, batch: RolloutBatch) -> t
     summary="Turn rewards (information gains, the outcome on the last turn) normalized over the prompt group, "
             "accumulated backwards turn by turn (A_s = r~_s + gamma A_{s+1}) and broadcast to each turn's tokens.",
     equation=r"A_{i,s} = \tilde r_{i,s} + \gamma A_{i,s+1},\ \tilde r = \frac{r - \mathrm{mean}_g r}{\mathrm{std}_g r}",
-    reads=("turn", "turn_info", "turn_rewards"), needs=("multi_turn",))
+    reads=("turn", "turn_info", "turn_rewards"), needs=("multi_turn",), choices={"norm": NORMS, "version": VERSIONS})
 def igpo(batch: RolloutBatch, *, gamma=1.0, norm="joint", scale=True, eps=1e-6, info_gain=True, version="paper",
          allow_singletons=False):
     """IGPO advantage [B, T]. Reads `turn_rewards` (from reward_shaping:igpo), `turn_info`, `turn`, `mask`, `group`;

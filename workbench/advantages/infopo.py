@@ -48,6 +48,18 @@ VERSIONS = ("card", "c26e93c")
 KEY = "counterfactual_gain"
 
 
+def check_signal(*, placeholder=PLACEHOLDER, max_tokens=None, **_) -> None:
+    if not placeholder.strip():
+        raise ValueError(f"placeholder (the neutral observation text) must have some text, got {placeholder!r}")
+    if max_tokens is not None and (int(max_tokens) != max_tokens or max_tokens < 1):
+        raise ValueError(f"max_tokens must be a positive integer or None, got {max_tokens}")
+
+
+def check_gate(*, gate_scale=0.1, **_) -> None:
+    if not (math.isfinite(gate_scale) and gate_scale > 0):
+        raise ValueError(f"gate_scale must be finite and > 0, got {gate_scale}")
+
+
 def neutral_ids(placeholder: list[int], length: int) -> list[int]:
     """The neutral text's ids fitted to `length` tokens: its last token repeated, or cut (the authors' rule)."""
     if not placeholder:
@@ -73,16 +85,15 @@ INFOPO_LOGS = {
             "of the same token length (policy-scored, no gradient), recorded per turn in turn_info.",
     equation=r"I_{i,t} = \frac{1}{|a_{t+1}|}\sum_j \log\frac{\pi(a_{t+1,j} \mid h, o_t)}{\pi(a_{t+1,j} \mid h, "
              r"\tilde o_t)}",
-    reads=("turn", "turn_info"), needs=("multi_turn",), logs=INFOPO_LOGS)
+    reads=("turn", "turn_info"), needs=("multi_turn",), logs=INFOPO_LOGS, check=check_signal)
 def infopo_signal(batch: RolloutBatch, ctx, *, placeholder=PLACEHOLDER, temperature=1.0, max_tokens=None):
     """Reads `prompt_ids`, `response_ids`, `turn`, `mask`, `turn_info`. placeholder: the neutral text (the authors'
     "No information found."). max_tokens: score only the next action's first k tokens (None: all). A turn followed by
     no observation tokens gets I = 0. Logs `infopo/gain_mean` (mean I over signalled turns) and
     `infopo/gain_positive_frac` (share of them with I > 0)."""
+    check_signal(placeholder=placeholder, max_tokens=max_tokens)
     if ctx.score is None or ctx.engine is None:
         raise ValueError("infopo needs the step context's engine (tokenizer) and score")
-    if max_tokens is not None and (int(max_tokens) != max_tokens or max_tokens < 1):
-        raise ValueError(f"max_tokens must be a positive integer or None, got {max_tokens}")
     batch.require("turn", "response_ids")
     tok, n_steps = ctx.engine.tokenizer, step_counts(batch)
     neutral = tok(placeholder, add_special_tokens=False)["input_ids"]
@@ -123,8 +134,7 @@ def outcome_gate(rewards: torch.Tensor, group: torch.Tensor, *, gate="exp", gate
     """[B] w_g = exp(-std_g(R) / s) or sigmoid(-std_g(R) / s), std Bessel over the row's prompt group."""
     if gate not in GATES:
         raise ValueError(f"gate must be one of {GATES}, got {gate!r}")
-    if not (math.isfinite(gate_scale) and gate_scale > 0):
-        raise ValueError(f"gate_scale must be finite and > 0, got {gate_scale}")
+    check_gate(gate_scale=gate_scale)
     _, std, _ = group_stats(rewards.double(), group)
     return torch.exp(-std / gate_scale) if gate == "exp" else torch.sigmoid(-std / gate_scale)
 
@@ -170,7 +180,7 @@ def token_normalized(token_gain: torch.Tensor, mask: torch.Tensor, group: torch.
             "signal of each turn; the gate opens when the group's outcomes tie.",
     equation=r"A_{i,t} = \frac{R_i - \mathrm{mean}_g R}{\mathrm{std}_g R} + \beta\,e^{-\mathrm{std}_g R / s_0}\,"
              r"\frac{I_{i,t} - \mathrm{mean}_g I}{\mathrm{std}_g I}",
-    reads=("turn", "turn_info"), needs=("multi_turn",))
+    reads=("turn", "turn_info"), needs=("multi_turn",), choices={"gate": GATES, "version": VERSIONS}, check=check_gate)
 def infopo(batch: RolloutBatch, *, intrinsic_weight=1.0, gate="exp", gate_scale=0.1, scale=True, eps=1e-6,
            version="card", allow_singletons=False):
     """InfoPO advantage [B, T]. Reads `rewards`, `group`, `mask`, `turn`, `turn_info` (the signal of
@@ -182,6 +192,7 @@ def infopo(batch: RolloutBatch, *, intrinsic_weight=1.0, gate="exp", gate_scale=
         raise ValueError(f"version must be one of {VERSIONS}, got {version!r}")
     if not math.isfinite(intrinsic_weight) or intrinsic_weight < 0:
         raise ValueError(f"intrinsic_weight must be finite and >= 0, got {intrinsic_weight}")
+    check_gate(gate_scale=gate_scale)
     mode = "mean_std_norm" if scale else "mean_norm"
     n_steps = step_counts(batch)
     a_out = episode_advantage(batch, n_steps, mode=mode, eps=eps, allow_singletons=allow_singletons)   # [B]

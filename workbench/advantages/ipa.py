@@ -34,7 +34,7 @@ import torch
 
 from workbench import registry
 from workbench.advantages.base import last_token_mask
-from workbench.advantages.group import grpo
+from workbench.advantages.group import SCALES, grpo
 from workbench.batch import RolloutBatch
 
 IPA_TITLE = ("Let It Flow: Agentic Crafting on Rock and Roll, Building the ROME Model within an Open Agentic Learning "
@@ -129,7 +129,7 @@ def outcome_advantage(batch: RolloutBatch, scale: str, eps: float, allow_singlet
             "z-score (default) or ROLL's chunk-level discounted return.",
     equation=r"A_{i,t\in c_k} = \frac{R_i - \mathrm{mean}_g R}{\mathrm{std}_g R}\ \text{or}\ "
              r"G_{i,k} = r_{i,k} + \gamma\, G_{i,k+1}",
-    reads=("turn",), needs=("multi_turn",))
+    reads=("turn",), needs=("multi_turn",), choices={"credit": CREDITS, "chunks": CHUNKS, "scale": SCALES})
 def ipa(batch: RolloutBatch, *, credit="trajectory", gamma=1.0, chunks="turn", scale="group", eps=1e-6,
         allow_singletons=False, reference_bug=False):
     """IPA advantage [B, T]. Reads `rewards` (+ `token_rewards`), `group`, `mask`, `turn` (chunks='turn').

@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 
 from workbench import ops, registry
+from workbench.advantages.base import check_discounts
 from workbench.advantages.gae import gae_and_returns
 from workbench.advantages.step_critic import step_rewards, turn_spans, write_steps
 from workbench.batch import RolloutBatch
@@ -67,7 +68,7 @@ def poad_targets(batch: RolloutBatch, *, gamma=0.95, lam=0.95, whiten=True):
             "the step reward and gamma V(next action's first token) at its last token.",
     equation=r"\delta_j = V_{j+1} - V_j\ (j<n),\ \delta_n = r + \gamma V(s'_1) - V_n,\ "
              r"A_j = \delta_j + \gamma_j\lambda A_{j+1}",
-    reads=("values", "turn"), needs=("multi_turn",), targets=poad_targets)
+    reads=("values", "turn"), needs=("multi_turn",), targets=poad_targets, check=check_discounts)
 def poad(batch: RolloutBatch, *, gamma=0.95, lam=0.95, whiten=True):
     """POAD advantage [B, T]. Reads `values` (token-level critic at rollout time), `turn`, `mask`, `rewards`,
     `turn_rewards`, `token_rewards`."""

@@ -48,6 +48,7 @@ from collections import defaultdict
 import torch
 
 from workbench import registry
+from workbench.advantages.base import check_discounts
 from workbench.advantages.group import keyed_normalize
 from workbench.advantages.step_critic import (
     broadcast_steps,
@@ -72,6 +73,18 @@ def check_mode(mode) -> None:
         raise ValueError(f"proact-mc-critic: mode must be one of {MODES} (MC-GRPO, MC-PPO), got {mode!r}")
 
 
+def check_rollouts(*, num_rollouts=1000, max_steps=1000, **settings) -> None:
+    if num_rollouts < 1 or max_steps < 1:
+        raise ValueError(f"proact-mc-critic: num_rollouts and max_steps must be >= 1, got {num_rollouts}, {max_steps}")
+    check_discounts(**settings)
+
+
+def check_mix(*, mc_value_weight=0.9, **settings) -> None:
+    if not 0 <= mc_value_weight <= 1:
+        raise ValueError(f"proact-mc-critic: mc_value_weight must be in [0, 1], got {mc_value_weight}")
+    check_discounts(**settings)
+
+
 # ---------------------------------------------------------------------------------------------------- estimators
 
 def random_return(env, rng: random.Random, *, gamma: float, max_steps: int, first: str | None = None,
@@ -93,8 +106,7 @@ def random_return(env, rng: random.Random, *, gamma: float, max_steps: int, firs
 def mc_estimate(env, rng: random.Random, *, n: int, gamma: float, max_steps: int, first: str | None = None,
                 reference_bug: bool = False) -> float:
     """V_MC(s) (first=None) or Q_MC(s, first): the mean of `n` random returns from `env`'s state."""
-    if n < 1 or max_steps < 1:
-        raise ValueError(f"proact-mc-critic: num_rollouts and max_steps must be >= 1, got {n}, {max_steps}")
+    check_rollouts(num_rollouts=n, max_steps=max_steps)
     return sum(random_return(env, rng, gamma=gamma, max_steps=max_steps, first=first, reference_bug=reference_bug)
                for _ in range(n)) / n
 
@@ -209,7 +221,8 @@ PROACT_LOGS = {
             "Q_MC(s, a) of the action taken (MC-GRPO) or V_MC(s) (MC-PPO), into turn_q / turn_values.",
     equation=r"Q_{MC}(s,a) = \frac1N\sum_{n=1}^N \Big[r_0 + \sum_{k\ge1}\gamma^k r_k\Big]_{a_0 = a,\ a_k \sim "
              r"\mathcal U(\mathcal A)},\quad V_{MC}(s) = \frac1N\sum_n \sum_{k\ge0}\gamma^k r_k",
-    reads=("turn", "turn_info"), provides=("turn_q", "turn_values"), needs=NEEDS, logs=PROACT_LOGS)
+    reads=("turn", "turn_info"), provides=("turn_q", "turn_values"), needs=NEEDS, logs=PROACT_LOGS,
+    choices={"mode": MODES, "moves": MOVES}, check=check_rollouts)
 def proact_mc_values(batch: RolloutBatch, ctx, *, mode="grpo", num_rollouts=1000, max_steps=1000, gamma=0.9,
                      moves="fallback", reference_bug=False):
     """Reads `turn_info` (each turn's state and action), `group`; uses `ctx.task`, `ctx.examples`, `ctx.group_size`
@@ -293,8 +306,7 @@ def ppo_turn_advantages(batch: RolloutBatch, *, mc_value_weight=0.9, gamma=0.9, 
     """(A [B, S], R [B, S], first, valid): turn GAE on V_mix = (1 - w) V_phi + w V_MC, and the critic's targets."""
     if returns not in RETURNS:
         raise ValueError(f"proact-mc-critic: returns must be one of {RETURNS}, got {returns!r}")
-    if not 0 <= mc_value_weight <= 1:
-        raise ValueError(f"proact-mc-critic: mc_value_weight must be in [0, 1], got {mc_value_weight}")
+    check_mix(mc_value_weight=mc_value_weight)
     if batch.values is None:
         raise ValueError("proact-mc-critic mode='ppo' mixes the critic's values with the Monte Carlo ones: add a "
                          "critic (value=use('value-loss')) to the recipe, or use mode='grpo'")
@@ -330,7 +342,8 @@ def proact_targets(batch: RolloutBatch, *, mode="grpo", mc_value_weight=0.9, gam
             "responses of one state (fallback: over all moves), MC-PPO runs turn GAE on (1 - w) V_phi + w V_MC.",
     equation=r"\text{GRPO: } A = \frac{Q_{MC}(s,a_i) - \mathrm{mean}_G Q_{MC}}{\mathrm{std}_G Q_{MC} + \epsilon};\ "
              r"\text{PPO: } \delta_s = r_s + \gamma V_{mix}(s_{+1}) - V_{mix}(s),\ V_{mix} = (1-w)V_\phi + w V_{MC}",
-    reads=("turn", "turn_info", "turn_q", "turn_values"), targets=proact_targets, needs=("multi_turn",))
+    reads=("turn", "turn_info", "turn_q", "turn_values"), targets=proact_targets, needs=("multi_turn",),
+    choices={"mode": MODES, "returns": RETURNS}, check=check_mix)
 def proact_mc_critic(batch: RolloutBatch, *, mode="grpo", mc_value_weight=0.9, gamma=0.9, lam=0.0, eps=1e-5,
                      whiten=True, returns="mixed", reference_bug=False):
     """ProAct advantage [B, T], each turn's value on its action tokens. Reads `turn`, `turn_info`, `group`, `mask`;

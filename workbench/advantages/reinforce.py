@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from workbench import ops, registry
-from workbench.advantages.base import token_rewards
+from workbench.advantages.base import check_discounts, token_rewards
 from workbench.batch import RolloutBatch
 
 
@@ -23,7 +23,7 @@ def discounted_returns(token_rewards: torch.Tensor, mask: torch.Tensor, gamma: f
     "reinforce_plus_plus",
     title="REINFORCE++: A Simple and Efficient Approach for Aligning Large Language Models",
     summary="Discounted return per token, whitened over all valid tokens of the batch.",
-    equation=r"G_t = r_t + \gamma G_{t+1},\quad A = \mathrm{whiten}_{\text{batch tokens}}(G)")
+    equation=r"G_t = r_t + \gamma G_{t+1},\quad A = \mathrm{whiten}_{\text{batch tokens}}(G)", check=check_discounts)
 def reinforce_plus_plus(batch: RolloutBatch, *, gamma=1.0, unbiased=True, eps=1e-8):
     """Reads `rewards` and/or `token_rewards`, `mask`. verl: Bessel variance; OpenRLHF: population."""
     mask = batch.mask.double()

@@ -19,11 +19,9 @@ import torch
 
 from workbench import registry
 from workbench.advantages.base import sequence_rewards
+from workbench.advantages.gigpo import EPISODE_STATS, MODES
 from workbench.advantages.group import keyed_normalize
 from workbench.batch import RolloutBatch
-
-MODES = ("mean_std_norm", "mean_norm")
-EPISODE_STATS = ("steps", "trajectory")
 
 
 def step_table(batch: RolloutBatch, **meta_kw):
@@ -49,7 +47,7 @@ def step_table(batch: RolloutBatch, **meta_kw):
     equation=r"A_{i,t} = \frac{x_{i,s} - \mathrm{mean}_g x}{\mathrm{std}_g x} + w\,"
              r"\frac{r_{i,s} - \mathrm{mean}_{(g,\tau_{i,s})} r}{\mathrm{std}_{(g,\tau_{i,s})} r},\ "
              r"x_{i,s} = R_i - 0.1\,[\lnot\text{valid}_{i,s}]",
-    reads=("turn", "turn_info", "scores"))
+    reads=("turn", "turn_info", "scores"), choices={"mode": MODES, "episode_stats": EPISODE_STATS})
 def rlvmr(batch: RolloutBatch, *, w=1.0, mode="mean_std_norm", eps=1e-6, invalid_penalty=0.1, episode_stats="steps",
           planning_reward=1.0, exploration_reward=1.0, reflection_reward=1.0, reference_bug=False):
     """RLVMR advantage [B, T]. Reads `rewards` (+ summed `token_rewards`) R_i, `group`, `mask`, `turn`, `turn_info`

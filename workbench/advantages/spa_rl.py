@@ -32,6 +32,7 @@ from __future__ import annotations
 import torch
 
 from workbench import registry
+from workbench.advantages.base import check_discounts
 from workbench.advantages.step_critic import (broadcast_steps, read_steps, step_gae, step_targets, step_values,
                                               turn_spans, turn_token_rewards, zscore)
 from workbench.batch import RolloutBatch
@@ -94,7 +95,7 @@ def spa_rl_targets(batch: RolloutBatch, *, gamma=1.0, lam=0.95, grounding_bonus=
     summary="Step rewards = the progress estimator's per-turn contribution c_t (its sum fits the outcome) + 0.5 "
             "for an executed action; step-level GAE with a per-step critic.",
     equation=r"r_t = c_t + g_t,\ \textstyle\sum_t c_t \approx R,\ A_t = \sum_k (\gamma\lambda)^k \delta_{t+k}",
-    reads=("values", "turn", "turn_info"), needs=("multi_turn",), targets=spa_rl_targets)
+    reads=("values", "turn", "turn_info"), needs=("multi_turn",), targets=spa_rl_targets, check=check_discounts)
 def spa_rl(batch: RolloutBatch, *, gamma=1.0, lam=0.95, grounding_bonus=0.5, whiten=True, eps=1e-8,
            reference_bug=False):
     """SPA-RL advantage [B, T]. Reads `values` (estimator readings at turn ends, critic at turn starts, rollout

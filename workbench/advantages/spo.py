@@ -73,10 +73,16 @@ def check_threshold(prob_threshold) -> None:
 
 # ---------------------------------------------------------------------------------------------------- segments
 
+def check_chain(*, cutpoint_interval=5, top_p=1.0, **_) -> None:
+    if cutpoint_interval < 1:
+        raise ValueError(f"cutpoint_interval must be >= 1, got {cutpoint_interval}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p (the continuations' nucleus) must be in (0, 1], got {top_p}")
+
+
 def cutpoints(probs: list[float], *, threshold=0.9, interval=5) -> list[int]:
     """Every `interval`-th of {t - 1 : p_t < threshold} in order: state c = after token c (-1: the prompt)."""
-    if interval < 1:
-        raise ValueError(f"cutpoint_interval must be >= 1, got {interval}")
+    check_chain(cutpoint_interval=interval)
     return [t - 1 for t, p in enumerate(probs) if p < threshold][::interval]
 
 
@@ -231,7 +237,7 @@ def whiten_over(x: torch.Tensor, stats: torch.Tensor, eps=1e-8) -> torch.Tensor:
             "confident tokens (p >= 0.9) get no gradient and stay out of the whitening.",
     equation=r"A_{i,t} = V(s_k) - V(s_{k-1})\ \ (t \in \text{segment } k),\quad "
              r"A_{i,t} = 0 \text{ if } \pi_{old}(y_t) \ge 0.9,\quad \text{whiten over } \pi_{old} < 0.9",
-    reads=("segment", "old_logp"))
+    reads=("segment", "old_logp"), choices={"adv_method": ADV_METHODS})
 def spo_segment(batch: RolloutBatch, *, adv_method="rloo", prob_threshold=0.9, whiten=True, drop_zero=False,
                 reference_bug=False):
     """SPO advantage [B, T]. Reads `segment` (ids >= 0, -1 off segments), `old_logp`, `rewards` (+ summed
@@ -352,7 +358,8 @@ SPO_CHAIN_LOGS = {
             "V(s) at each cut by K continuations from the current policy; fills segment and segment_values.",
     equation=r"\hat V(s_k) = \frac1K \sum_{j=1}^K R(\text{prompt} \oplus y_{\le c_k} \oplus z_j),\ "
              r"z_j \sim \pi_\theta(\cdot \mid \text{prompt} \oplus y_{\le c_k})",
-    reads=("old_logp",), provides=("segment", "segment_values"), logs=SPO_CHAIN_LOGS)
+    reads=("old_logp",), provides=("segment", "segment_values"), logs=SPO_CHAIN_LOGS, choices={"v0": V0},
+    check=check_chain)
 def spo_chain_values(batch: RolloutBatch, ctx, *, cutpoint_interval=5, prob_threshold=0.9, mc_samples=9,
                      temperature=1.0, top_p=1.0, stop=None, v0="mc", truncated_score=None, reference_bug=False):
     """Reads `old_logp` (p_t = exp(old_logp), the trainer's old policy as the code's actor log-probs), `mask`,
@@ -367,6 +374,7 @@ def spo_chain_values(batch: RolloutBatch, ctx, *, cutpoint_interval=5, prob_thre
     (the code's unfinished-response penalty, 0.0 in its configs). Identical prefixes are sampled once per step.
     Logs `spo/segments` (mean segments per row), `spo/continuations` (sampled this step), `spo/mc_value` (mean V̂).
     """
+    check_chain(cutpoint_interval=cutpoint_interval, top_p=top_p)
     if mc_samples < 1:
         raise ValueError(f"mc_samples must be >= 1, got {mc_samples}")
     if v0 not in V0:

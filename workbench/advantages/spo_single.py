@@ -257,7 +257,8 @@ SPO_SINGLE_LOGS = {
             "the policy's drift on the prompt's stored response.",
     equation=r"\hat p_x = \frac{\alpha_x}{\alpha_x+\beta_x},\quad \alpha_x \leftarrow \rho\,\alpha_x + R,\ "
              r"\beta_x \leftarrow \rho\,\beta_x + 1 - R,\quad \rho = \mathrm{clip}(2^{-D/D_{1/2}}, \rho_{min}, 0.96)",
-    reads=("rewards",), provides=("baseline_rewards",), state=SpoTracker, logs=SPO_SINGLE_LOGS)
+    reads=("rewards",), provides=("baseline_rewards",), state=SpoTracker, logs=SPO_SINGLE_LOGS,
+    choices={"rho": RHO_TYPES})
 def spo_single_tracker(batch, ctx, *, rho="kl", rho_value=0.875, rho_min=0.875, rho_max=0.96, d_half=0.06,
                        offline_n=8, offline_values=None, temperature=1.0, max_prompts=65536):
     """batch with `baseline_rewards` [B] = p of each row's prompt before this step's update; the tracker in

@@ -17,7 +17,7 @@ from dataclasses import replace
 import torch
 
 from workbench import ops, registry
-from workbench.advantages.base import last_token_mask, token_rewards
+from workbench.advantages.base import check_discounts, last_token_mask, token_rewards
 from workbench.advantages.gae import gae_and_returns
 from workbench.batch import RolloutBatch
 
@@ -70,7 +70,7 @@ def truncated_gae_targets(batch: RolloutBatch, *, gamma=1.0, lam=0.95, whiten=Tr
     summary="GAE that bootstraps responses cut at the budget with V(s_l) = V(s_{l-1}) and no outcome reward; "
             "the critic learns only from finished responses.",
     equation=r"\delta_{l-1} = r_{l-1} + \gamma V(s_{l-1}) - V(s_{l-1}),\quad A_t = \sum_k (\gamma\lambda)^k\delta_{t+k}",
-    reads=("values", "truncated"), targets=truncated_gae_targets)
+    reads=("values", "truncated"), targets=truncated_gae_targets, check=check_discounts)
 def truncated_gae(batch: RolloutBatch, *, gamma=1.0, lam=0.95, whiten=True):
     """EGAE advantages; reads `rewards`/`token_rewards`, `values`, `truncated` (unfinished = truncated), `mask`.
 

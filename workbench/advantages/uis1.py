@@ -31,7 +31,8 @@ from __future__ import annotations
 import torch
 
 from workbench import registry
-from workbench.advantages.gigpo import MODES, episode_advantage, per_token, step_counts, step_rewards_of
+from workbench.advantages.base import check_discounts
+from workbench.advantages.gigpo import EPISODE_STATS, MODES, episode_advantage, per_token, step_counts, step_rewards_of
 from workbench.advantages.group import check_group_sizes, group_index, keyed_normalize
 from workbench.batch import RolloutBatch
 
@@ -95,7 +96,8 @@ def expert_matches(batch: RolloutBatch) -> list[list[bool]]:
     equation=r"A_{i,s} = w_{ep}\frac{R_i - \mathrm{mean}_g R}{\mathrm{std}_g R} + w_{st}"
              r"\frac{G_{i,s} - \mathrm{mean}_{(g,s)} G}{\mathrm{std}_{(g,s)} G},\ "
              r"G_{i,s} = r_{i,s} + \gamma\,[\mathrm{match}_{i,s}]\,G_{i,s+1}",
-    reads=("turn", "turn_info"), needs=("multi_turn", "expert"))
+    reads=("turn", "turn_info"), needs=("multi_turn", "expert"),
+    choices={"mode": MODES, "episode_stats": EPISODE_STATS}, check=check_discounts)
 def uis1(batch: RolloutBatch, *, gamma=0.5, episode_advantage_w=1.0, step_advantage_w=1.0, mode="mean_std_norm",
          eps=1e-6, episode_stats="trajectory", allow_singletons=False, reference_bug=False, matches=None,
          step_rewards=None):

@@ -27,6 +27,7 @@ Not ported: the storage's `bad_masks` (GAE zeroed at a time-limit step: here eve
 from __future__ import annotations
 
 from workbench import registry
+from workbench.advantages.base import check_discounts
 from workbench.advantages.step_critic import broadcast_steps, step_gae, step_rewards, step_targets, step_values, zscore
 from workbench.batch import RolloutBatch
 
@@ -53,7 +54,7 @@ def vl_dac_targets(batch: RolloutBatch, *, gamma=0.99, lam=0.95, whiten=True, ep
             "lam 0.95), z-scored over the batch's steps; every token of an action gets its step's advantage.",
     equation=r"A_s = \sum_k (\gamma\lambda)^k \delta_{s+k},\ \delta_s = r_s + \gamma V(s_{s+1}) - V(s_s),\ "
              r"A_{i,t} = \hat A_{\mathrm{turn}(t)}",
-    reads=("values", "turn"), needs=("multi_turn",), targets=vl_dac_targets)
+    reads=("values", "turn"), needs=("multi_turn",), targets=vl_dac_targets, check=check_discounts)
 def vl_dac(batch: RolloutBatch, *, gamma=0.99, lam=0.95, whiten=True, eps=1e-8):
     """VL-DAC advantage [B, T]. Reads `values` (the critic at rollout time), `turn`, `mask`, `rewards`,
     `turn_rewards`, `token_rewards`. whiten: z-score over the batch's steps (each step counts once, as the code's

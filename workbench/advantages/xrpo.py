@@ -46,6 +46,12 @@ def novelty(s: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
     return torch.exp(s - mean)
 
 
+def check_sharpening(*, lam=1.0, kappa=0.5, **_) -> None:
+    if not (lam >= 0 and kappa >= 0):
+        raise ValueError(f"xrpo-sharpening: lam and kappa must be >= 0 (a bonus, capped at kappa A), got lam={lam}, "
+                         f"kappa={kappa}")
+
+
 def sharpening_bonus(advantages: torch.Tensor, eta: torch.Tensor, correct: torch.Tensor, *, lam=1.0,
                      kappa=0.5) -> torch.Tensor:
     """[B, T] min(max(lam (1 - eta), 0), kappa A) on correct rows where A > 0; 0 elsewhere."""
@@ -60,17 +66,15 @@ def sharpening_bonus(advantages: torch.Tensor, eta: torch.Tensor, correct: torch
             "min(lambda (1 - eta), kappa A), eta = exp(s - mean_g s), s the sequence mean log-likelihood.",
     equation=r"A^+_i = A_i + \min\!\big(\max(\lambda(1 - \eta_i), 0),\ \kappa A_i\big),\quad "
              r"\eta_i = e^{s(y_i) - \bar s},\ s(y) = \tfrac{1}{|y|}\sum_t \log\pi_\theta(y_t\mid\cdot)",
-    reads=("advantages", "old_logp"))
+    reads=("advantages", "old_logp"), check=check_sharpening)
 def xrpo_sharpening(batch: RolloutBatch, *, lam=1.0, kappa=0.5, threshold=0.5):
     """The chain's `advantages` [B, T] plus the novelty bonus (module docstring). Reads `old_logp`, `mask`,
     `group`, `rewards` (+ summed `token_rewards`: correct = R > threshold, 0.5 for 0/1 verifiers).
 
     lam (lambda_novelty) and kappa (the cap, a fraction of A) must be >= 0; lam = 0 or kappa = 0 is no bonus.
     """
+    check_sharpening(lam=lam, kappa=kappa)
     batch.require("advantages", "old_logp")
-    if not (lam >= 0 and kappa >= 0):
-        raise ValueError(f"xrpo-sharpening: lam and kappa must be >= 0 (a bonus, capped at kappa A), got lam={lam}, "
-                         f"kappa={kappa}")
     eta = novelty(sequence_loglik(batch.old_logp, batch.mask), batch.group)
     correct = sequence_rewards(batch) > threshold
     bonus = sharpening_bonus(batch.advantages, eta, correct, lam=lam, kappa=kappa)

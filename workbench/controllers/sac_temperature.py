@@ -79,7 +79,7 @@ SAC_DRIVEN_LOGS = {
             "drives the entropy bonus regularizer:sac-temperature.alpha.",
     equation=r"\log\alpha \leftarrow \log\alpha - \eta\,\widehat{\nabla}_{\log\alpha}"
              r"\,\alpha\,\mathrm{agg}(H_t - \bar H)",
-    reads=("entropy",), logs=SAC_DRIVEN_LOGS)
+    reads=("entropy",), logs=SAC_DRIVEN_LOGS, choices={"optimizer": OPTIMIZERS})
 class SACTemperature:
     """State: a `Temperature`, starting at log(initial) (the regularizer's recipe alpha, > 0), updated after each step
     from the batch's sampling-policy entropy [B, T] (`batch.entropy`) on `batch.mask`.

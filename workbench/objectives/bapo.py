@@ -65,7 +65,8 @@ def _share(pos, neg) -> float:
     return 1.0 if float(neg) <= 0 else float(pos) / total
 
 
-def check_bounds(c_low, c_low_max, c_high, c_high_max, step_low, step_high, rho0, eps, dual_clip_c):
+def check_bounds(*, c_low=0.6, c_low_max=0.8, c_high=1.2, c_high_max=2.0, step_low=0.05, step_high=0.05, rho0=0.5,
+                 eps=1e-8, dual_clip_c=3.0, **_) -> None:
     if not 0 < c_low <= c_low_max <= 1:
         raise ValueError(f"need 0 < c_low <= c_low_max <= 1, got c_low={c_low}, c_low_max={c_low_max}")
     if not 1 <= c_high <= c_high_max:
@@ -90,7 +91,8 @@ def adapt_bounds(r, advantages, mask, *, c_low=0.6, c_low_max=0.8, c_high=1.2, c
     to c_high_max. Bounds only move up, stay within [start, max], and the search ends with the target met or both
     bounds at their maxima.
     """
-    check_bounds(c_low, c_low_max, c_high, c_high_max, step_low, step_high, rho0, eps, dual_clip_c)
+    check_bounds(c_low=c_low, c_low_max=c_low_max, c_high=c_high, c_high_max=c_high_max, step_low=step_low,
+                 step_high=step_high, rho0=rho0, eps=eps, dual_clip_c=dual_clip_c)
     target = rho0 / (1 - rho0)
 
     def measure(lo, hi):
@@ -128,7 +130,7 @@ BAPO_LOGS = {
             "positive-advantage tokens carry the target share rho0 of the loss.",
     equation=r"\ell = \min\big(\max(-rA, -\mathrm{clip}(r, c_{low}, c_{high})A), -cA\,[A<0]\big),\ "
              r"c_{low}, c_{high} \uparrow \text{ until } \frac{\sum_{A>0} rA}{\sum_{A>0} rA + \sum_{A<0} r|A|} "
-             r"\ge \rho_0", logs={**CLIP_LOGS, **DUAL_CLIP_LOGS, **BAPO_LOGS})
+             r"\ge \rho_0", logs={**CLIP_LOGS, **DUAL_CLIP_LOGS, **BAPO_LOGS}, check=check_bounds)
 def bapo(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, c_low=0.6, c_low_max=0.8, c_high=1.2,
          c_high_max=2.0, step_low=0.05, step_high=0.05, rho0=0.5, dual_clip_c=3.0, eps=1e-8, logr_clamp=None,
          reference_bug=False):
@@ -148,8 +150,9 @@ def bapo(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, c_lo
     Metrics: `bapo/c_low`, `bapo/c_high`, `bapo/pos_share` (after the search), and PPO's clip fractions measured
     against the searched bounds.
     """
+    check_bounds(c_low=c_low, c_low_max=c_low_max, c_high=c_high, c_high_max=c_high_max, step_low=step_low,
+                 step_high=step_high, rho0=rho0, eps=eps, dual_clip_c=dual_clip_c)
     check_inputs(logp, old_logp, advantages, mask)
-    check_bounds(c_low, c_low_max, c_high, c_high_max, step_low, step_high, rho0, eps, dual_clip_c)
     old = old_logp.detach()
     r = ratio(logp, old, logr_clamp)
     bounds = adapt_bounds(r.detach(), advantages, mask, c_low=c_low, c_low_max=c_low_max, c_high=c_high,

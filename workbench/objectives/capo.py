@@ -123,12 +123,16 @@ def capo_keep(kl: torch.Tensor, shift: torch.Tensor, *, tau_fisher: float, tau_h
     return kl < tau_fisher, lower & (shift < tau_hessian)
 
 
-def check_capo_args(head, mask, *, tau_fisher, tau_hessian, top_k) -> None:
+def check_capo(*, tau_fisher=1e-4, tau_hessian=0.01, top_k=50, **_) -> None:
     for name, tau in (("tau_fisher", tau_fisher), ("tau_hessian", tau_hessian)):
         if not tau > 0:
             raise ValueError(f"{name} must be > 0 (inf switches its test off), got {tau}")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be an integer >= 1, got {top_k!r}")
+
+
+def check_capo_args(head, mask, *, tau_fisher, tau_hessian, top_k) -> None:
+    check_capo(tau_fisher=tau_fisher, tau_hessian=tau_hessian, top_k=top_k)
     if not isinstance(head, Head):
         raise ValueError("capo needs head=context.Head (the LM head and its optimizer state), which the trainer "
                          f"supplies to components that read 'head'; got {type(head).__name__}")
@@ -177,7 +181,7 @@ CAPO_LOGS = {
     equation=r"m'_t = m_t\,[\tfrac12\eta^2(v_t^\top u_t)^2 < \tau_F]\,"
              r"[|\eta\langle g_t,\Delta_t\rangle + \tfrac12\eta^2 A_t((v_t^\top u_t)^2 - u_t^\top F_t u_t)| < \tau_H],"
              r"\ g_t = A_t (e_{a_t} - \pi_t) x_t^\top,\ u_t = \Delta_t x_t",
-    reads=("head", "response_ids"), logs={**CLIP_LOGS, **CAPO_LOGS})
+    reads=("head", "response_ids"), logs={**CLIP_LOGS, **CAPO_LOGS}, check=check_capo)
 def capo(logp, old_logp, advantages, mask, *, head, response_ids, agg="token-mean", denom=None, tau_fisher=1e-4,
          tau_hessian=0.01, top_k=50, symmetric=True, eps_low=0.2, eps_high=0.2, logr_clamp=None,
          reference_bug=False):

@@ -10,7 +10,7 @@ import torch
 
 from workbench import ops, registry
 from workbench.objectives.ppo import CLIP_LOGS, check_inputs
-from workbench.objectives.sequence import importance_ratio, ratio_metrics
+from workbench.objectives.sequence import IS_LEVELS, importance_ratio, ratio_metrics
 
 CONVENTIONS = (
     "CISPO has two incompatible weight conventions; give exactly one: "
@@ -18,23 +18,27 @@ CONVENTIONS = (
     "or cap_abs=None with eps_low=a, eps_high=b (verl 'cispo', w = clip(r, 1 - a, 1 + b), relative to 1)")
 
 
-def cispo_weight(r: torch.Tensor, *, cap_abs=None, eps_low=None, eps_high=None) -> torch.Tensor:
-    """The (undetached) CISPO weight of ratio r under exactly one of the two conventions."""
-    relative = eps_low is not None or eps_high is not None
-    if cap_abs is not None and relative:
-        raise ValueError(f"{CONVENTIONS}; got cap_abs={cap_abs} together with eps_low={eps_low}, "
-                         f"eps_high={eps_high}")
+def check_cispo(*, cap_abs=5.0, eps_low=None, eps_high=None, **_) -> None:
+    """Exactly one of the two weight conventions, with its bounds in range."""
     if cap_abs is not None:
+        if eps_low is not None or eps_high is not None:
+            raise ValueError(f"{CONVENTIONS}; got cap_abs={cap_abs} together with eps_low={eps_low}, "
+                             f"eps_high={eps_high}")
         if cap_abs < 1:
             raise ValueError(f"cap_abs={cap_abs} < 1 would down-weight even on-policy tokens (r = 1): cap_abs "
                              f"is an absolute cap on r (e.g. 5.0); for a cap relative to 1 use eps_high. "
                              f"{CONVENTIONS}")
-        return r.clamp(max=cap_abs)
+        return
     if eps_low is None or eps_high is None:
         raise ValueError(f"{CONVENTIONS}; got cap_abs=None, eps_low={eps_low}, eps_high={eps_high}")
     if eps_low < 0 or eps_high < 0:
         raise ValueError(f"eps_low and eps_high must be >= 0, got {eps_low}, {eps_high}")
-    return r.clamp(1 - eps_low, 1 + eps_high)
+
+
+def cispo_weight(r: torch.Tensor, *, cap_abs=None, eps_low=None, eps_high=None) -> torch.Tensor:
+    """The (undetached) CISPO weight of ratio r under exactly one of the two conventions."""
+    check_cispo(cap_abs=cap_abs, eps_low=eps_low, eps_high=eps_high)
+    return r.clamp(max=cap_abs) if cap_abs is not None else r.clamp(1 - eps_low, 1 + eps_high)
 
 
 CISPO_LOGS = {
@@ -53,7 +57,7 @@ CISPO_LOGS = {
             "cap_abs (TRL, absolute) XOR eps_low/eps_high (verl, relative).",
     equation=r"\ell_{i,t} = -\mathrm{sg}(w_{i,t})A_i\log\pi_\theta(y_t),\quad w = \min(r, C)\ \text{(TRL)}"
              r"\ \text{or}\ \mathrm{clip}(r, 1-\epsilon_{low}, 1+\epsilon_{high})\ \text{(verl)}",
-    logs={**CLIP_LOGS, **CISPO_LOGS})
+    logs={**CLIP_LOGS, **CISPO_LOGS}, choices={"level": IS_LEVELS}, check=check_cispo)
 def cispo(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, cap_abs=5.0, eps_low=None,
           eps_high=None, logr_clamp=None, level="token"):
     r"""CISPO: l = -sg(w) A logp, the weight truncated but never zeroed (contrast ppo-clip).

@@ -125,11 +125,15 @@ def clip_cov(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, 
     return loss, metrics
 
 
+def check_kl_cov(*, kl_cov_ratio=2e-4, **_) -> None:
+    if kl_cov_ratio < 0:
+        raise ValueError(f"kl_cov_ratio must be >= 0, got {kl_cov_ratio}")
+
+
 def kl_cov_selection(logp, advantages, mask, *, kl_cov_ratio=2e-4, min_one=True) -> torch.Tensor:
     """[B, T] bool: the top-k valid tokens by cov_t, k = int(N_valid ratio) raised to 1 when `min_one`
     and ratio > 0 (verl: `max(1, int(N ratio))`, and no penalty at all when ratio == 0)."""
-    if kl_cov_ratio < 0:
-        raise ValueError(f"kl_cov_ratio must be >= 0, got {kl_cov_ratio}")
+    check_kl_cov(kl_cov_ratio=kl_cov_ratio)
     cov = token_covariance(logp, advantages, mask)
     n = int(mask.sum())
     k = int(n * kl_cov_ratio)
@@ -163,7 +167,7 @@ KL_COV_LOGS = {
             "covariance (k = ratio x valid tokens).",
     equation=r"\ell_t = -A_t r_t + \beta\,|\log\pi_\theta(y_t) - \log\pi_{old}(y_t)|\,"
              r"[t \in \mathrm{top}_k(\mathrm{cov})]",
-    logs={**{k: CLIP_LOGS[k] for k in ("ratio/mean", "ratio/max")}, **KL_COV_LOGS})
+    logs={**{k: CLIP_LOGS[k] for k in ("ratio/mean", "ratio/max")}, **KL_COV_LOGS}, check=check_kl_cov)
 def kl_cov(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, kl_cov_ratio=2e-4,
            ppo_kl_coef=0.1, min_one=True, logr_clamp=None):
     """KL-Cov. Defaults: kl_cov_ratio 2e-4 and ppo_kl_coef 0.1 from verl `trainer/config/actor/actor.yaml`

@@ -22,10 +22,14 @@ GBPO_TITLE = "Bounded Ratio Reinforcement Learning"
 KEPT_METRICS = ("clip/out_of_band", "kl/k1_old", "kl/k3_old", "ratio/mean", "ratio/max")  # no clip branch here
 
 
-def target_ratio(target_adv: torch.Tensor, *, eps_low=0.2, eps_high=0.2) -> torch.Tensor:
-    """rho* = 1 - eps_low + (eps_low + eps_high) sigmoid(target_adv), detached, in [1 - eps_low, 1 + eps_high]."""
+def check_bounds(*, eps_low=0.2, eps_high=0.2, **_) -> None:
     if not 0 <= eps_low < 1 or not eps_high >= 0:
         raise ValueError(f"need 0 <= eps_low < 1 and eps_high >= 0, got eps_low={eps_low}, eps_high={eps_high}")
+
+
+def target_ratio(target_adv: torch.Tensor, *, eps_low=0.2, eps_high=0.2) -> torch.Tensor:
+    """rho* = 1 - eps_low + (eps_low + eps_high) sigmoid(target_adv), detached, in [1 - eps_low, 1 + eps_high]."""
+    check_bounds(eps_low=eps_low, eps_high=eps_high)
     rho = 1.0 - eps_low + (eps_high + eps_low) * torch.sigmoid(target_adv.detach())
     return rho.clamp(1.0 - eps_low, 1.0 + eps_high)  # a no-op but for rounding: 0.8 + 0.4 * 1 is 1.2 + 1 ulp
 
@@ -46,7 +50,7 @@ GBPO_LOGS = {
             "set by the reward's side of the group median, weighted by |A|.",
     equation=r"\ell = |r - \rho^*|\,|A|,\quad \rho^* = 1 - \epsilon_{low} + (\epsilon_{low} + \epsilon_{high})\,"
              r"\sigma(\hat A),\quad \hat A = \frac{R - \mathrm{median}_g R}{T(\mathrm{std}_g R + \epsilon)}",
-    reads=("target_adv",), logs={**{k: CLIP_LOGS[k] for k in KEPT_METRICS}, **GBPO_LOGS})
+    reads=("target_adv",), logs={**{k: CLIP_LOGS[k] for k in KEPT_METRICS}, **GBPO_LOGS}, check=check_bounds)
 def gbpo(logp, old_logp, advantages, mask, *, target_adv, agg="token-mean", denom=None, eps_low=0.2, eps_high=0.2,
          logr_clamp=None):
     """GBPO policy loss. `target_adv` [B, T] comes from the advantage `gbpo` (batch.target_adv).

@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 
 from workbench import ops, registry
-from workbench.advantages.ipa import IPA_TITLE, chunk_ids, chunk_mean, chunk_table
+from workbench.advantages.ipa import CHUNKS, IPA_TITLE, chunk_ids, chunk_mean, chunk_table
 from workbench.objectives.multiturn import action_mean
 from workbench.objectives.ppo import CLIP_LOGS, DUAL_CLIP_LOGS, check_inputs, clip_metrics, ppo_clip_per_token
 
@@ -67,7 +67,8 @@ IPA_LOGS = {
             "averaged per chunk, then per trajectory.",
     equation=r"\ell_t = -\min\big(s_{c(t)}A_t,\ \mathrm{clip}(s_{c(t)}, 1-\epsilon_{low}, 1+\epsilon_{high})A_t\big),"
              r"\ s_c = \exp\Big(\tfrac{1}{|c|}\sum_{t\in c}\log\tfrac{\pi_\theta}{\pi_{old}}\Big)",
-    reads=("turn",), needs=("multi_turn",), logs={**CLIP_LOGS, **DUAL_CLIP_LOGS, **IPA_LOGS})
+    reads=("turn",), needs=("multi_turn",), logs={**CLIP_LOGS, **DUAL_CLIP_LOGS, **IPA_LOGS},
+    choices={"chunks": CHUNKS})
 def ipa(logp, old_logp, advantages, mask, *, turn=None, agg="seq-mean-token-mean", denom=None, eps_low=0.2,
         eps_high=0.2, dual_clip_c=None, chunks="turn", chunk_agg=True, logr_clamp=None):
     """IPA's chunk-ratio loss. `turn` [B, T] gives the chunks (chunks='turn'; without it a row is one chunk).
@@ -77,10 +78,10 @@ def ipa(logp, old_logp, advantages, mask, *, turn=None, agg="seq-mean-token-mean
     dual_clip_c: ROLL's `dual_clip_loss` is c = 1 + 2 eps (1.4). Metrics: clip fractions of the chunk ratios over
     tokens, `ipa/chunks_per_row`.
     """
-    check_inputs(logp, old_logp, advantages, mask)
     if chunk_agg and agg != "seq-mean-token-mean":
         raise ValueError("ipa averages per chunk, then per trajectory: leave agg='seq-mean-token-mean', or pass "
                          f"chunk_agg=False to aggregate with agg={agg!r} (ROLL's loss_agg_mode)")
+    check_inputs(logp, old_logp, advantages, mask)
     ids = chunk_ids(mask, turn, chunks)
     per_token, s, dual = chunk_clip_loss(logp, old_logp, advantages, mask, ids, eps_low=eps_low, eps_high=eps_high,
                                          dual_clip_c=dual_clip_c, logr_clamp=logr_clamp)

@@ -44,6 +44,11 @@ def full_vocab_kl(logits_p: torch.Tensor, logits_q: torch.Tensor, *, temperature
     return torch.cat(out).reshape(logits_p.shape[:-1])
 
 
+def check_mdpo(*, inv_t=1.0, **_) -> None:
+    if inv_t < 0:
+        raise ValueError(f"inv_t = 1/t_k must be >= 0, got {inv_t}")
+
+
 def mdpo_surrogate(logp, old_logp, advantages, mask, *, inv_t, kl_per_token=None, agg="token-mean",
                    denom=None, logr_clamp=None):
     """MDPO loss: aggregate of l_t = -r_t A_t + inv_t KL_t, no clipping; returns (loss, metrics).
@@ -55,9 +60,8 @@ def mdpo_surrogate(logp, old_logp, advantages, mask, *, inv_t, kl_per_token=None
     unclipped surrogate -r A. old_logp is detached. Metrics: `mdpo/kl` (mean KL_t), `mdpo/inv_t`,
     `mdpo/surrogate` (mean r A), `kl/k1_old`, `ratio/mean`, `ratio/max`.
     """
+    check_mdpo(inv_t=inv_t)
     check_inputs(logp, old_logp, advantages, mask)
-    if inv_t < 0:
-        raise ValueError(f"inv_t = 1/t_k must be >= 0, got {inv_t}")
     old = old_logp.detach()
     if kl_per_token is None:
         kl_per_token = kl_estimators.k2(logp, old)
@@ -98,7 +102,7 @@ MDPO_LOGS = {
     summary="Unclipped ratio surrogate plus (1/t_k) KL(pi_theta || pi_k) to the sampling policy, 1/t_k growing "
             "over training (sampled k2 per token).",
     equation=r"\ell_t = -r_t A_t + \frac{1}{t_k}\,\mathrm{KL}_t(\pi_\theta \,\|\, \pi_k),\quad t_k = 1 - \frac{k-1}{K}",
-    logs={**{k: CLIP_LOGS[k] for k in ("ratio/mean", "ratio/max", "kl/k1_old")}, **MDPO_LOGS})
+    logs={**{k: CLIP_LOGS[k] for k in ("ratio/mean", "ratio/max", "kl/k1_old")}, **MDPO_LOGS}, check=check_mdpo)
 def mdpo(logp, old_logp, advantages, mask, *, agg="token-mean", denom=None, inv_t=1.0, logr_clamp=None):
     """`mdpo_surrogate` with the sampled k2 KL. In the `mdpo` recipe `inv_t` follows the schedule
     `mdpo-inv-t` (workbench/schedules/mdpo.py); called directly it is the constant given."""

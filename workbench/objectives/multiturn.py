@@ -47,9 +47,9 @@ def m_grpo(logp, old_logp, advantages, mask, *, turn=None, agg="seq-mean-token-m
 
     `agg` is ignored (the action mean is the point of the method) except that it must be the default.
     """
-    check_inputs(logp, old_logp, advantages, mask)
     if agg != "seq-mean-token-mean":
         raise ValueError("m-grpo aggregates per action (its own mode); leave agg='seq-mean-token-mean'")
+    check_inputs(logp, old_logp, advantages, mask)
     per_token, r, _ = ppo_clip_per_token(logp, old_logp, advantages, eps_low=eps_low, eps_high=eps_high,
                                          logr_clamp=logr_clamp)
     loss = action_mean(per_token, mask, turn, denom)

@@ -18,6 +18,7 @@ import torch
 
 from workbench import registry
 from workbench.params import check_choice, check_value, did_you_mean
+from workbench.train.probe import probe_settings
 
 # source -> (the batch field it comes from, which rows: "chosen", "rejected", "list" [N, K] or "middle" [N, K-2])
 SOURCES = {
@@ -73,15 +74,25 @@ def call_loss(entry: registry.Entry, s: torch.Tensor, r: torch.Tensor, kw: dict)
     return entry.fn(s[:, 0], s[:, -1], r[:, 0], r[:, -1], **kw)
 
 
+def loss_call(entry: registry.Entry):
+    """The loss as `call_loss` calls it on its layout, its log-probs positional (for `probe_settings`)."""
+    if entry.layout == "list":
+        return lambda s, r, **kw: entry.fn(s, None, r, None, **kw)
+    if entry.layout == "one":
+        return lambda s, r, **kw: entry.fn(s, r, **kw)
+    return lambda s, s_last, r, r_last, **kw: entry.fn(s, s_last, r, r_last, **kw)
+
+
 def check_preference(*, loss="dpo", inputs=(), **hp) -> None:
     """Refuse, before anything runs, an unknown loss, an unknown input source, a keyword the loss does not take or a
-    value of the wrong type or out of range (`workbench.params`)."""
+    value of the wrong type or out of range (`workbench.params`), and what the loss's own checks refuse: its `check`
+    and those it makes before it reads an input (called with stand-ins for the log-probs and the `inputs`)."""
     known = [e.key for e in registry.entries("preference")]
     if not isinstance(loss, str) or loss not in known:
         raise ValueError(f"loss={loss!r} is no registered preference loss{did_you_mean(str(loss), known)}; "
                          f"losses: {', '.join(known)}")
     entry = registry.get("preference", loss)
-    parse_inputs(inputs)
+    specs = parse_inputs(inputs)
     params = inspect.signature(entry.fn).parameters
     unknown = sorted(set(hp) - set(params))
     if unknown:
@@ -92,6 +103,9 @@ def check_preference(*, loss="dpo", inputs=(), **hp) -> None:
             check_value(f"preference loss {loss!r}", name, value, params[name].default)
         if name in entry.choices:
             check_choice(f"preference loss {loss!r}", name, value, entry.choices[name])
+    if entry.check is not None:
+        entry.check(**hp)
+    probe_settings(loss_call(entry), hp, inputs=tuple(kw for kw, _ in specs))
 
 
 # The preference objective's own metric; the rest of its metrics are the loss's (`registry.preference`'s logs).

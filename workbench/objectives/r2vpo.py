@@ -21,6 +21,13 @@ from workbench.objectives.tis import tis_weights
 R2VPO_TITLE = "Ratio-Variance Regularized Policy Optimization for Efficient LLM Fine-tuning"
 
 
+def check_r2vpo(*, lam=1.0, is_cap=2.0, **_) -> None:
+    if not lam >= 0:
+        raise ValueError(f"lam (the dual variable) must be >= 0, got {lam}")
+    if is_cap is not None and not is_cap > 0:
+        raise ValueError(f"is_cap must be > 0 or None, got {is_cap}")
+
+
 def stale_weight(old_logp, mu_logp, mask, is_cap) -> torch.Tensor:
     """Detached w = min(pi_old / mu, is_cap) [B, T] (TIS token truncation), or 1 on the mask when is_cap is None."""
     if is_cap is None:
@@ -42,7 +49,8 @@ R2VPO_LOGS = {
             "the measured variance exceeds delta; stale samples weighted by min(pi_old/mu, 2).",
     equation=r"\ell = w\big(-rA + \lambda (r - 1)^2\big),\ w = \mathrm{sg}\big(\min(\pi_{old}/\mu, C)\big),\ "
              r"\lambda \leftarrow \max\big(0, \lambda + \alpha_\lambda(\widehat{\mathrm{Var}}(r) - \delta)\big)",
-    reads=("mu_logp",), logs={**{k: CLIP_LOGS[k] for k in ("ratio/mean", "ratio/max", "kl/k3_old")}, **R2VPO_LOGS})
+    reads=("mu_logp",), logs={**{k: CLIP_LOGS[k] for k in ("ratio/mean", "ratio/max", "kl/k3_old")}, **R2VPO_LOGS},
+    check=check_r2vpo)
 def r2vpo(logp, old_logp, advantages, mask, *, mu_logp, agg="token-mean", denom=None, lam=1.0, is_cap=2.0,
           logr_clamp=None):
     """R²VPO policy loss; `lam` is the dual variable (the controller `r2vpo` drives it, into="objective:r2vpo.lam").
@@ -60,11 +68,8 @@ def r2vpo(logp, old_logp, advantages, mask, *, mu_logp, agg="token-mean", denom=
     Metrics: `r2vpo/ratio_var` = token mean of w (r - 1)^2 (what the controller reads), `ratio/mean`, `ratio/max`,
     `kl/k3_old`.
     """
+    check_r2vpo(lam=lam, is_cap=is_cap)
     check_inputs(logp, old_logp, advantages, mask)
-    if not lam >= 0:
-        raise ValueError(f"lam (the dual variable) must be >= 0, got {lam}")
-    if is_cap is not None and not is_cap > 0:
-        raise ValueError(f"is_cap must be > 0 or None, got {is_cap}")
     old = old_logp.detach()
     w = stale_weight(old, mu_logp, mask, is_cap)
     r = ratio(logp, old, logr_clamp)

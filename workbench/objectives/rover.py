@@ -160,7 +160,7 @@ def response_level_loss(q: torch.Tensor, advantages: torch.Tensor, mask: torch.T
     return ops.aggregate(per_seq[:, None].expand_as(q), mask, "seq-mean-token-mean", denom)
 
 
-def check_rover_args(*, rho, clip_ratio, next_q_scale) -> None:
+def check_rover_args(*, rho=1.0, clip_ratio=0.2, next_q_scale=1.0, **_) -> None:
     if not rho > 0:
         raise ValueError(f"rho (the authors' rover_t) must be > 0, got {rho}")
     if not 0 < clip_ratio < 1:
@@ -207,7 +207,7 @@ ROVER_LOGS = {
     equation=r"\ell_t = \big(\rho\log\tfrac{\pi_\theta(a_t|s_t)}{\pi_{old}(a_t|s_t)} - \mathrm{sg}\big[\tilde r + "
              r"\rho\,\overline{\log\pi_\theta}(s_{t+1}) - \rho\,\overline{\log\pi_{old}}(s_{t+1})\big]\big)^2,\ "
              r"\overline{\log\pi}(s) = \tfrac{1}{|\mathcal V|}\sum_v \log\pi(v|s)",
-    reads=("head", "response_ids", "old_vocab_mean_logp"), logs=ROVER_LOGS)
+    reads=("head", "response_ids", "old_vocab_mean_logp"), logs=ROVER_LOGS, check=check_rover_args)
 def rover(logp, old_logp, advantages, mask, *, head, response_ids, old_vocab_mean_logp, agg="token-mean", denom=None,
           rho=1.0, use_rover_clip=False, clip_ratio=0.2, response_level=False, next_q_scale=1.0):
     """ROVER loss (module docstring): (Q - sg(y))^2 aggregated by `agg` (the authors: token mean), or the
@@ -218,8 +218,8 @@ def rover(logp, old_logp, advantages, mask, *, head, response_ids, old_vocab_mea
     Metrics: `rover/q_mean` (mean Q = rho log-ratio), `rover/next_v_mean` (mean V_unif(s_{t+1})),
     `rover/target_mean` (mean y), and with the clip `rover/clip_high`, `rover/clip_low` (shares of clipped tokens).
     """
-    check_inputs(logp, old_logp, advantages, mask)
     check_rover_args(rho=rho, clip_ratio=clip_ratio, next_q_scale=next_q_scale)
+    check_inputs(logp, old_logp, advantages, mask)
     check_head(head, mask, "rover")
     if old_vocab_mean_logp is None or old_vocab_mean_logp.shape != mask.shape:
         raise ValueError("rover needs old_vocab_mean_logp [B, T] (the old-log-prob pass computes it when a component "

@@ -128,7 +128,8 @@ SEEUPO_LOGS = {
             "turn's advantage times the stopped ratios of the turns already updated.",
     equation=r"\ell_t = -\min\big(s_{i,k}M_{i,k}A_i,\ \mathrm{clip}(s_{i,k})M_{i,k}A_i\big),\ "
              r"M_{i,k} = \prod_{k'>k}\mathrm{sg}\big(s_{i,k'}\big),\ k = K{-}1,\dots,0",
-    reads=("turn",), needs=("multi_turn",), plan=turn_plan, logs={**CLIP_LOGS, **SEEUPO_LOGS})
+    reads=("turn",), needs=("multi_turn",), plan=turn_plan, logs={**CLIP_LOGS, **SEEUPO_LOGS},
+    choices={"order": ORDERS, "correction": CORRECTIONS})
 def seeupo(logp, old_logp, advantages, mask, *, turn=None, agg="seq-mean-token-mean", denom=None, eps_low=0.2,
            eps_high=0.2, order="reverse", turns=None, correction="is", correction_clip_low=0.2,
            correction_clip_high=0.2, logr_clamp=None):
@@ -141,12 +142,12 @@ def seeupo(logp, old_logp, advantages, mask, *, turn=None, agg="seq-mean-token-m
     0.2). `agg` must be 'seq-mean-token-mean' (the launcher's loss_agg_mode, per turn sample).
     Metrics: clip fractions of the turn ratios over tokens; `seeupo/correction_mean|min|max` of M over tokens.
     """
-    check_inputs(logp, old_logp, advantages, mask)
     if agg != "seq-mean-token-mean":
         raise ValueError(f"seeupo averages each turn's tokens, then its rows (AgentEvolver's seq-mean-token-mean per "
                          f"turn sample); leave agg='seq-mean-token-mean', got {agg!r}")
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    check_inputs(logp, old_logp, advantages, mask)
     ids = chunk_ids(mask, turn, "turn")
     log_s, _ = turn_log_ratios(logp, old_logp, mask, ids)
     M = later_turn_correction(log_s, correction=correction, clip_low=correction_clip_low,

@@ -170,9 +170,9 @@ def geo_mean(logp, old_logp, advantages, mask, *, agg="seq-mean-token-mean", den
     Defaults eps_low = eps_high = 0.4: the log-space range (-0.4, 0.4) is `unverified` (paper recollection).
     Metrics: token-level clip fractions in log space (r > e^eps_high, r < e^-eps_low) and the mean S_i.
     """
-    check_inputs(logp, old_logp, advantages, mask)
     _require_agg("geo_mean", agg, "seq-mean-token-mean",
                  "GMPO has one loss per sequence, -S_i A_bar_i, averaged over sequences")
+    check_inputs(logp, old_logp, advantages, mask)
     if eps_low < 0 or eps_high < 0:
         raise ValueError(f"eps_low and eps_high must be >= 0, got {eps_low}, {eps_high}")
     logr = logp - old_logp

@@ -9,7 +9,12 @@ import torch
 
 from workbench import ops, registry
 from workbench.objectives.ppo import CLIP_LOGS, check_inputs
-from workbench.objectives.sequence import importance_ratio, ratio_metrics
+from workbench.objectives.sequence import IS_LEVELS, importance_ratio, ratio_metrics
+
+
+def check_sapo(*, tau_pos=1.0, tau_neg=1.05, **_) -> None:
+    if tau_pos <= 0 or tau_neg <= 0:
+        raise ValueError(f"tau_pos and tau_neg must be > 0, got {tau_pos}, {tau_neg}")
 
 
 def sapo_gate(r: torch.Tensor, tau: float) -> torch.Tensor:
@@ -34,7 +39,8 @@ SAPO_LOGS = {
             "tau_pos for A>0, tau_neg for A<0.",
     equation=r"\ell_{i,t} = -\frac{4}{\tau}\,\sigma\big(\tau(r_{i,t}-1)\big)A_i,\quad "
              r"\tau = \tau_{pos}\ (A>0),\ \tau_{neg}\ (A\le 0)",
-    logs={**{k: v for k, v in CLIP_LOGS.items() if not k.startswith("clip/")}, **SAPO_LOGS})
+    logs={**{k: v for k, v in CLIP_LOGS.items() if not k.startswith("clip/")}, **SAPO_LOGS},
+    choices={"level": IS_LEVELS}, check=check_sapo)
 def sapo(logp, old_logp, advantages, mask, *, agg="seq-mean-token-mean", denom=None, tau_pos=1.0, tau_neg=1.05,
          logr_clamp=20.0, level="token"):
     r"""SAPO (verl `compute_policy_loss_sapo`, TRL `loss_type="sapo"`, rlhf-book `SAPOLoss`).
@@ -52,9 +58,8 @@ def sapo(logp, old_logp, advantages, mask, *, agg="seq-mean-token-mean", denom=N
     that replaces PPO's 0/1 clip indicator, 1 on-policy), `sapo/gate_value` = mean f_tau(r), plus the
     ratio and KL-to-old statistics.
     """
+    check_sapo(tau_pos=tau_pos, tau_neg=tau_neg)
     check_inputs(logp, old_logp, advantages, mask)
-    if tau_pos <= 0 or tau_neg <= 0:
-        raise ValueError(f"tau_pos and tau_neg must be > 0, got {tau_pos}, {tau_neg}")
     r = importance_ratio(logp, old_logp, mask, level, logr_clamp)  # [B, T], or [B, 1] per sequence
     positive = advantages > 0
     gate = torch.where(positive, sapo_gate(r, tau_pos), sapo_gate(r, tau_neg))

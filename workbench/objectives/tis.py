@@ -18,21 +18,25 @@ from workbench.objectives.ppo import CLIP_LOGS, DUAL_CLIP_LOGS, check_inputs, pp
 TIS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
 
-def tis_weights_and_drops(old_logp, mu_logp, mask, *, mode="token_truncate", cap=2.0, low=None):
-    """(w, dropped): `tis_weights` [B, T] and where a mask mode dropped a valid token [B, T] bool."""
+def check_tis(*, mode="token_truncate", cap=2.0, low=None, **_) -> None:
     if mode not in TIS_MODES:
         raise ValueError(f"unknown TIS mode {mode!r}; choose one of {TIS_MODES}")
-    if old_logp.shape != mu_logp.shape:
-        raise ValueError(f"mu_logp has shape {tuple(mu_logp.shape)} but old_logp has shape {tuple(old_logp.shape)}")
-    ops.check_mask(old_logp, mask, "old_logp")
     if not cap > 0:
         raise ValueError(f"cap must be > 0, got {cap}")
-    truncate = mode.endswith("_truncate")
     if low is not None:
-        if truncate:
+        if mode.endswith("_truncate"):
             raise ValueError(f"low={low} only applies to the mask modes (token_mask, sequence_mask), not {mode!r}")
         if not 0 <= low < cap:
             raise ValueError(f"need 0 <= low < cap, got low={low}, cap={cap}")
+
+
+def tis_weights_and_drops(old_logp, mu_logp, mask, *, mode="token_truncate", cap=2.0, low=None):
+    """(w, dropped): `tis_weights` [B, T] and where a mask mode dropped a valid token [B, T] bool."""
+    check_tis(mode=mode, cap=cap, low=low)
+    if old_logp.shape != mu_logp.shape:
+        raise ValueError(f"mu_logp has shape {tuple(mu_logp.shape)} but old_logp has shape {tuple(old_logp.shape)}")
+    ops.check_mask(old_logp, mask, "old_logp")
+    truncate = mode.endswith("_truncate")
     with torch.no_grad():
         logw = old_logp.detach() - mu_logp.detach()
         if mode.startswith("sequence"):
@@ -90,7 +94,8 @@ TIS_LOGS = {
     equation=r"\ell_{i,t} = \mathrm{sg}(w_{i,t})\,\ell^{\mathrm{PPO}}_{i,t},\quad "
              r"w_{i,t} = \min\big(e^{\log\pi_{old} - \log\mu}, C\big)\ \text{or}\ "
              r"e^{\log\pi_{old} - \log\mu}\,[w \le C]",
-    reads=("mu_logp",), logs={**CLIP_LOGS, **DUAL_CLIP_LOGS, **MISMATCH_LOGS, **TIS_LOGS})
+    reads=("mu_logp",), logs={**CLIP_LOGS, **DUAL_CLIP_LOGS, **MISMATCH_LOGS, **TIS_LOGS}, choices={"mode": TIS_MODES},
+    check=check_tis)
 def tis(logp, old_logp, advantages, mask, *, mu_logp, agg="token-mean", denom=None, mode="token_truncate",
         cap=2.0, low=None, eps_low=0.2, eps_high=0.2, dual_clip_c=None, logr_clamp=None):
     r"""PPO-clip with the rollout-mismatch weight: l_t = sg(w_t) l_t^PPO, w = `tis_weights(old, mu, mask)`.

@@ -52,7 +52,7 @@ VL_DAC_LOGS = {
             "the clipped surrogate alone (the authors' guard).",
     equation=r"\ell_t = -\min(r_t A_t, \mathrm{clip}(r_t, 1\pm\epsilon) A_t);\ "
              r"\max_{u \in a} r_u > 10 \Rightarrow \ell_t = -\mathrm{clip}(r_t, 1\pm\epsilon) A_t",
-    reads=("turn",), logs={**CLIP_LOGS, **VL_DAC_LOGS})
+    reads=("turn",), logs={**CLIP_LOGS, **VL_DAC_LOGS}, choices={"guard": GUARDS})
 def vl_dac_objective(logp, old_logp, advantages, mask, *, turn=None, agg="token-mean", denom=None, eps=0.1,
                      ratio_cap=10.0, guard="action"):
     """VL-DAC loss: `ppo_clip_per_token` with eps_low = eps_high = eps (0.1, `clip_param`), except on guarded scopes.

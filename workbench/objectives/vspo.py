@@ -23,10 +23,14 @@ def task_value(p):
     return p * (1 - p)
 
 
-def clip_scale(task_value: torch.Tensor, *, value_smoothing) -> torch.Tensor:
-    """s [B] = 1 - lam + lam v / v_max: the factor on both clip bounds of each sequence."""
+def check_vspo(*, value_smoothing=0.5, **_) -> None:
     if not 0 <= value_smoothing <= 1:
         raise ValueError(f"value_smoothing must be in [0, 1] (0: plain ppo-clip), got {value_smoothing}")
+
+
+def clip_scale(task_value: torch.Tensor, *, value_smoothing) -> torch.Tensor:
+    """s [B] = 1 - lam + lam v / v_max: the factor on both clip bounds of each sequence."""
+    check_vspo(value_smoothing=value_smoothing)
     v = task_value.detach()
     if bool(((v < 0) | (v > V_MAX + 1e-12) | ~torch.isfinite(v)).any()):
         raise ValueError(f"task_value must lie in [0, 1/4] (p (1 - p)); got values in [{float(v.min())}, "
@@ -48,7 +52,7 @@ VSPO_CLIP_LOGS = {
             "value of the sample's prompt (from the vspo group transform); lam = 0 is ppo-clip.",
     equation=r"\ell_{i,t} = -\min\big(r A,\ \mathrm{clip}(r, 1 - s_i\epsilon_{low}, 1 + s_i\epsilon_{high})A\big),\ "
              r"s_i = 1 - \lambda + 4\lambda\,v(x_i)",
-    reads=("task_value",), logs={**CLIP_LOGS, **DUAL_CLIP_LOGS, **VSPO_CLIP_LOGS})
+    reads=("task_value",), logs={**CLIP_LOGS, **DUAL_CLIP_LOGS, **VSPO_CLIP_LOGS}, check=check_vspo)
 def vspo(logp, old_logp, advantages, mask, *, task_value, agg="token-mean", denom=None, eps_low=0.2, eps_high=0.2,
          value_smoothing=0.5, dual_clip_c=None, logr_clamp=None):
     r"""VSPO's policy half (arXiv 2512.07478): the abstract says VSPO "applies value-smoothing clipping to

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from workbench import registry
 from workbench.preference.base import (TRL_LOGS, check_beta, check_pairs, dpo_metrics, implicit_rewards,
                                        preference_metrics)
-from workbench.preference.listwise import as_list, check_list, pair_loss
+from workbench.preference.listwise import PAIR_LOSS_TYPES, as_list, check_list, pair_loss
 
 # ---------------------------------------------------------------------------------------------- BRAIn
 
@@ -154,7 +154,8 @@ SPO_PREFDEG_LOGS = {
     summary="Alignment loss (DPO/IPO) plus lambda times a self-supervised preference-degree loss: copies of the "
             "chosen response with growing fractions of key content removed must be ranked by degree.",
     equation=r"L = L_{align}(y_w, y_l) + \lambda\sum_{d<d'} -\log\sigma\big(\beta[u(y_d) - u(y_{d'})]\big),\ "
-             r"u(y) = \log\pi(y) - \log\pi_{ref}(y),\ y_0 = y_w", logs={**TRL_LOGS, **SPO_PREFDEG_LOGS})
+             r"u(y) = \log\pi(y) - \log\pi_{ref}(y),\ y_0 = y_w", logs={**TRL_LOGS, **SPO_PREFDEG_LOGS},
+    choices={"base": PAIR_LOSS_TYPES})
 def spo_prefdeg(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=0.1, lam=0.1,
                 degraded_logp=None, ref_degraded_logp=None, degrees=None, base="sigmoid"):
     r"""SPO preference-degree auxiliary loss (Li et al. 2024), `abstract-only` in the catalog.

@@ -41,6 +41,10 @@ def check_list(logps: torch.Tensor, ref_logps: torch.Tensor, name: str = "list")
         raise ValueError(f"a {name} needs at least 2 responses per prompt; got K = {logps.shape[-1]}")
 
 
+PAIR_LOSS_TYPES = ("sigmoid", "ipo")  # `pair_loss`: DPO's logistic loss, IPO's squared loss
+LIPO_WEIGHTS = ("lambda", "constant")  # LiPO-lambda's NDCG pair weights, or 1 (pairwise)
+
+
 def pair_loss(logits: torch.Tensor, beta: float, loss_type: str = "sigmoid",
               label_smoothing: float = 0.0) -> torch.Tensor:
     """Per-pair loss of the margin `logits` = u_w - u_l (log-ratio difference), unreduced.
@@ -116,7 +120,8 @@ LIPO_LOGS = {
             "by its LambdaLoss (NDCG) weight; K = 2 with constant weights is DPO. Inputs [B, K].",
     equation=r"L = -\sum_{\psi_i>\psi_j}\Delta_{ij}\log\sigma(s_i - s_j),\ s_i = \beta\log\frac{\pi(y_i)}"
              r"{\pi_{ref}(y_i)},\ \Delta_{ij} = |G_i - G_j|\,\Big|\frac{1}{D(\tau_i)} - \frac{1}{D(\tau_j)}\Big|,"
-             r"\ G = 2^{\psi}-1,\ D(\tau) = \log_2(1+\tau)", logs={**TRL_LOGS, **LIPO_LOGS})
+             r"\ G = 2^{\psi}-1,\ D(\tau) = \log_2(1+\tau)", logs={**TRL_LOGS, **LIPO_LOGS},
+    choices={"weights": LIPO_WEIGHTS})
 def lipo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=0.1, labels=None,
          weights="lambda"):
     r"""LiPO-lambda (Liu et al. 2024): listwise preference optimization with LambdaLoss weights.

@@ -153,7 +153,7 @@ CDPO_LOGS = {
             "form='rdpo' the unbiased robust loss (TRL loss_type='robust'). ε = 0 gives dpo.",
     equation=r"\text{cDPO: } -(1-\varepsilon)\log\sigma(\beta\Delta) - \varepsilon\log\sigma(-\beta\Delta);\quad"
              r"\text{rDPO: } \frac{-(1-\varepsilon)\log\sigma(\beta\Delta) + \varepsilon\log\sigma(-\beta\Delta)}"
-             r"{1-2\varepsilon}", logs={**TRL_LOGS, **CDPO_LOGS})
+             r"{1-2\varepsilon}", logs={**TRL_LOGS, **CDPO_LOGS}, choices={"form": CDPO_FORMS})
 def cdpo_robust(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=0.1, label_smoothing=0.1,
                 form="cdpo"):
     r"""Label-noise-aware DPO with flip rate ε = `label_smoothing`.

@@ -21,7 +21,7 @@ import torch
 from workbench import kl, ops, registry
 from workbench.objectives.ppo import CLIP_LOGS
 from workbench.preference.base import TRL_LOGS, check_beta, check_pairs, dpo_metrics
-from workbench.preference.listwise import pair_loss
+from workbench.preference.listwise import PAIR_LOSS_TYPES, pair_loss
 from workbench.regularizers.kl_penalty import kl_in_loss, kl_in_reward
 
 # ---------------------------------------------------------------------------------------------- P3O
@@ -48,6 +48,9 @@ P3O_LOGS = {
 }
 
 
+P3O_VARIANTS = ("separate", "joint")  # P3O-V1 (a clipped ratio per response) and P3O-V2 (one pair ratio)
+
+
 @registry.preference(
     "p3o", title="Pairwise Proximal Policy Optimization: Harnessing Relative Feedback for LLM Alignment",
     summary="PPO on pairs: the advantage of y1 is half the reward difference (invariant to per-prompt reward "
@@ -56,7 +59,8 @@ P3O_LOGS = {
     equation=r"A = \tfrac12(\tilde r_1 - \tilde r_2),\ \tilde r_k = r_k - \beta\,\mathrm{sg}(\log\pi_{old}(y_k) - "
              r"\log\pi_{SFT}(y_k));\ \text{V1: } \ell = -\sum_k \min(\rho_k A_k, \mathrm{clip}(\rho_k)A_k),\ "
              r"\text{V2: } \rho = \rho_1/\rho_2",
-    logs={**TRL_LOGS, **{k: CLIP_LOGS[k] for k in ("clip/region", "clip/out_of_band")}, **P3O_LOGS})
+    logs={**TRL_LOGS, **{k: CLIP_LOGS[k] for k in ("clip/region", "clip/out_of_band")}, **P3O_LOGS},
+    choices={"variant": P3O_VARIANTS})
 def p3o(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, chosen_reward=None,
         rejected_reward=None, old_chosen_logp=None, old_rejected_logp=None, beta=0.1, eps=0.2,
         variant="separate"):
@@ -150,7 +154,8 @@ APO_LOGS = {
             "reference is the last solution extrapolated away from the one before; alpha = 0 is iterative DPO.",
     equation=r"\log\tilde\pi_t = (1+\alpha)\log\hat\pi_t - \alpha\log\hat\pi_{t-1};\ "
              r"L = -\log\sigma\big(\beta[(\log\pi(y_w) - \log\tilde\pi_t(y_w)) - "
-             r"(\log\pi(y_l) - \log\tilde\pi_t(y_l))]\big)", logs={**TRL_LOGS, **APO_LOGS})
+             r"(\log\pi(y_l) - \log\tilde\pi_t(y_l))]\big)", logs={**TRL_LOGS, **APO_LOGS},
+    choices={"loss_type": PAIR_LOSS_TYPES})
 def apo_accelerated(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=0.1, alpha=0.3,
                     prev_ref_chosen_logp=None, prev_ref_rejected_logp=None, loss_type="sigmoid"):
     r"""APO (He, Yuan, Gu 2024): DPO/IPO against the Nesterov-extrapolated reference.

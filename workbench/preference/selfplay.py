@@ -85,7 +85,8 @@ SPPO_LOGS = {
             "'sppo_single' uses P(y_w ≻ y_l) with ± targets, 'sppo_hard' is TRL's hard-label form.",
     equation=r"\mathcal{L} = \tfrac12\Big[\Big(\log\frac{\pi(y_w)}{\pi_t(y_w)} - \frac{\hat P_w - \frac12}{\beta}"
              r"\Big)^2 + \Big(\log\frac{\pi(y_l)}{\pi_t(y_l)} - \frac{\hat P_l - \frac12}{\beta}\Big)^2\Big],"
-             r"\quad \hat P = \hat P(y \succ \pi_t)", logs={**TRL_LOGS, **SPPO_LOGS})
+             r"\quad \hat P = \hat P(y \succ \pi_t)", logs={**TRL_LOGS, **SPPO_LOGS},
+    choices={"loss_type": SPPO_LOSS_TYPES})
 def sppo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=1e-3, loss_type="sppo",
          chosen_winrate=None, rejected_winrate=None, pair_prob=None):
     r"""SPPO: per-response regression of a = log π/π_t(y_w), b = log π/π_t(y_l) onto η(P̂ − ½), η = 1/β.
@@ -258,7 +259,7 @@ def nash_mp(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, b
             "online (the `sampled-pairs` source draws them every step), π_ref fixed.",
     equation=r"\mathcal{L} = -\log\sigma(\beta\Delta)\ \text{or}\ \Big(\Delta - \frac{1}{2\beta}\Big)^2,\quad "
              r"y_1, y_2 \sim \pi_\theta(\cdot|x),\ (y_w, y_l) = \mathrm{judge}(y_1, y_2)",
-    logs={**TRL_LOGS, **DPO_LOGS, **IPO_LOGS})
+    logs={**TRL_LOGS, **DPO_LOGS, **IPO_LOGS}, choices={"loss_type": tuple(ONLINE_DPO_LOSS_TYPES)})
 def online_dpo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=0.1, loss_type="sigmoid",
                **loss_kw):
     r"""Online DPO loss piece: the registered `dpo` / `ipo` applied to on-policy, online-judged pairs.

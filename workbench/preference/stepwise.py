@@ -14,7 +14,7 @@ import torch
 
 from workbench import registry
 from workbench.preference.base import TRL_LOGS, check_beta, check_pairs, dpo_metrics
-from workbench.preference.listwise import pair_loss
+from workbench.preference.listwise import PAIR_LOSS_TYPES, pair_loss
 
 # ---------------------------------------------------------------------------------------------- primitives
 
@@ -106,6 +106,12 @@ MCTS_DPO_LOGS = {
 }
 
 
+def check_mcts_dpo(*, label_smoothing=0.0, loss_type="sigmoid", **_) -> None:
+    if loss_type == "ipo" and label_smoothing != 0:
+        raise ValueError(f"the IPO loss takes no label smoothing, got label_smoothing={label_smoothing}; use "
+                         "loss_type='sigmoid'")
+
+
 @registry.preference(
     "mcts-dpo", title="Monte Carlo Tree Search Boosts Reasoning via Iterative Preference Learning",
     summary="Step-level DPO on MCTS sibling steps (chosen = highest-value child, rejected = a lower one), log-probs "
@@ -113,7 +119,7 @@ MCTS_DPO_LOGS = {
     equation=r"z = [\log\pi(y_w^{\ge k}) - \log\pi_{ref}(y_w^{\ge k})] - [\log\pi(y_l^{\ge k}) - "
              r"\log\pi_{ref}(y_l^{\ge k})];\ L = -(1-\epsilon)\log\sigma(\beta z) - \epsilon\log\sigma(-\beta z),\ "
              r"\epsilon = \mathrm{clip}(1 - \frac{1}{1 + q_w/\max(1, q_b)}, 0, 0.5)",
-    logs={**TRL_LOGS, **MCTS_DPO_LOGS})
+    logs={**TRL_LOGS, **MCTS_DPO_LOGS}, choices={"loss_type": PAIR_LOSS_TYPES}, check=check_mcts_dpo)
 def mcts_dpo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, beta=0.1, chosen_q=None,
              rejected_q=None, label_smoothing=0.0, loss_type="sigmoid"):
     r"""MCTS-DPO (Xie et al. 2024) step-level preference loss.
@@ -142,6 +148,7 @@ def mcts_dpo(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, *, 
     else:
         if not (0 <= label_smoothing <= 0.5):
             raise ValueError(f"label_smoothing must lie in [0, 0.5], got {label_smoothing}")
+        check_mcts_dpo(label_smoothing=label_smoothing, loss_type=loss_type)
         eps = torch.full_like(chosen_logp.detach(), float(label_smoothing))
     if loss_type == "ipo" and bool((eps != 0).any()):
         raise ValueError("the IPO loss takes no label smoothing; use loss_type='sigmoid' with chosen_q/rejected_q")

@@ -149,7 +149,7 @@ EPO_LOGS = {
             "[low, high] x (historical mean entropy of their turn index) are penalized, on late turns only.",
     equation=r"L \mathrel{-}= c_H\big(\mathrm{agg}(H_t) - c_s\,\mathrm{agg}(w\,P_t)\big),\ "
              r"P_t = \rho\big([\kappa_l\bar H_k - H_t]_+ + [H_t - \kappa_r\bar H_k]_+\big)",
-    reads=("entropy", "turn"), logs=EPO_LOGS)
+    reads=("entropy", "turn"), logs=EPO_LOGS, choices={"mode": MODES})
 def epo(forward, batch, *, agg="token-mean", denom=None, coef=0.001, smooth_coef=1.0, history=(), low=0.8,
         high=1.2, out_range_penalty=0.1, max_steps=50, mode="token", phase_weight=1.0, reference_bug=False):
     """EPO's entropy term on the training forward's entropy [B, T] (with gradient).

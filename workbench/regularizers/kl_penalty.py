@@ -40,7 +40,7 @@ def kl_in_reward(logp, ref_logp, mask, *, beta, estimator="k1", value_clamp=None
             "`kl-in-reward` (PPO, RLOO).",
     equation=r"\text{loss: } L \mathrel{+}= \beta\,\mathrm{agg}(k_t);\quad \text{reward: } r_t \leftarrow r_t - \beta k_t",
     reads=("ref_logp", "old_logp"), coefficients={"kl_coef": "beta"},
-    kl_estimator="estimator")
+    kl_estimator="estimator", choices={"estimator": kl.KINDS})
 def kl_penalty(forward, batch, *, agg="token-mean", denom=None, beta=0.0, estimator="k3", value_clamp=None,
                bias_correction=None):
     """`kl_in_loss` of the training forward's log-probs against `batch.ref_logp` on `batch.mask`.

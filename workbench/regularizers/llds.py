@@ -80,7 +80,7 @@ LLDS_LOGS = {
             "total likelihood fell during the update; 0 elsewhere.",
     equation=r"P = \lambda\,\mathrm{agg}\Big(\big[\textstyle\sum_{s\in u(t)} p_s(\log\pi_{old,s} - \log\pi_{\theta,s})"
              r" > 0\big]\,p_t\,[\log\pi_{old,t} - \log\pi_{\theta,t}]_+\Big),\ p_t = m_t[A_t \ge 0]",
-    reads=("old_logp", "advantages"), logs=LLDS_LOGS)
+    reads=("old_logp", "advantages"), logs=LLDS_LOGS, choices={"gate": GATES, "preserve": PRESERVE})
 def llds(forward, batch, *, agg="token-mean", denom=None, coef=0.1, gate="action", preserve="non-negative"):
     """LLDS on the training forward's log-probs [B, T] against `batch.old_logp`.
 

@@ -157,7 +157,8 @@ A2FM_LOGS = {
     summary="Cost-regularized accuracy: a right answer earns 1 - 0.1 min(cost/cost_max, 1) (cost = mode overhead + "
             "tokens + 10 per tool call), a wrong one 0; the mode is read from the prompt's forced-mode tag.",
     equation=r"r_i = \mathrm{acc}_i\Big(1 - \lambda_{cost}\,\min\Big(\frac{\mathrm{cost}(m_i, |y_i|, "
-             r"\mathrm{calls}_i)}{\mathrm{cost}_{max}}, 1\Big)\Big),\ \lambda_{cost} = 0.1", logs=A2FM_LOGS)
+             r"\mathrm{calls}_i)}{\mathrm{cost}_{max}}, 1\Big)\Big),\ \lambda_{cost} = 0.1", logs=A2FM_LOGS,
+    choices={"verifier": base.CORRECTNESS_VERIFIERS})
 def a2fm_reward(completions, *, lam_cost=0.1, call_cost=10.0, mode_costs=None, cost_max=None, verifier="auto",
                 **columns) -> list[float | None]:
     """`cost_regularized` per row (module docstring); acc from `base.correctness`: the environment's verdict `scores`

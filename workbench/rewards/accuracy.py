@@ -22,6 +22,7 @@ from workbench.rewards import base
 
 R1_TITLE = "DeepSeek-R1: Incentivizing Reasoning Capability in LLMs via Reinforcement Learning"
 VERIFIERS = ("auto", "math", "exact", "f1")
+ANSWER_VERIFIERS = ("math", "exact")  # `verify_answer`'s: math-verify, or the dependency-free exact verifier
 INSTALL_HINT = "pip install math-verify"
 # math-verify's regexes are about quadratic on adversarial text (700k chars of "\boxed{" take its 10 s timeout);
 # only this many trailing characters are parsed. Its extraction prefers the rightmost match, so this changes the
@@ -226,7 +227,8 @@ def text_score(text: str, gold: str, verifier: str) -> float | None:
     "accuracy-reward", title=R1_TITLE,
     summary="1 if the final answer verifies against the gold, else 0 (±1 with signed=True, token F1 for spans); "
             "None when the gold does not parse (TRL accuracy_reward / reasoning_accuracy_reward).",
-    equation=r"r = \mathbb{1}[\mathrm{verify}(\hat a(y), a^\star)] \quad(\pm 1:\ 2r - 1)")
+    equation=r"r = \mathbb{1}[\mathrm{verify}(\hat a(y), a^\star)] \quad(\pm 1:\ 2r - 1)",
+    choices={"verifier": VERIFIERS})
 def accuracy_reward(completions, *, verifier="auto", signed=False, reasoning_delimiters=None, **columns):
     """Correctness of each completion's final answer.
 

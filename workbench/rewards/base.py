@@ -63,12 +63,15 @@ def solved(scores, expected: int | None = None):
     return [None if s is None or math.isnan(float(s)) else float(s) >= 1.0 for s in scores]
 
 
+CORRECTNESS_VERIFIERS = ("auto", "math")  # `correctness`: scores, else the exact verifier; scores, else math-verify
+
+
 def correctness(completions, *, reward: str, verifier: str = "math", **columns) -> list[bool | None]:
     """Whether each completion is right: the environment's verdict (`solved(scores)`) when our pipeline passes it,
     else `accuracy.verify_answer` of the text against `answer` / `solution` (None: the gold does not parse) by
     `verifier`: "math" math-verify (TRL accuracy_reward's configuration; it reads no toy answer such as "A:26"),
     "auto" the dependency-free exact verifier (`accuracy.exact_verify_answer`, which does)."""
-    if verifier not in ("auto", "math"):
+    if verifier not in CORRECTNESS_VERIFIERS:
         raise ValueError(f"reward {reward!r}: verifier must be 'auto' (scores, else the exact verifier) or 'math' "
                          f"(scores, else math-verify), got {verifier!r}")
     scores = columns.get("scores")

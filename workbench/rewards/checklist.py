@@ -255,7 +255,7 @@ def checklist_rows(completions, *, judge: Judge | None = None, noise=0.0, seed=0
             "judge first flips it to satisfied, averaged over turns; a failed strict item ends the dialogue. "
             "Toy stand-in: a rule-based judge of calculator states with seeded label noise.",
     equation=r"R = \frac{1}{L}\sum_t\sum_s\sum_c w_{t,c}\,[\mathrm{Dep}_{t,c}(x_s)]\,[\mathrm{Sat}_{t,c}(x_s)=0]\,"
-             r"[\mathrm{Sat}_{t,c}(x_{s+1})=1]")
+             r"[\mathrm{Sat}_{t,c}(x_{s+1})=1]", choices={"verifier": base.CORRECTNESS_VERIFIERS})
 def checklist_reward(completions, *, judge=None, noise=0.0, seed=0, checklist=None, verifier="auto",
                      **columns) -> list[float | None]:
     """R per row (see the module docstring), None when correctness is unknown.

@@ -88,7 +88,8 @@ FAPO_LOGS = {
     summary="Rule reward +1/-1, and a correct answer whose reasoning a step-error detector flags (a flawed "
             "positive) gets 0. Toy stand-in for the GenRM: a checker of the arithmetic steps in the completion.",
     equation=r"r = \begin{cases} -1 & \text{incorrect} \\ 0 & \text{correct},\ \mathrm{GenRM}(x, y) \ne -1 \\ "
-             r"+1 & \text{correct},\ \mathrm{GenRM}(x, y) = -1 \end{cases}", logs=FAPO_LOGS)
+             r"+1 & \text{correct},\ \mathrm{GenRM}(x, y) = -1 \end{cases}", logs=FAPO_LOGS,
+    choices={"verifier": base.CORRECTNESS_VERIFIERS})
 def fapo(completions, *, detector=None, penalty=1.0, verifier="auto", **columns) -> list[float | None]:
     """FAPO's reward per row; None when correctness is unknown (no `scores` and the gold does not parse).
 

@@ -78,7 +78,8 @@ def check_tags(tags, trailing) -> tuple:
     "format-reward", title=R1_TITLE,
     summary="1 if the completion is one <think> block then the answer (TRL think_format_reward), else 0; "
             "configurable tag layouts, partial tag-count credit.",
-    equation=r"r = \mathbb{1}\big[y = \texttt{<think>}\,c\,\texttt{</think>}\,a,\ \texttt{<think>} \notin c\,a\big]")
+    equation=r"r = \mathbb{1}\big[y = \texttt{<think>}\,c\,\texttt{</think>}\,a,\ \texttt{<think>} \notin c\,a\big]",
+    choices={"trailing": TRAILING})
 def format_reward(completions, *, tags=("think",), strip=False, trailing="any", partial=False, **columns):
     """1.0 when `tag_layout_ok(text, tags, strip=, trailing=)`, else 0.0.
 

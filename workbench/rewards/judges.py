@@ -67,15 +67,28 @@ def copy_judge(batch, ctx, *, min_chars=3) -> torch.Tensor:
 JUDGES: dict[str, Callable] = {"format": format_judge, "length": length_judge, "copy": copy_judge}
 
 
+def judge_fn(judge) -> Callable:
+    """The judge a name of JUDGES or a callable stands for."""
+    fn = JUDGES.get(judge) if isinstance(judge, str) else judge
+    if fn is None or not callable(fn):
+        raise ValueError(f"{KEY}: judges are names from {sorted(JUDGES)} or callables judge(batch, ctx) -> "
+                         f"[B] bool; got {judge!r}")
+    return fn
+
+
+def check_cgpo(*, judges=("format", "length", "copy"), max_length_fraction=0.75, **_) -> None:
+    if not max_length_fraction > 0:
+        raise ValueError(f"{KEY}: max_length_fraction must be > 0, got {max_length_fraction}")
+    for judge in judges:
+        judge_fn(judge)
+
+
 def violations(batch, ctx, judges, options: dict | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """([B] bool: some judge flags the sample, {judge name: its [B] flags}); a judge is a name of JUDGES (called
     with options[name] as keywords) or a callable (named by its __name__)."""
     flags = {}
     for judge in judges:
-        fn = JUDGES.get(judge) if isinstance(judge, str) else judge
-        if fn is None or not callable(fn):
-            raise ValueError(f"{KEY}: judges are names from {sorted(JUDGES)} or callables judge(batch, ctx) -> "
-                             f"[B] bool; got {judge!r}")
+        fn = judge_fn(judge)
         name = judge if isinstance(judge, str) else getattr(fn, "__name__", repr(fn))
         out = torch.as_tensor(fn(batch, ctx, **(options or {}).get(name, {}))).bool().flatten()
         if out.shape != (batch.size,):
@@ -144,14 +157,14 @@ CGPO_LOGS = {
             "sigma(r - group mean), flagged ones -1. Toy stand-in judges: format, length, prompt copying.",
     equation=r"r'_i = \begin{cases} \sigma(r_i - \bar r_{g(i)}) & \text{no judge flags } i \\ -1 & "
              r"\text{otherwise} \end{cases}",
-    reads=("rewards", "group", "completions", "prompts", "truncated"), provides=("rewards",), logs=CGPO_LOGS)
+    reads=("rewards", "group", "completions", "prompts", "truncated"), provides=("rewards",), logs=CGPO_LOGS,
+    check=check_cgpo)
 def cgpo(batch, ctx, *, judges=("format", "length", "copy"), baseline=None, max_length_fraction=0.75):
     """Replaces `rewards` [B] by `calibrated_rewards` under the judges' flags. judges: names of JUDGES and/or
     `Judge` callables (none: plain calibrated-reward PG). baseline: None for the group mean, or a float.
     max_length_fraction: the length judge's budget as a share of max_new_tokens. All defaults are our reading
     (abstract-only). Logs cgpo/violation_rate and cgpo/violation/<name> for each built-in judge."""
-    if not max_length_fraction > 0:
-        raise ValueError(f"{KEY}: max_length_fraction must be > 0, got {max_length_fraction}")
+    check_cgpo(judges=judges, max_length_fraction=max_length_fraction)
     flagged, flags = violations(batch, ctx, judges, {"length": {"max_fraction": max_length_fraction}})
     ctx.metrics["cgpo/violation_rate"] = float(flagged.double().mean())
     for name, out in flags.items():

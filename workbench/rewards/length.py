@@ -39,6 +39,16 @@ def token_lengths(completion_ids, rows: int) -> torch.Tensor:
 
 # ----------------------------------------------------------------------------------------------- soft overlong
 
+def check_buffer(buffer, max_len) -> None:
+    if not 0 <= buffer <= max_len:
+        raise ValueError(f"soft-overlong needs 0 <= buffer <= max_len, got buffer={buffer}, max_len={max_len}")
+
+
+def check_soft_overlong(*, buffer=4, max_completion_len=None, **_) -> None:
+    """What can be checked before the run's budget is known (max_completion_len=None: the run's max_new_tokens)."""
+    check_buffer(buffer, math.inf if max_completion_len is None else max_completion_len)
+
+
 def soft_overlong(rewards: torch.Tensor, lengths: torch.Tensor, *, max_len: int, buffer=4, factor=1.0):
     """DAPO soft overlong punishment (TRL `get_soft_overlong_punishment`), scaled by `factor`.
 
@@ -46,8 +56,7 @@ def soft_overlong(rewards: torch.Tensor, lengths: torch.Tensor, *, max_len: int,
     A response cut at the budget has |y| = L and gets -factor, the largest penalty reachable here. buffer = 0 is
     TRL's `soft_punish_cache=0`: no ramp, 0 up to L and -1 beyond it.
     """
-    if not 0 <= buffer <= max_len:
-        raise ValueError(f"soft-overlong needs 0 <= buffer <= max_len, got buffer={buffer}, max_len={max_len}")
+    check_buffer(buffer, max_len)
     lengths = lengths.to(torch.float64)
     excess = lengths - (max_len - buffer)
     ramp = -(excess / buffer).clamp(min=0) if buffer > 0 else torch.zeros_like(lengths)  # [B]
@@ -58,7 +67,8 @@ def soft_overlong(rewards: torch.Tensor, lengths: torch.Tensor, *, max_len: int,
 @registry.reward(
     "soft-overlong", title="DAPO: An Open-Source LLM Reinforcement Learning System at Scale",
     summary="Linear length penalty inside the last `buffer` tokens of the budget, -1 beyond it, added to R.",
-    equation=r"r_{len} = \begin{cases}0 & |y|\le L-C\\ \frac{(L-C)-|y|}{C} & L-C<|y|\le L\\ -1 & |y|>L\end{cases}")
+    equation=r"r_{len} = \begin{cases}0 & |y|\le L-C\\ \frac{(L-C)-|y|}{C} & L-C<|y|\le L\\ -1 & |y|>L\end{cases}",
+    check=check_soft_overlong)
 def soft_overlong_reward(completions, completion_ids, *, buffer=4, factor=1.0, max_completion_len=None,
                          **columns) -> list[float]:
     """TRL's reward signature: the penalty alone (`soft_overlong` of zero rewards) for each completion, from its
@@ -108,12 +118,19 @@ def check_exceed(max_len: int, exceed_margin) -> None:
                          "completion gets exceed_reward")
 
 
+def check_cosine(*, max_len=1000, exceed_reward=None, exceed_margin=16, **_) -> None:
+    """What can be checked before the run's budget is known (max_len=None: the run's max_new_tokens)."""
+    if exceed_reward is not None:
+        check_exceed(math.inf if max_len is None else max_len, exceed_margin)
+
+
 @registry.reward(
     "cosine-length", title=DEMYSTIFY_TITLE,
     summary="Correctness scaled by length on a cosine: correct answers from 1.0 (short) to 0.5 (at L_max), "
             "wrong ones from -1.0 (short) to -0.5 (at L_max); the accuracy term is included.",
     equation=r"r = lo + \tfrac12 (hi - lo)\big(1 + \cos(\pi\,\min(|y|/L_{max}, 1))\big),\ "
-             r"(lo, hi) = \begin{cases}(0.5, 1.0) & \text{correct}\\ (-0.5, -1.0) & \text{wrong}\end{cases}")
+             r"(lo, hi) = \begin{cases}(0.5, 1.0) & \text{correct}\\ (-0.5, -1.0) & \text{wrong}\end{cases}",
+    check=check_cosine)
 def cosine_length_reward(completions, completion_ids, *, max_len=1000, min_value_wrong=-1.0, max_value_wrong=-0.5,
                          min_value_correct=0.5, max_value_correct=1.0, clamp=True, exceed_reward=None,
                          exceed_margin=16, reference_bug=False, **columns) -> list[float | None]:

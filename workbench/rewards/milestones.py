@@ -138,7 +138,8 @@ MILESTONES_LOGS = {
             "milestones logged (v = 0.1, 0.2, 0.3 for three; sum 0.6 < any success). Toy stand-in: a calculator "
             "episode's milestones are the expert's intermediate results produced by its tool calls.",
     equation=r"r = \begin{cases} s & \text{solved} \\ \sum_k v_k\,[m_k\ \text{reached}],\ "
-             r"v_k = \frac{0.6\,k}{K(K+1)/2} & \text{otherwise} \end{cases}", logs=MILESTONES_LOGS)
+             r"v_k = \frac{0.6\,k}{K(K+1)/2} & \text{otherwise} \end{cases}", logs=MILESTONES_LOGS,
+    choices={"verifier": base.CORRECTNESS_VERIFIERS})
 def milestones_reward(completions, *, total=0.6, verifier="auto", **columns) -> list[float | None]:
     """Per row: its `scores` value (1.0 without `scores`) when solved, else the milestone credit; None when
     correctness is unknown (no `scores`, and the gold answer does not parse).

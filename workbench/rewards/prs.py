@@ -144,7 +144,7 @@ PRS_LOGS = {
             "Abstract-only: weights are our reading.",
     equation=r"r = \begin{cases} r_{fmt} & s(t) = 1 \\ 0.2\,r_{fmt} + 0.8\,r_{ans},\ r_{ans} = "
              r"\mathrm{BLEU}_{len}(\hat a, a^*)\ \text{or}\ \mathrm{verify}(\hat a) & s(t) = 2 \end{cases}",
-    logs=PRS_LOGS)
+    logs=PRS_LOGS, choices={"answer_metric": ANSWER_METRICS})
 def prs_reward(completions, *, stage=None, switch_at=0.5, format_weight=0.2, answer_metric="auto", max_n=4,
                **columns) -> list[float]:
     """r per row (the recipe sets task_reward = 0: r_answer stands for correctness).

@@ -12,7 +12,7 @@ import math
 
 from workbench import registry
 from workbench.rewards import base
-from workbench.rewards.accuracy import verify_answer
+from workbench.rewards.accuracy import ANSWER_VERIFIERS, verify_answer
 from workbench.rewards.format import tag_counts_match, tag_layout_ok
 
 SRPO_TITLE = "SRPO: Enhancing Multimodal LLM Reasoning via Reflection-Aware Reinforcement Learning"
@@ -45,7 +45,7 @@ def default_scorer(verifier: str):
 def check_scorer(key: str, scorer, verifier) -> None:
     if scorer is not None and not callable(scorer):
         raise ValueError(f"{key}: scorer must be None or a callable scorer(answer_text, gold), got {scorer!r}")
-    if scorer is None and verifier not in ("exact", "math"):
+    if scorer is None and verifier not in ANSWER_VERIFIERS:
         raise ValueError(f"{key}: verifier must be 'exact' or 'math', got {verifier!r}")
 
 
@@ -144,7 +144,8 @@ SRPO_LOGS = {
     summary="Reflection-aware reward: first -> last answer correctness transition (1, 0.75, 0.25, 0; one right "
             "answer 0.5) + 0.5 for the think/answer/reflection/think/answer format + 0.1 x a length bell.",
     equation=r"R = R_{acc}(a_1 \to a_2) + 0.5\,\mathbb{1}_{fmt} + 0.1\,e^{-\left(\frac{|L - T|}{T_{max} - T}\right)^2},"
-             r"\ T = 2(|think_1| + |a_1|),\ T_{max} = 2.5(|think_1| + |a_1|)", logs=SRPO_LOGS)
+             r"\ T = 2(|think_1| + |a_1|),\ T_{max} = 2.5(|think_1| + |a_1|)", logs=SRPO_LOGS,
+    choices={"verifier": ANSWER_VERIFIERS})
 def srpo_reflection_reward(completions, *, scorer=None, verifier="exact", length_weight=0.1, count_tokens=None,
                            choices="abcd", reference_bug=False, **columns):
     """SUSTechBruce/SRPO_MLLMs `srpo_reward_func.py::reward_func` per completion: accuracy + format + length.
@@ -303,7 +304,8 @@ REFLEXICODER_LOGS = {
     summary="Multi-round self-correction reward: format F + 0.5 P(n) R_traj + 1.0 P(n) E, with cycle regulation "
             "P(n), iterative quality R_traj (softmax-weighted per-round progress) and efficiency E.",
     equation=r"R = F + 0.5\,P(n)\Big(r_T + \eta\sum_{t=2}^{T} w_t m_t\Big) + P(n)\Big(\frac{r_T}{n} + "
-             r"\frac{r_T - r_1}{\max(1, n-1) + \epsilon}\Big)", logs=REFLEXICODER_LOGS)
+             r"\frac{r_T - r_1}{\max(1, n-1) + \epsilon}\Big)", logs=REFLEXICODER_LOGS,
+    choices={"verifier": ANSWER_VERIFIERS})
 def reflexicoder_reward(completions, *, scorer=None, verifier="exact", language=None, alpha=0.1, beta=2.0,
                         gamma=0.05, delta=0.1, lam=0.2, s=0.1, eps=1e-4, h_pos=0.05, h_neg=1.0, r_max=1.0, eta=0.5,
                         epsilon=1e-6, format_weight=1.0, quality_weight=0.5, efficiency_weight=1.0, **columns):

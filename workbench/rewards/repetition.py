@@ -41,7 +41,8 @@ def check_options(unit, n, max_penalty) -> None:
     "repetition-penalty", title=DEMYSTIFY_TITLE,
     summary="Penalty (1 - unique/total n-grams) * p_max over word n-grams (open-r1) or token-id n-grams (TRL), "
             "in [p_max, 0].",
-    equation=r"r = \Big(1 - \frac{|\mathrm{set}(\mathrm{ngrams}_n(y))|}{|\mathrm{ngrams}_n(y)|}\Big)\,p_{max}")
+    equation=r"r = \Big(1 - \frac{|\mathrm{set}(\mathrm{ngrams}_n(y))|}{|\mathrm{ngrams}_n(y)|}\Big)\,p_{max}",
+    choices={"unit": UNITS})
 def repetition_penalty(completions, *, unit="words", n=3, max_penalty=-1.0, **columns) -> list[float]:
     """The penalty of each completion, in [max_penalty, 0].
 

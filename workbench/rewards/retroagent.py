@@ -174,7 +174,8 @@ RETROAGENT_LOGS = {
             "episode's tool calls reached (a reflector callable stands in for the hindsight self-reflection).",
     equation=r"r_i = R_i + e^{-5 t/T}\,\max\big(0,\ c_i - \phi(x_i)\big),\quad "
              r"\phi(x) = \max_{t' < t} \mathrm{mean}_{g(x)}[\text{success}]",
-    reads=("rewards", "scores", "group"), provides=("rewards",), state=TaskBaselines, logs=RETROAGENT_LOGS)
+    reads=("rewards", "scores", "group"), provides=("rewards",), state=TaskBaselines, logs=RETROAGENT_LOGS,
+    choices={"decay": DECAYS, "baseline": BASELINES})
 def retroagent_rewards(batch, ctx, *, decay="exp", coefficient=None, baseline="group_success", group_relative=False,
                        clip_high=None, clip_low=None, reflector=None, reference_bug=False):
     """rewards [B] += coef(t) I (after optional group centering and clipping); then phi is raised per task.

@@ -133,7 +133,7 @@ RLVMR_LOGS = {
             "Summed per trajectory here; advantage:rlvmr normalizes them per (task, tag).",
     equation=r"r_s = [\text{valid}_s]\big([\texttt{plan}]\,[\text{success}] + [\texttt{explore}]\,"
              r"[a_s \notin \{a_{s'}\}_{s'<s}] + [\texttt{reflect}]\,[\lnot\text{valid}_{s-1}]\,[a_s \ne a_{s-1}]\big)"
-             r" - 0.1\,[\lnot\text{valid}_s]", logs=RLVMR_LOGS)
+             r" - 0.1\,[\lnot\text{valid}_s]", logs=RLVMR_LOGS, choices={"verifier": base.CORRECTNESS_VERIFIERS})
 def rlvmr_reward(completions, *, planning_reward=1.0, exploration_reward=1.0, reflection_reward=1.0,
                  invalid_penalty=0.1, reference_bug=False, verifier="auto", **columns) -> list[float | None]:
     """Per row, sum_s r_s - invalid_penalty * #invalid steps: the trajectory-level form of RLVMR's step rewards,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from workbench import registry
+from workbench import kl, registry
 from workbench.preference.selfplay import SPO_MINIMAX_LOGS, preferences_from_scores, spo_minimax
 from workbench.regularizers.kl_penalty import kl_in_reward
 
@@ -62,7 +62,7 @@ def ppo_max_rewards(batch, ctx, *, delta=5.0, normalize=True, clip=True):
             "verl use_kl_in_reward).",
     equation=r"r_t \leftarrow r_t - \beta\,k(\log\pi_{old} - \log\pi_{ref})_t",
     reads=("old_logp", "ref_logp"), provides=("token_rewards",), coefficients={"kl_coef": "beta"},
-    kl_estimator="estimator")
+    kl_estimator="estimator", choices={"estimator": kl.KINDS})
 def kl_reward(batch, ctx, *, beta=0.05, estimator="k1", value_clamp=None):
     """Sets `token_rewards` [B, T] = `kl_in_reward(old_logp, ref_logp, mask)`; beta = 0 leaves the batch as is."""
     if not beta:

@@ -52,11 +52,25 @@ def check_tiers(K: int, edges=EDGES, values=VALUES) -> None:
         raise ValueError(f"{KEY}: values must decrease within (0, 1], got {values}")
 
 
+def check_sigma(sigma) -> None:
+    if not sigma > 0:
+        raise ValueError(f"{KEY}: sigma must be > 0, got {sigma}")
+
+
+def check_ssl(*, signal="distance", K=4, sigma=0.1, edges=EDGES, values=VALUES, **_) -> None:
+    if signal not in SIGNALS:
+        raise ValueError(f"{KEY}: signal must be one of {SIGNALS}, got {signal!r}")
+    if signal == "distance":
+        check_tiers(K, edges, values)
+        check_sigma(sigma)
+    else:
+        check_zones(K)
+
+
 def distance_tier(d: float, *, sigma=0.1, K=4, edges=EDGES, values=VALUES) -> float:
     """v_k of the innermost zone with d <= edges[k] sigma among the first K, 0 beyond them (d = inf: no answer)."""
     check_tiers(K, edges, values)
-    if not sigma > 0:
-        raise ValueError(f"{KEY}: sigma must be > 0, got {sigma}")
+    check_sigma(sigma)
     if math.isnan(d) or d < 0:
         raise ValueError(f"{KEY}: a distance is >= 0 (inf for no answer), got {d}")
     return next((v for e, v in zip(edges[:K], values[:K]) if d <= e * sigma), 0.0)
@@ -138,7 +152,8 @@ def given_progress(progress) -> list[float | None]:
     summary="Tiered reward from a continuous quality signal: distance to the gold in Gaussian zones (exact 1, "
             "then 0.6 / 0.3 / 0.1 within 0.5 / 1 / 2 sigma) or progress in quartile zones; K = 1 is binary.",
     equation=r"r = \begin{cases} v_k,\ k = \min\{k : d \le e_k\sigma\} & \text{distance} \\ "
-             r"\lfloor K p \rfloor / K & \text{progress} \end{cases},\ e = (0, .5, 1, 2),\ v = (1, .6, .3, .1)")
+             r"\lfloor K p \rfloor / K & \text{progress} \end{cases},\ e = (0, .5, 1, 2),\ v = (1, .6, .3, .1)",
+    choices={"signal": SIGNALS, "verifier": base.CORRECTNESS_VERIFIERS}, check=check_ssl)
 def ssl(completions, *, signal="distance", K=4, sigma=0.1, edges=EDGES, values=VALUES, verifier="auto",
         **columns) -> list[float | None]:
     """Tiered reward per row; a row the environment marks solved (`scores` >= 1) is in the sweet spot (d = 0,
@@ -153,12 +168,7 @@ def ssl(completions, *, signal="distance", K=4, sigma=0.1, edges=EDGES, values=V
     sigma = 0.1 (relative error; our reading), the tiers above. The task reward is inside r (a solved row gets 1):
     the recipe sets task_reward = 0.
     """
-    if signal not in SIGNALS:
-        raise ValueError(f"{KEY}: signal must be one of {SIGNALS}, got {signal!r}")
-    if signal == "distance":
-        check_tiers(K, edges, values)
-    else:
-        check_zones(K)
+    check_ssl(signal=signal, K=K, sigma=sigma, edges=edges, values=values)
     texts = base.texts(completions)
     scores = columns.get("scores")
     if signal == "distance":

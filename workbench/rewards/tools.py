@@ -128,12 +128,18 @@ def episode_lengths(completions, turn_info=None) -> list[int]:
 
 # ----------------------------------------------------------------------------- SPEAR
 
+def check_spear(*, max_toolcall_steps=200, max_toolcall_frac=None, **_) -> None:
+    if not max_toolcall_steps > 0:
+        raise ValueError(f"spear-tool-reward: max_toolcall_steps must be > 0, got {max_toolcall_steps}")
+    if max_toolcall_frac is not None and not max_toolcall_frac > 0:
+        raise ValueError(f"spear-tool-reward: max_toolcall_frac must be > 0 (or None), got {max_toolcall_frac}")
+
+
 def toolcall_coefficient(t: float, *, max_toolcall_steps: float, mode: str = "decay") -> float:
     """c(t) = (cos(pi t / T_tool) + 1) / 2 for t <= T_tool, else 0 (SPEAR's "cosine"); 1 in "constant" mode."""
     if mode not in MODES:
         raise ValueError(f"spear-tool-reward: mode must be one of {MODES}, got {mode!r}")
-    if not max_toolcall_steps > 0:
-        raise ValueError(f"spear-tool-reward: max_toolcall_steps must be > 0, got {max_toolcall_steps}")
+    check_spear(max_toolcall_steps=max_toolcall_steps)
     if mode == "constant":
         return 1.0
     return (math.cos(t / max_toolcall_steps * math.pi) + 1) / 2 if t <= max_toolcall_steps else 0.0
@@ -150,8 +156,7 @@ def schedule_position(columns: dict, max_toolcall_steps: float, max_toolcall_fra
     step, total = base.training_step(columns)
     if max_toolcall_frac is None:
         return float(step), max_toolcall_steps
-    if not max_toolcall_frac > 0:
-        raise ValueError(f"spear-tool-reward: max_toolcall_frac must be > 0 (or None), got {max_toolcall_frac}")
+    check_spear(max_toolcall_frac=max_toolcall_frac)
     if not total:
         raise ValueError("spear-tool-reward: max_toolcall_frac needs the run's length: a total_steps column (ours) "
                          "or trainer_state.max_steps (TRL); pass max_toolcall_steps instead")
@@ -172,7 +177,8 @@ SPEAR_TOOL_LOGS = {
     summary="Intrinsic tool-use reward 0.1 per tool turn (at most 1), scaled by a cosine that decays from 1 to 0 "
             "over the first T_tool steps (or constant): learn the ropes of the tools early, then trust the wins.",
     equation=r"r_{tool} = \min(1, 0.1\,n)\,c(t),\quad c(t) = \begin{cases}\frac{\cos(\pi t/T_{tool}) + 1}{2} & "
-             r"t \le T_{tool}\\ 0 & t > T_{tool}\end{cases}", logs=SPEAR_TOOL_LOGS)
+             r"t \le T_{tool}\\ 0 & t > T_{tool}\end{cases}", logs=SPEAR_TOOL_LOGS,
+    choices={"mode": MODES, "count": COUNTS, "on_correct": ON_CORRECT}, check=check_spear)
 def spear_tool_reward(completions, *, mode="decay", count="tool_turns", max_toolcall_steps=200,
                       max_toolcall_frac=None, on_correct="count", **columns) -> list[float]:
     """r_tool per row, added to the environment's score (SPEAR: score += r_tool).

@@ -26,6 +26,12 @@ def keep_informative_groups(batch: RolloutBatch) -> RolloutBatch:
     return batch.select(torch.nonzero(keep).flatten())
 
 
+def check_rounds(*, max_rounds=3, **_) -> None:
+    """Sampling rounds per step (dynamic-sampling's default 3: the `check` of its registration)."""
+    if max_rounds < 1:
+        raise ValueError(f"max_rounds (sampling rounds per step) must be >= 1, got {max_rounds}")
+
+
 def fill_groups(sample_fn, target_groups: int, max_rounds: int = 10, *, pad_id: int = 0):
     """Sample until `target_groups` informative groups are collected (DAPO dynamic sampling).
 
@@ -38,8 +44,9 @@ def fill_groups(sample_fn, target_groups: int, max_rounds: int = 10, *, pad_id: 
     target_groups, shortfall (target_groups - groups, 0 when full), candidate_groups (all groups sampled),
     dropped_groups (zero-variance ones).
     """
-    if target_groups < 1 or max_rounds < 1:
-        raise ValueError(f"target_groups and max_rounds must be >= 1, got {target_groups}, {max_rounds}")
+    if target_groups < 1:
+        raise ValueError(f"target_groups must be >= 1, got {target_groups}")
+    check_rounds(max_rounds=max_rounds)
     kept, collected, candidates, dropped, rounds, last = [], 0, 0, 0, 0, None
     while rounds < max_rounds and collected < target_groups:
         last = sample_fn(rounds)

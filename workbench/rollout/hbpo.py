@@ -79,16 +79,22 @@ class BudgetTask:
         return getattr(self.task, name)
 
 
-def budgets_for(max_new_tokens: int, budgets=None, fractions=FRACTIONS) -> tuple[int, ...]:
-    """`budgets` as given, or round(f * max_new_tokens) (half up, at least 1) for each fraction f; every budget in
-    [1, max_new_tokens] (the reward's L_max: a longer budget could never be met)."""
+def check_budgets(budgets=None, fractions=FRACTIONS) -> None:
+    """The budgets, or (budgets=None) the fractions of max_new_tokens they are made of."""
     if budgets is not None:
         if not budgets or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in budgets):
             raise ValueError(f"hbpo-reward: budgets must be a non-empty list of ints >= 1, got {budgets!r}")
+    elif not fractions or any(not f > 0 for f in fractions):
+        raise ValueError(f"hbpo-reward: fractions must be a non-empty list of numbers > 0, got {fractions!r}")
+
+
+def budgets_for(max_new_tokens: int, budgets=None, fractions=FRACTIONS) -> tuple[int, ...]:
+    """`budgets` as given, or round(f * max_new_tokens) (half up, at least 1) for each fraction f; every budget in
+    [1, max_new_tokens] (the reward's L_max: a longer budget could never be met)."""
+    check_budgets(budgets, fractions)
+    if budgets is not None:
         chosen = tuple(budgets)
     else:
-        if not fractions or any(not f > 0 for f in fractions):
-            raise ValueError(f"hbpo-reward: fractions must be a non-empty list of numbers > 0, got {fractions!r}")
         chosen = tuple(max(1, int(f * max_new_tokens + 0.5)) for f in fractions)
     if max(chosen) > max_new_tokens:
         raise ValueError(f"hbpo-reward: budgets {chosen} exceed max_new_tokens = {max_new_tokens} (L_max of the "
@@ -107,13 +113,19 @@ def check_template(template: str) -> None:
                          f"{BUDGET_SENTENCE!r}, got {template!r}")
 
 
+def check_hbpo_rollout(*, budgets=None, fractions=FRACTIONS, template=TEMPLATE, **_) -> None:
+    """What can be checked before the run's max_new_tokens is known."""
+    check_template(template)
+    check_budgets(budgets, fractions)
+
+
 @registry.rollout(
     "hbpo-reward", title=HBPO_TITLE,
     summary="Each group of G samples split into budget subgroups (1/8, 1/4, 1/2, 5/8 of max_new_tokens), each "
             "prompt appended 'I will answer the question within b tokens'; rows keep their example's group.",
     equation=r"\{y_{i,j}\}_{j \le G/k} \sim \pi(\cdot \mid x \oplus \text{``within } b_i \text{ tokens''}),"
              r"\ b_i \in \{b_1, \dots, b_k\}",
-    reads=(), provides=TURNS_PROVIDES)
+    reads=(), provides=TURNS_PROVIDES, check=check_hbpo_rollout)
 def hbpo_rollout(engine, task, examples, *, group_size: int, sampling, ctx=None, budgets=None, fractions=FRACTIONS,
                  template=TEMPLATE):
     """The `turns` rollout of G rows per example, subgroup j (G/k rows, `subgroup_sizes`) prompted with budget b_j

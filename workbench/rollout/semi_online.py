@@ -50,6 +50,11 @@ def same_action(env: Env, policy_text: str, expert_text: str) -> bool:
     return executed_action(env, policy_text) == expert
 
 
+def check_patch_threshold(*, patch_threshold=2, **_) -> None:
+    if patch_threshold < -1 or int(patch_threshold) != patch_threshold:
+        raise ValueError(f"patch_threshold must be an integer >= 0, or -1 for no limit; got {patch_threshold}")
+
+
 class PatchedEnv(Env):
     """`env` driven along the expert's trajectory of the example: see the module docstring.
 
@@ -57,8 +62,7 @@ class PatchedEnv(Env):
     "patched" (the expert's action was executed in the policy's place)."""
 
     def __init__(self, env: Env, task, patch_threshold: int = 2):
-        if patch_threshold < -1 or int(patch_threshold) != patch_threshold:
-            raise ValueError(f"patch_threshold must be an integer >= 0, or -1 for no limit; got {patch_threshold}")
+        check_patch_threshold(patch_threshold=patch_threshold)
         self.env, self.task, self.patch_threshold = env, task, int(patch_threshold)
         self.stop, self.max_turns, self.copyable = env.stop, env.max_turns, env.copyable
         self.expert: list[str] = []
@@ -104,7 +108,7 @@ class SemiOnlineTask:
     summary="Semi-online rollout: the policy acts along the example's expert trajectory with its own actions in "
             "the history; a mismatch is replaced by the expert's action (at most patch_threshold times, then the "
             "episode stops); step reward = action match.",
-    provides=TURNS_PROVIDES, needs=("multi_turn", "expert"))
+    provides=TURNS_PROVIDES, needs=("multi_turn", "expert"), check=check_patch_threshold)
 def semi_online(engine, task, examples, *, group_size: int, sampling: Sampling, ctx=None, patch_threshold: int = 2,
                 max_turns: int | None = None, max_total_tokens: int | None = None):
     """Episodes of `task` patched along `task.expert_actions(example)` (see the module docstring), as the `turns`

@@ -171,7 +171,8 @@ def rows_batch(rows: list[dict], prompts: list[list[int]], prompt_texts: list[st
             "depth unbounded); one row per root-to-leaf path, tokens tagged with their node in `segment`.",
     equation=r"\text{children of } n: y^{(d+1)}_j \sim \pi_\theta(\cdot \mid x \oplus \text{path}(n)),\ "
              r"j = 1..b_d,\ |y^{(d+1)}_j| \le M",
-    reads=(), provides=TREE_PROVIDES, check=check_shape)
+    reads=(), provides=TREE_PROVIDES, check=check_shape,
+    choices={"shared": SHARED})
 def spo_tree(engine, task, examples, *, group_size: int, sampling, ctx=None, branch_factors=(6, 6, 6), segment_tokens=30,
              shared="once"):
     """Trees for `examples` as one RolloutBatch (module docstring); `group_size` is not used (the tree sets it)."""

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from workbench import registry
-from workbench.rollout.fill_groups import fill_groups
+from workbench.rollout.fill_groups import check_rounds, fill_groups
 
 
 SAMPLING_LOGS = {
@@ -17,7 +17,7 @@ SAMPLING_LOGS = {
     "dynamic-sampling", title="DAPO: An Open-Source LLM Reinforcement Learning System at Scale",
     summary="Drop groups whose rewards are all equal (zero advantage) and refill the batch by resampling.",
     equation=r"\text{keep } g \iff \mathrm{std}_g R > 0 \quad (0 < \mathrm{mean}_g\,\mathrm{acc} < 1)",
-    reads=("rewards", "group"), logs=SAMPLING_LOGS)
+    reads=("rewards", "group"), logs=SAMPLING_LOGS, check=check_rounds)
 def dynamic_sampling(batch, ctx, *, max_rounds=3):
     """The step's first round is `batch`; rounds 1.. come from `ctx.resample(round)` (new prompts, same step).
     Keeps `ctx.prompts_per_step` informative groups (`fill_groups`, verl `filter_groups`); when no round had

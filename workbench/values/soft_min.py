@@ -18,10 +18,16 @@ from workbench.regularizers.safe import SAFE_TITLE
 from workbench.values.loss import VALUE_LOGS
 
 
-def soft_min(v1: torch.Tensor, v2: torch.Tensor, alpha: float = 0.3) -> torch.Tensor:
-    """-alpha (logsumexp(-v1/alpha, -v2/alpha) - log 2): between min(v1, v2) and their mean."""
+def check_safe_value(*, alpha=0.3, delta=0.5, clip_eps=0.2, **_) -> None:
     if not alpha > 0:
         raise ValueError(f"alpha must be > 0, got {alpha}")
+    if not delta > 0 or not clip_eps > 0:
+        raise ValueError(f"delta and clip_eps must be > 0, got delta={delta}, clip_eps={clip_eps}")
+
+
+def soft_min(v1: torch.Tensor, v2: torch.Tensor, alpha: float = 0.3) -> torch.Tensor:
+    """-alpha (logsumexp(-v1/alpha, -v2/alpha) - log 2): between min(v1, v2) and their mean."""
+    check_safe_value(alpha=alpha)
     stacked = torch.stack([-v1 / alpha, -v2 / alpha], dim=-1)
     return -alpha * (torch.logsumexp(stacked, dim=-1) - math.log(2))
 
@@ -35,8 +41,7 @@ class SoftMinValueHead(torch.nn.Module):
 
     def __init__(self, hidden: int, alpha: float = 0.3):
         super().__init__()
-        if not alpha > 0:
-            raise ValueError(f"alpha must be > 0, got {alpha}")
+        check_safe_value(alpha=alpha)
         self.alpha = alpha
         self.ln = torch.nn.LayerNorm(hidden)
         width = max(hidden // 4, 1)
@@ -57,8 +62,7 @@ class SoftMinValueHead(torch.nn.Module):
 def huber_value_loss(values, old_values, returns, mask, *, agg="token-mean", denom=None, delta=0.5, clip_eps=0.2):
     """1/2 (huber(V - R) + huber(V_clip - R)) aggregated over `mask`, V_clip = V_old + clip(V - V_old, +-clip_eps):
     the reference adds the clipped term (PPO's value loss takes the max of the two)."""
-    if not delta > 0 or not clip_eps > 0:
-        raise ValueError(f"delta and clip_eps must be > 0, got delta={delta}, clip_eps={clip_eps}")
+    check_safe_value(delta=delta, clip_eps=clip_eps)
     v_clip = old_values + (values - old_values).clamp(-clip_eps, clip_eps)
     per_token = 0.5 * (F.huber_loss(values, returns, reduction="none", delta=delta)
                        + F.huber_loss(v_clip, returns, reduction="none", delta=delta))
@@ -72,7 +76,7 @@ def huber_value_loss(values, old_values, returns, mask, *, agg="token-mean", den
     equation=r"V = -\alpha\big(\mathrm{LSE}(-v_1/\alpha, -v_2/\alpha) - \log 2\big),\ "
              r"L_V = \tfrac{c}{2}\big(\ell_\delta(V - R) + \ell_\delta(V_{old} + \mathrm{clip}(V - V_{old}) - R)\big)",
     reads=("returns", "value_mask", "old_values"),
-    logs={k: VALUE_LOGS[k] for k in ("value/loss", "value/mean", "value/explained_var")})
+    logs={k: VALUE_LOGS[k] for k in ("value/loss", "value/mean", "value/explained_var")}, check=check_safe_value)
 def safe_value(values, batch, *, agg="token-mean", denom=None, coef=0.5, alpha=0.3, delta=0.5, clip_eps=0.2):
     """coef x `huber_value_loss` of the soft-min head's values [B, T] on the advantage's targets.
 

@@ -9,8 +9,7 @@ With the HF engine w = 1 (same model, same kernels); it matters with a separate 
 from __future__ import annotations
 
 from workbench import registry
-from workbench.objectives.tis import MISMATCH_LOGS, correction_metrics, tis_weights_and_drops
-
+from workbench.objectives.tis import MISMATCH_LOGS, TIS_MODES, check_tis, correction_metrics, tis_weights_and_drops
 
 ROLLOUT_IS_LOGS = {
     "rollout_is/mean_weight": ("--set rollout_is: mean importance weight exp(old - mu) (truncated or masked) on every "
@@ -29,7 +28,7 @@ ROLLOUT_IS_LOGS = {
     summary="Weight every objective's per-token loss by exp(old - mu), truncated at `cap` or masked outside "
             "[low, cap], per token or per sequence (`mode`), as verl's rollout_is.",
     equation=r"l_t \leftarrow \mathrm{sg}(w_t)\,l_t,\quad w_t = \min\big(e^{\log\pi_{old} - \log\mu}, C\big)",
-    logs={**MISMATCH_LOGS, **ROLLOUT_IS_LOGS})
+    logs={**MISMATCH_LOGS, **ROLLOUT_IS_LOGS}, choices={"mode": TIS_MODES}, check=check_tis)
 def rollout_is(batch, *, mode="token_truncate", cap=2.0, low=None):
     """(w [B, T], metrics `rollout_is/*` and the mismatch's largest |old - mu|) on a minibatch."""
     w, dropped = tis_weights_and_drops(batch.old_logp, batch.mu_logp, batch.mask, mode=mode, cap=cap, low=low)

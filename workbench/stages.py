@@ -23,6 +23,7 @@ class Kind:
     signature: str     # the one call every component of the kind answers
     slot: str = ""     # the recipe field listing the kind's components ("" when a recipe does not list them)
     single: bool = False  # the slot holds one component (or, for value, none), not a list
+    passed: tuple = ()    # the keywords the pipeline passes every component of the kind besides its settings
 
 
 KINDS = (
@@ -31,11 +32,12 @@ KINDS = (
     Kind("sampler", "Samplers", "init(**hp) -> state; select(state, task, n, rng) -> examples; update(state, batch) "
          "-> state", "sampler", single=True),
     Kind("rollout", "Rollout strategies", "fn(engine, task, examples, *, group_size, sampling, **hp) -> "
-         "RolloutBatch", "rollout", single=True),
+         "RolloutBatch", "rollout", single=True, passed=("group_size", "sampling", "ctx")),
     Kind("env", "Environments", "reset(example, seed) -> (messages, info); step(action) -> (observations, reward, "
          "done, info)"),
     Kind("reward", "Rewards", "fn(completions, **columns) -> list[float | None]          (TRL's convention)",
-         "rewards"),
+         "rewards", passed=("completions", "prompts", "completion_ids", "answer", "solution", "target", "scores",
+                            "truncated", "turn_info", "max_new_tokens", "step", "total_steps", "log_metric")),
     Kind("group_transform", "Group transforms", "fn(batch, ctx, **hp) -> batch                             "
          "(filter, resample, inject)", "group_transforms"),
     Kind("reward_shaping", "Reward shaping", "fn(batch, ctx, **hp) -> batch                             (rewards, "
@@ -46,13 +48,13 @@ KINDS = (
     Kind("loss_weight", "Loss weights", "fn(batch, **hp) -> (w [B, T], metrics)          (multiply the objective's "
          "per-token loss)", "loss_weights"),
     Kind("objective", "Policy objectives", "fn(logp, old_logp, advantages, mask, *, agg, denom, **hp) -> (loss, "
-         "metrics)", "objective", single=True),
+         "metrics)", "objective", single=True, passed=("agg", "denom")),
     Kind("aggregation", "Loss aggregation", "fn(per_token, mask, denom) -> scalar"),
     Kind("regularizer", "Regularizers", "fn(forward, batch, *, agg, denom, **hp) -> (loss, metrics)",
-         "regularizers"),
+         "regularizers", passed=("agg", "denom")),
     Kind("kl", "KL estimators", "fn(logp, ref_logp) -> per-token KL estimate [B, T]"),
     Kind("value", "Value losses (critics)", "fn(values, batch, *, agg, denom, **hp) -> (loss, metrics)   (targets "
-         "from the advantage)", "value", single=True),
+         "from the advantage)", "value", single=True, passed=("agg", "denom")),
     Kind("preference", "Preference losses", "fn(chosen_logp, rejected_logp, ref_chosen_logp, ref_rejected_logp, "
          "**hp) -> (loss, metrics)"),
     Kind("controller", "Controllers", "init(**hp) -> state; update(state, batch, metrics) -> state; value(state) -> "
@@ -89,5 +91,6 @@ STAGES = (
 
 SLOTS = {k.slot: k.kind for k in KINDS if k.slot}        # recipe field -> registry kind, in pipeline order
 SINGLE = tuple(k.slot for k in KINDS if k.slot and k.single)
+PASSED = {k.kind: k.passed for k in KINDS}                # kind -> keywords the pipeline passes besides settings
 BATCH_STAGES = tuple(s.name for s in STAGES if s.name not in ("setup", "update", "after the step"))  # make the batch
 SAMPLING_STAGES = BATCH_STAGES[:BATCH_STAGES.index("rewards") + 1]  # what a resampling round (`ctx.resample`) reruns

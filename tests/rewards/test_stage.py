@@ -54,3 +54,16 @@ def test_unscorable_rows_train_on_nothing_and_take_their_groups_mean():
     out = mask_unscorable(batch, torch.isnan(batch.rewards))
     assert out.rewards.tolist() == [1.0, 0.5, 0.0, 0.0]
     assert out.mask.sum(-1).tolist() == [2.0, 0.0, 2.0, 0.0]
+
+
+def test_the_columns_a_step_and_the_probe_give_are_the_ones_the_stage_table_names():
+    from tests.helpers import make_batch, step_context
+    from workbench.rewards.stage import probe_columns, reward_columns
+    from workbench.stages import PASSED
+    from workbench.tasks import get_task
+
+    examples = get_task("addition").sample(2, random.Random(0))
+    batch = make_batch([1.0, 0.0], [0, 1], completions=["1", "2"], prompts=[e.prompt for e in examples])
+    step = reward_columns(batch, examples, step_context(max_new_tokens=4))
+    assert set(step) | {"log_metric"} == set(PASSED["reward"])
+    assert set(probe_columns(examples, 4, 1)) == set(step)

@@ -31,13 +31,9 @@ def _escaped(text: str) -> bool:
     return all(0xDC80 <= ord(ch) <= 0xDCFF for ch in text if 0xD800 <= ord(ch) <= 0xDFFF)
 
 
-# The columns `reward_columns` gives every reward function, and the metric logger `run_reward` adds.
-COLUMNS = ("completions", "prompts", "completion_ids", "answer", "solution", "target", "scores", "truncated",
-           "turn_info", "max_new_tokens", "step", "total_steps", "log_metric")
-
-
 def reward_columns(batch, examples: list, ctx) -> dict:
-    """Everything a reward function may read (see `workbench.rewards.base`), one entry per row."""
+    """Everything a reward function may read (see `workbench.rewards.base`), one entry per row: the columns
+    `stages.PASSED["reward"]` names, less the metric logger `run_reward` adds."""
     rows = [examples[int(g)] for g in batch.group]
     answers = [e.answer for e in rows]
     return {

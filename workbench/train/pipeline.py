@@ -21,8 +21,8 @@ from workbench.context import Forward, StepContext
 from workbench.params import check_choice, check_value, did_you_mean
 from workbench.recipes import Recipe, Use
 from workbench.rewards import aggregate, interop
-from workbench.rewards.stage import COLUMNS, mask_unscorable, reward_columns, reward_metrics, run_reward
-from workbench.stages import BATCH_STAGES, SLOTS, STAGES
+from workbench.rewards.stage import mask_unscorable, reward_columns, reward_metrics, run_reward
+from workbench.stages import BATCH_STAGES, PASSED, SLOTS, STAGES
 from workbench.tasks import get_task
 from workbench.tasks.base import Task
 from workbench.train.probe import probe_settings
@@ -165,7 +165,7 @@ class Pipeline:
                 entry.check(**u.kw)
             if not registry.STATEFUL.get(entry.kind) and not interop.is_external(u.key):
                 probe_settings(entry.fn, {k: v for k, v in u.kw.items() if k in params}, {"agg": self.recipe.agg},
-                               inputs=COLUMNS if entry.kind == "reward" else ())
+                               inputs=tuple(n for n in PASSED[entry.kind] if n != "agg"))
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from None
 

@@ -61,8 +61,6 @@ def probe_settings(fn, settings: dict, fixed: dict | None = None, inputs: tuple 
             args.append(StandIn(uses))
         elif p.default is inspect.Parameter.empty and p.kind is p.KEYWORD_ONLY:
             kwargs[name] = StandIn(uses)
-        elif name == "ctx":  # a rollout's step context, defaulted to None for callers outside the pipeline
-            kwargs[name] = StandIn(uses)
     try:
         fn(*args, **kwargs)
     except InputUsed:

@@ -1,5 +1,6 @@
 """The reward stage's plumbing: UTF-8 repair, calling a reward function safely, metrics, unscorable rows."""
 import math
+import random
 
 import pytest
 import torch
@@ -54,3 +55,22 @@ def test_unscorable_rows_train_on_nothing_and_take_their_groups_mean():
     out = mask_unscorable(batch, torch.isnan(batch.rewards))
     assert out.rewards.tolist() == [1.0, 0.5, 0.0, 0.0]
     assert out.mask.sum(-1).tolist() == [2.0, 0.0, 2.0, 0.0]
+
+
+def test_a_rewards_return_is_checked_on_the_tasks_own_targets_and_a_raise_is_left_to_the_step():
+    from workbench.rewards.stage import check_return, probe_columns
+    from workbench.tasks import get_task
+
+    columns = probe_columns(get_task("addition").sample(2, random.Random(0)), max_new_tokens=6, total_steps=4)
+    assert len(columns["completions"]) == 2 and columns["completions"] == columns["target"]
+    check_return("fine", lambda completions, **_: [1.0] * len(completions), columns, {})
+    with pytest.raises(RewardError, match=r"reward 'short' returned 1 values for 2 completions"):
+        check_return("short", lambda completions, **_: [1.0], columns, {})
+    with pytest.raises(RewardError, match=r"reward 'text' returned 'ok' for row 0"):
+        check_return("text", lambda completions, **_: ["ok", 1.0], columns, {})
+
+    def needs_turns(completions, turn_info=None, **_):
+        if turn_info is None:
+            raise ValueError("needs turn_info")
+        return [0.0] * len(completions)
+    check_return("turns", needs_turns, columns, {})  # the stand-in rows lack what it reads: not judged

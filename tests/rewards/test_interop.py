@@ -52,3 +52,15 @@ def test_a_factory_that_refuses_build_is_named_with_what_it_takes(user_module):
                     rewards=[use(f"{name}:make", build={"max_lenn": 4})])
     with pytest.raises(ValueError, match="failed: TypeError"):  # the same, when the recipe is built
         Pipeline(recipe)
+
+
+def test_a_reward_returning_the_wrong_number_of_values_is_refused_before_the_run_folder_exists(user_module, tmp_path):
+    """It used to fail at the first step, after the warm start and the held-out evaluation."""
+    from workbench.train import Trainer, make_config
+
+    name = user_module("short_rewards", "def one(completions, **kw):\n    return [1.0]\n")
+    config = make_config("smoke", recipe="grpo", sft_steps=50,
+                         recipe_overrides={"rewards": [[f"{name}:one", {"weight": 0.5}]]})
+    with pytest.raises(ValueError, match=r"reward 'one' returned 1 values for 2 completions"):
+        Trainer(config, tmp_path / "run")
+    assert not (tmp_path / "run").exists()

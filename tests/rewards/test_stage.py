@@ -1,5 +1,6 @@
 """The reward stage's plumbing: UTF-8 repair, calling a reward function safely, metrics, unscorable rows."""
 import math
+import random
 
 import pytest
 import torch
@@ -67,3 +68,20 @@ def test_the_columns_a_step_and_the_probe_give_are_the_ones_the_stage_table_name
     step = reward_columns(batch, examples, step_context(max_new_tokens=4))
     assert set(step) | {"log_metric"} == set(PASSED["reward"])
     assert set(probe_columns(examples, 4, 1)) == set(step)
+def test_a_rewards_return_is_checked_on_the_tasks_own_targets_and_a_raise_is_left_to_the_step():
+    from workbench.rewards.stage import check_return, probe_columns
+    from workbench.tasks import get_task
+
+    columns = probe_columns(get_task("addition").sample(2, random.Random(0)), max_new_tokens=6, total_steps=4)
+    assert len(columns["completions"]) == 2 and columns["completions"] == columns["target"]
+    check_return("fine", lambda completions, **_: [1.0] * len(completions), columns, {})
+    with pytest.raises(RewardError, match=r"reward 'short' returned 1 values for 2 completions"):
+        check_return("short", lambda completions, **_: [1.0], columns, {})
+    with pytest.raises(RewardError, match=r"reward 'text' returned 'ok' for row 0"):
+        check_return("text", lambda completions, **_: ["ok", 1.0], columns, {})
+
+    def needs_turns(completions, turn_info=None, **_):
+        if turn_info is None:
+            raise ValueError("needs turn_info")
+        return [0.0] * len(completions)
+    check_return("turns", needs_turns, columns, {})  # the stand-in rows lack what it reads: not judged

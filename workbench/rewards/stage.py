@@ -60,6 +60,12 @@ def run_reward(name: str, fn, columns: dict, kwargs: dict, metrics: dict) -> tor
         values = fn(**columns, **kwargs, log_metric=log_metric)
     except Exception as err:  # noqa: BLE001  (any failure inside a user's function: name it)
         raise RewardError(f"reward {name!r} raised {type(err).__name__}: {err}") from err
+    return reward_values(name, values, n)
+
+
+def reward_values(name: str, values, n: int) -> torch.Tensor:
+    """A reward function's return as [n] float64 (None as NaN), or a RewardError for a wrong length, a non-number
+    or NaN/inf, naming the reward."""
     if values is None or not hasattr(values, "__len__") or len(values) != n:
         got = "None" if values is None else f"{len(values)} values" if hasattr(values, "__len__") else repr(values)
         raise RewardError(f"reward {name!r} returned {got} for {n} completions; it must return one float (or None) "
@@ -79,6 +85,28 @@ def run_reward(name: str, fn, columns: dict, kwargs: dict, metrics: dict) -> tor
         raise RewardError(f"reward {name!r} returned NaN/inf for rows {bad[:10]}; return None for a row it does not "
                           "apply to")
     return tensor
+
+
+def probe_columns(examples: list, max_new_tokens: int, total_steps: int) -> dict:
+    """`reward_columns` for the task's own examples answered with their targets (one row each): what a reward gets
+    on a step, without a batch, to check its return before anything is trained."""
+    n = len(examples)
+    return {"completions": [e.target for e in examples], "prompts": [e.prompt for e in examples],
+            "completion_ids": [[0] * max(len(e.target), 1) for e in examples],
+            "answer": [e.answer for e in examples], "solution": [e.answer for e in examples],
+            "target": [e.target for e in examples], "scores": [1.0] * n, "truncated": [False] * n, "turn_info": None,
+            "max_new_tokens": max_new_tokens, "step": 0, "total_steps": total_steps}
+
+
+def check_return(name: str, fn, columns: dict, kwargs: dict) -> None:
+    """Refuse, before anything is trained, a reward that returns the wrong number of values, a non-number or
+    NaN/inf on the probe rows (`probe_columns`). A raise is not judged here: the probe's rows are stand-ins (no
+    episode's turn info) that a reward may rightly refuse; a real step names such a raise."""
+    try:
+        values = fn(**columns, **kwargs, log_metric=lambda metric, value: None)
+    except Exception:  # noqa: BLE001  the stand-in rows, not the reward, may be at fault: the step will tell
+        return
+    reward_values(name, values, len(columns["completions"]))
 
 
 # What the reward stage logs of every recipe's rewards (`reward_metrics`): one pair per reward.

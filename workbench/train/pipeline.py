@@ -21,7 +21,8 @@ from workbench.context import Forward, StepContext
 from workbench.params import check_choice, check_value, did_you_mean
 from workbench.recipes import Recipe, Use
 from workbench.rewards import aggregate, interop
-from workbench.rewards.stage import mask_unscorable, reward_columns, reward_metrics, run_reward
+from workbench.rewards.stage import (check_return, mask_unscorable, probe_columns, reward_columns, reward_metrics,
+                                     run_reward)
 from workbench.stages import BATCH_STAGES, PASSED, SLOTS, STAGES
 from workbench.tasks import get_task
 from workbench.tasks.base import Task
@@ -182,6 +183,14 @@ class Pipeline:
                         f"group_size={group_size}: {p.entry.kind} {p.use.key!r} of recipe {self.recipe.key!r} needs "
                         f"at least 2 samples per prompt for its group baseline; set group_size >= 2, or give "
                         f"one-sample groups A = 0 with --set recipe_overrides.{slot}:{p.use.key}.allow_singletons=true")
+
+    def check_rewards(self, examples: list, max_new_tokens: int, total_steps: int) -> None:
+        """Call each reward function once on the task's examples answered with their targets: one that returns the
+        wrong number of values or a non-number is refused now, not after the warm start (`stage.check_return`)."""
+        columns = probe_columns(examples, max_new_tokens, total_steps)
+        for p in self.parts["rewards"]:
+            name = p.name.split(":", 1)[1] if not interop.is_external(p.use.key) else p.fn.__name__
+            check_return(name, p.fn, columns, self.kwargs(p, 0, total_steps))
 
     def check_task(self, task) -> None:
         """Refuse, before anything is built, a task that lacks what a component `needs` (registry.NEEDS):

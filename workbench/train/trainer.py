@@ -164,6 +164,7 @@ class Trainer:
         self.pipeline.check_group_size(config.group_size)
         self.task = get_task(config.task, **config.task_kw)
         self.pipeline.check_task(self.task)  # a turn-level method on one-turn episodes, MC without env copies, ...
+        self.pipeline.check_rewards(self.task.sample(2, random.Random(config.seed)), config.max_new_tokens, config.steps)
         # a data_path's pairs, read (fields, JSON) now; their lengths are checked against the model before SFT
         self.data_pairs = read_pairs(config.data_path) if config.data_path else []
         self.log = run_log(self.out, config)  # metrics.jsonl (+ TensorBoard with report_to="tensorboard")

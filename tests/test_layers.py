@@ -12,7 +12,8 @@ from pathlib import Path
 import workbench
 
 ROOT = Path(workbench.__file__).parent
-CORE = {"", "batch", "ops", "registry", "params", "stages", "context", "episodes", "paths", "files", "kl"}  # "": the package itself
+CORE = {"", "batch", "ops", "registry", "params", "probe", "stages", "context", "episodes", "paths", "files",
+        "kl"}  # "": the package itself
 CATALOG = {"advantages", "objectives", "regularizers", "rewards", "preference", "masks", "values", "weights", "text"}
 LAYERS = ("core", "catalog", "above the catalog")
 

@@ -65,6 +65,7 @@ def test_the_columns_a_step_and_the_probe_give_are_the_ones_the_stage_table_name
 
     examples = get_task("addition").sample(2, random.Random(0))
     batch = make_batch([1.0, 0.0], [0, 1], completions=["1", "2"], prompts=[e.prompt for e in examples])
+    batch.scores = batch.rewards.clone()
     step = reward_columns(batch, examples, step_context(max_new_tokens=4))
     assert set(step) | {"log_metric"} == set(PASSED["reward"])
     assert set(probe_columns(examples, 4, 1)) == set(step)

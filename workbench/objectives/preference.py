@@ -18,7 +18,7 @@ import torch
 
 from workbench import registry
 from workbench.params import check_choice, check_value, did_you_mean
-from workbench.train.probe import probe_settings
+from workbench.probe import probe_settings
 
 # source -> (the batch field it comes from, which rows: "chosen", "rejected", "list" [N, K] or "middle" [N, K-2])
 SOURCES = {

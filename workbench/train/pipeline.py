@@ -26,7 +26,7 @@ from workbench.rewards.stage import (check_return, mask_unscorable, probe_column
 from workbench.stages import BATCH_STAGES, PASSED, SLOTS, STAGES
 from workbench.tasks import get_task
 from workbench.tasks.base import Task
-from workbench.train.probe import probe_settings
+from workbench.probe import probe_settings
 
 BEFORE_UPDATE = [slot for stage in STAGES if stage.name in BATCH_STAGES for slot in stage.slots]
 

@@ -167,3 +167,14 @@ def test_a_bad_preference_data_file_is_refused_before_the_warm_start_and_before_
         assert not (out / "config.json").exists()
     write_rows(pairs, [good, {"prompt": "2+2=", "chosen": "4", "rejected": "5"}])
     assert cli.main(args) == 0
+
+
+def test_prompts_longer_than_the_vllm_engine_takes_are_refused_before_sft(tmp_path, monkeypatch):
+    """engine="vllm" refused such prompts only when it first sampled, after the warm start and the evaluation."""
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    config = make_config("smoke", task="addition", engine="vllm", vllm_max_model_len=8, max_new_tokens=6,
+                         sft_steps=5)
+    with pytest.raises(ValueError, match=r"task 'addition' on the vLLM engine \(max_model_len=8: vllm_max_model_len\)"
+                                         r": prompt .* needs \d+ positions, and the model takes 8"):
+        warm_start(config, get_task("addition"), progress=False)
+    assert not (tmp_path / "cache" / "sft").exists() or not any((tmp_path / "cache" / "sft").iterdir())

@@ -69,16 +69,26 @@ def train_sft(model, tokenizer, task: Task, *, steps: int, lr: float, batch_size
     return losses
 
 
-def check_task_prompts(task: Task, model, tokenizer, max_new_tokens: int, pairs=(), pairs_source: str = "") -> None:
-    """Every prompt the task knows fits the model's context with max_new_tokens to spare, every character of its
-    prompts and targets is one the tokenizer represents, and every preference pair the run will train on (`pairs`,
-    from `pairs_source`: a data_path file) fits too (else a ValueError): run before SFT and before RL, so a row the
-    model cannot read is refused before anything is trained."""
+def check_task_prompts(task: Task, model, tokenizer, max_new_tokens: int, pairs=(), pairs_source: str = "",
+                       engine_limit: int | None = None) -> None:
+    """Every prompt the task knows fits the model's context with max_new_tokens to spare (and the rollout engine's
+    own limit, `engine_limit`: vLLM's max_model_len), every character of its prompts and targets is one the
+    tokenizer represents, and every preference pair the run will train on (`pairs`, from `pairs_source`: a data_path
+    file) fits too (else a ValueError): run before SFT and before RL, so a row the model cannot read is refused
+    before anything is trained."""
     context = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    name = f"task {task.name!r}"
+    if engine_limit is not None and (context is None or engine_limit < context):
+        context, name = engine_limit, f"{name} on the vLLM engine (max_model_len={engine_limit}: vllm_max_model_len)"
     examples = task.known_examples()
     check_representable(tokenizer, examples, f"task {task.name!r}")
-    check_prompt_lengths(tokenizer, [e.prompt for e in examples], context, max_new_tokens, f"task {task.name!r}")
+    check_prompt_lengths(tokenizer, [e.prompt for e in examples], context, max_new_tokens, name)
     check_pair_lengths(tokenizer, list(pairs), context, max_new_tokens, pairs_source or "preference pairs")
+
+
+def engine_limit(config) -> int | None:
+    """The longest prompt + response the run's rollout engine takes, where it has its own (vLLM's max_model_len)."""
+    return config.vllm_max_model_len if config.engine == "vllm" else None
 
 
 def unknown_characters(tokenizer, chars) -> set[str]:
@@ -160,7 +170,7 @@ def warm_start(config, task: Task, progress: bool = True, pairs=()) -> Path | No
     remove_stale_temps(folder.parent)  # what killed builds left behind
     torch.manual_seed(config.seed)
     model, tokenizer = load_model(config.model, **{**config.model_kw(), "load_in_4bit": False})  # SFT: all weights
-    check_task_prompts(task, model, tokenizer, config.max_new_tokens, pairs, config.data_path)
+    check_task_prompts(task, model, tokenizer, config.max_new_tokens, pairs, config.data_path, engine_limit(config))
     train_sft(model, tokenizer, task, steps=config.sft_steps, lr=config.sft_lr, batch_size=config.sft_batch,
               seed=config.seed, progress=progress)
     return save_model_atomically(model, tokenizer, folder)  # another process may have finished first

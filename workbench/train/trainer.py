@@ -39,7 +39,8 @@ from workbench.train.folder import claim_run_folder, open_run_folder, write_run_
 from workbench.train.guards import DeadGradientGuard, NonFiniteGuard
 from workbench.train.metrics import run_log
 from workbench.train.pipeline import Pipeline
-from workbench.train.sft import StartContext, check_start, check_task_prompts, record_warm_start, warm_start
+from workbench.train.sft import (StartContext, check_start, check_task_prompts, engine_limit, record_warm_start,
+                                 warm_start)
 from workbench.train.steps import run_steps
 from workbench.values import ValueHead
 
@@ -184,7 +185,8 @@ class Trainer:
         folder = warm_start(c, self.task, progress=self.progress and self.parallel.is_main, pairs=self.data_pairs)
         self.warm_start_folder = folder  # recorded in RUN/warm_start.json by `setup`
         self.model, self.tokenizer = load_model(str(folder) if folder else c.model, **c.model_kw())
-        check_task_prompts(self.task, self.model, self.tokenizer, c.max_new_tokens, self.data_pairs, c.data_path)
+        check_task_prompts(self.task, self.model, self.tokenizer, c.max_new_tokens, self.data_pairs, c.data_path,
+                           engine_limit(c))
         reference = pipeline.parts["reference"][0]
         start = StartContext(c, self.task, c.model_kw(), progress=self.progress)
         self.model = reference.fn(self.model, start, **reference.use.kw)

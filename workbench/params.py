@@ -132,7 +132,7 @@ def check_choice(component: str, name: str, value, choices: tuple) -> None:
         raise ValueError(f"{component}: {name}={value!r} is not one of {list(choices)}{close}")
 
 
-def did_you_mean(name: str, known) -> str:
-    """' (did you mean X?)' for the closest of `known`, or ''."""
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+def did_you_mean(name: str, known, n: int = 1) -> str:
+    """' (did you mean X?)' ('X or Y' for n = 2) for the closest of `known`, or ''."""
+    close = difflib.get_close_matches(name, list(known), n=n, cutoff=0.6)
+    return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""

@@ -13,12 +13,13 @@ every task through this protocol: a one-turn task is the case max_turns = 1, not
 from __future__ import annotations
 
 import copy
-import difflib
 import inspect
 import json
 import types
 import typing
 from pathlib import Path
+
+from workbench.params import did_you_mean
 
 Message = dict  # {"role": "user" | "assistant" | "tool" | "system", "content": str}
 
@@ -110,10 +111,7 @@ def check_knob_names(task: str, given, knobs) -> None:
     unknown = [name for name in given if name not in knobs]
     if not unknown:
         return
-    hints = []
-    for name in unknown:
-        close = difflib.get_close_matches(name, knobs, n=2, cutoff=0.6)
-        hints.append(f"{name!r}" + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""))
+    hints = [f"{name!r}{did_you_mean(name, knobs, n=2)}" for name in unknown]
     have = ", ".join(knobs) if knobs else "none"
     raise ValueError(f"{task}: unknown task_kw key{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
                      f"{task}'s knobs: {have}")

@@ -9,10 +9,10 @@ kind (`@registry.env`, the class by its name): the one-turn tasks here, the mult
 """
 from __future__ import annotations
 
-import difflib
 
 from workbench import registry
 from workbench.envs.base import check_knobs
+from workbench.params import did_you_mean
 from workbench.tasks.base import Example, Task
 from workbench.tasks.dataset import FILE_PREFIX, file_task  # datasets / math-verify are imported on use
 from workbench.tasks.reasoning_gym import ReasoningGymTask  # reasoning-gym is imported on use
@@ -37,8 +37,7 @@ def get_task(spec: str, **kwargs) -> Task:
         return file_task(spec[len(FILE_PREFIX):], **kwargs)  # checks its style's knobs
     names = task_names()
     if spec not in names:
-        close = difflib.get_close_matches(spec, names, n=2, cutoff=0.6)
-        hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+        hint = did_you_mean(spec, names, n=2)
         valid = ", ".join(names + [REASONING_GYM_PREFIX + "<dataset>", FILE_PREFIX + "<path>"])
         raise ValueError(f"unknown task {spec!r}{hint}; valid names: {valid}")
     cls = registry.get("env", spec).fn

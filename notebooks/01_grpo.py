@@ -49,9 +49,9 @@
 # ```
 
 # %% tags=["parameters"]
-preset = "smoke"     # "smoke": tiny model on CPU in about a minute; "full": a real GPU run
+preset = "smoke"     # "smoke": tiny model on CPU in about a minute; "small": SmolLM2 on CPU; "full": a GPU run
 recipe = "grpo"      # any registered recipe: grpo, dr_grpo, dapo_lite, rloo, ppo
-task = "countdown"   # countdown, addition, or reasoning_gym:<dataset>
+task = None          # None keeps the preset's (countdown on smoke); addition, reasoning_gym:<dataset>, ...
 model = None         # None keeps the preset's model ("tiny" on smoke)
 steps = None         # None: 40 on smoke, the preset's count on full
 seed = 0
@@ -72,13 +72,13 @@ from workbench.viz import (accuracy_bar, advantage_bars, advantage_explorer, cli
 from workbench.viz.widgets import LiveCurves
 
 torch.set_num_threads(1)
-overrides = {"recipe": recipe, "task": task, "seed": seed}
+overrides = {"recipe": recipe, "seed": seed, **({"task": task} if task else {})}
 if model:
     overrides["model"] = model
 if steps or preset == "smoke":
     overrides["steps"] = steps or 40
 config = make_config(preset, **overrides)
-out = Path(runs_dir) / f"01_grpo-{recipe}-{task.replace(':', '_')}-{config.short_hash()}"  # one folder per config
+out = Path(runs_dir) / f"01_grpo-{recipe}-{config.task.replace(':', '_')}-{config.short_hash()}"  # one per config
 trainer = Trainer(config, out, progress=True).setup()  # SFT warm-start (cached after the first time)
 print({k: getattr(config, k) for k in ("recipe", "task", "model", "steps", "prompts_per_step", "group_size", "lr")})
 

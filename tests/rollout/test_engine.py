@@ -147,3 +147,50 @@ def test_stop_strings_are_validated(engine):
             make_config("smoke", stop=bad)
     assert make_config("smoke").stop == []
     assert apply_sets(make_config("smoke"), ['stop=["\\n", "##"]']).stop == ["\n", "##"]
+
+
+def forward_both_ways(model, gen, monkeypatch, **kw):
+    """policy_forward's outputs and parameter gradients with the group's prompt shared, then with every row run
+    whole (torch.unique patched to call every row distinct, the unshared path)."""
+    import workbench.rollout.engine as engine_module
+
+    results = []
+    for shared in (True, False):
+        if not shared:
+            monkeypatch.setattr(engine_module.torch, "unique",
+                                lambda x, dim, return_inverse: (x, torch.arange(len(x))))
+        model.zero_grad()
+        logp, entropy, hidden = policy_forward(model, gen.prompt_ids, gen.prompt_mask, gen.response_ids, gen.mask,
+                                               with_entropy=True, with_hidden=True, **kw)
+        ((logp * gen.mask).sum() + 1e-2 * (hidden * gen.mask[..., None]).sum()).backward()
+        results.append((logp * gen.mask, entropy * gen.mask, hidden * gen.mask[..., None],
+                        [p.grad.clone() for p in model.parameters()]))
+    return results
+
+
+@pytest.mark.parametrize("max_new_tokens", [1, 8])
+def test_a_shared_prompt_gives_the_unshared_log_probs_and_gradients(monkeypatch, max_new_tokens):
+    """Rows of a group run their prompt once (its keys and values gathered per row): log-probs, entropies, hidden
+    states and every parameter's gradient equal the whole-row pass's, to float rounding; one-token responses
+    take only the prompt's pass."""
+    torch.manual_seed(0)
+    model, tok = build_tiny(seed=3)
+    gen = HFEngine(model, tok).generate(["12+3=", "7+70=", "5*5="], n=3, max_new_tokens=max_new_tokens)
+    (logp, entropy, hidden, grads), (logp_, entropy_, hidden_, grads_) = forward_both_ways(model, gen, monkeypatch)
+    assert torch.allclose(logp, logp_, atol=1e-5) and torch.allclose(entropy, entropy_, atol=1e-5)
+    assert torch.allclose(hidden, hidden_, atol=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in zip(grads, grads_))
+    assert logp.abs().sum() > 0 and all(g.abs().sum() > 0 for g in grads)
+
+
+def test_shared_prompts_follow_the_rows_in_any_order():
+    """Groups split and shuffled (a minibatch) still get their own prompt's keys and values."""
+    torch.manual_seed(0)
+    model, tok = build_tiny(seed=3)
+    gen = HFEngine(model, tok).generate(["12+3=", "7+70=", "5*5="], n=2, max_new_tokens=6)
+    order = torch.tensor([3, 0, 5, 1, 4])
+    whole, _, _ = policy_forward(model, gen.prompt_ids, gen.prompt_mask, gen.response_ids, gen.mask)
+    picked, _, _ = policy_forward(model, gen.prompt_ids[order], gen.prompt_mask[order], gen.response_ids[order],
+                                  gen.mask[order])
+    assert torch.allclose(picked * gen.mask[order], whole[order] * gen.mask[order], atol=1e-5)
+    assert torch.allclose(whole * gen.mask, gen.mu_logp, atol=1e-5)  # the sampler's own log-probs

@@ -276,7 +276,7 @@ def test_warm_start_cache_keys_of_existing_tasks_are_unchanged():
     from types import SimpleNamespace
 
     spec = dict(model="tiny", task="countdown", task_kw={}, sft_steps=600, sft_lr=3e-3, sft_batch=64, seed=0,
-                dtype="float32", chat_template=False)
+                dtype="float32", chat_template=False, system_prompt="", answer_format="whole")
     # computed by the warm start before the multi-turn rollout existed: cached warm starts stay valid
     assert warm_start_key(SimpleNamespace(**spec)) == "0ee0bd1ed5c79dcf"
     addition = SimpleNamespace(**{**spec, "task": "addition", "task_kw": {"digits": 1}})

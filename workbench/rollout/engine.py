@@ -178,7 +178,8 @@ LOGIT_STATS = {
 
 def policy_forward(model, prompt_ids, prompt_mask, response_ids, mask, temperature: float = 1.0,
                    with_entropy: bool = False, with_hidden: bool = False, stats: tuple[str, ...] = ()):
-    """Log-probs [B, T] of `response_ids` (and entropy [B, T], last hidden states) in one forward pass.
+    """Log-probs [B, T] of `response_ids` (and entropy [B, T], last hidden states) from one forward of the policy
+    (`response_logits`: a group's shared prompt run once).
 
     Position ids follow the left-padded attention mask, exactly as `generate` computes them. `stats`: names of
     `LOGIT_STATS` computed from the same logits; when given, a fourth output {name: [B, T]} is returned.
@@ -186,19 +187,60 @@ def policy_forward(model, prompt_ids, prompt_mask, response_ids, mask, temperatu
     unknown = sorted(set(stats) - set(LOGIT_STATS))
     if unknown:
         raise ValueError(f"unknown logit statistics {unknown}; known: {sorted(LOGIT_STATS)}")
-    input_ids = torch.cat([prompt_ids, response_ids], dim=1)
-    attention = torch.cat([prompt_mask, torch.ones_like(mask)], dim=1).long()
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
-                output_hidden_states=with_hidden, use_cache=False)
-    P = prompt_ids.shape[1]
-    logits = out.logits[:, P - 1:-1]
+    logits, hidden = response_logits(model, prompt_ids, prompt_mask, response_ids, with_hidden)
     logp = ops.logprobs_from_logits(logits, response_ids, temperature)
     entropy = ops.entropy_from_logits(logits, temperature) if with_entropy else None
-    hidden = out.hidden_states[-1][:, P - 1:-1] if with_hidden else None
     if stats:
         return logp, entropy, hidden, {name: LOGIT_STATS[name](logits, temperature) for name in stats}
     return logp, entropy, hidden
+
+
+def response_logits(model, prompt_ids, prompt_mask, response_ids, with_hidden: bool = False):
+    """Logits [B, T, V] of the positions that predict each response token (P-1 .. P+T-2), and the last layer's
+    hidden states there [B, T, H] (None unless `with_hidden`). The LM head runs only on those positions: on a real
+    vocabulary (49k for SmolLM2) the prompt's logits would be most of the pass's memory and a good part of its time.
+    Rows that share their prompt (a group) share its pass (`shared_prompt_logits`)."""
+    distinct, rows = torch.unique(prompt_ids, dim=0, return_inverse=True)
+    if len(distinct) < len(prompt_ids) and not getattr(model, "is_gradient_checkpointing", False):
+        return shared_prompt_logits(model, distinct, rows, prompt_mask, response_ids, with_hidden)
+    T = response_ids.shape[1]
+    attention = torch.cat([prompt_mask, torch.ones_like(response_ids)], dim=1).long()
+    out = model(input_ids=torch.cat([prompt_ids, response_ids], dim=1), attention_mask=attention,
+                position_ids=positions_of(attention), output_hidden_states=with_hidden, use_cache=False,
+                logits_to_keep=T + 1)
+    return out.logits[:, :-1], out.hidden_states[-1][:, -T - 1:-1] if with_hidden else None
+
+
+def positions_of(attention: torch.Tensor) -> torch.Tensor:
+    """Position ids that follow a left-padded attention mask, exactly as `generate` computes them."""
+    return (attention.cumsum(-1) - 1).clamp(min=0)
+
+
+def shared_prompt_logits(model, distinct, rows, prompt_mask, response_ids, with_hidden: bool):
+    """`response_logits` with each distinct prompt run once: distinct [U, P] prompts, rows [B] the prompt of each
+    row. The prompts' keys and values (a KV cache, kept in the autograd graph) are gathered per row and the
+    responses run on top of them; the gradient through the gather sums the rows' contributions into their prompt's
+    pass, so logits and gradients are the unshared pass's (to float rounding), at a G-th of the prompt's cost for
+    groups of G. The first response token is predicted by the prompt's last position, the others by the response's
+    own positions (the last response token predicts nothing and is not run)."""
+    first_row = torch.zeros(len(distinct), dtype=torch.long, device=rows.device).scatter_(
+        0, rows, torch.arange(len(rows), device=rows.device))
+    distinct_mask = prompt_mask[first_row]  # [U, P] (a prompt's padding is the same in every row)
+    out = model(input_ids=distinct, attention_mask=distinct_mask.long(), position_ids=positions_of(distinct_mask),
+                output_hidden_states=with_hidden, use_cache=True, logits_to_keep=1)
+    logits, hidden = out.logits[rows], out.hidden_states[-1][rows, -1:] if with_hidden else None  # [B, 1, ...]
+    if response_ids.shape[1] == 1:
+        return logits, hidden
+    cache = out.past_key_values
+    cache.batch_select_indices(rows)  # [U, ...] -> [B, ...]: an index, so the gradient flows back to the prompts
+    attention = torch.cat([prompt_mask, torch.ones_like(response_ids[:, :-1])], dim=1).long()
+    P = prompt_mask.shape[1]
+    rest = model(input_ids=response_ids[:, :-1], attention_mask=attention, position_ids=positions_of(attention)[:, P:],
+                 past_key_values=cache, output_hidden_states=with_hidden, use_cache=True)
+    logits = torch.cat([logits, rest.logits], dim=1)
+    if with_hidden:
+        hidden = torch.cat([hidden, rest.hidden_states[-1]], dim=1)
+    return logits, hidden
 
 
 def encode_responses(tokenizer, texts: list[str], device=None, eos: list[bool] | None = None,

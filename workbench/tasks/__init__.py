@@ -19,7 +19,7 @@ from workbench.tasks.reasoning_gym import ReasoningGymTask  # reasoning-gym is i
 
 REASONING_GYM_PREFIX = "reasoning_gym:"
 
-__all__ = ["Example", "Task", "get_task", "task_names"]
+__all__ = ["Example", "Task", "get_task", "run_task", "task_names"]
 
 
 def task_names() -> list[str]:
@@ -43,3 +43,12 @@ def get_task(spec: str, **kwargs) -> Task:
     cls = registry.get("env", spec).fn
     check_knobs(spec, kwargs, cls)
     return cls(**kwargs)
+
+
+def run_task(config) -> Task:
+    """The task a run trains and evaluates on: `config.task` built with `config.task_kw`, asked with the run's
+    `system_prompt` and read by its `answer_format` (`workbench.tasks.instruct`)."""
+    from workbench.tasks.instruct import instructed
+
+    return instructed(get_task(config.task, **config.task_kw), system_prompt=config.system_prompt,
+                      answer_format=config.answer_format)

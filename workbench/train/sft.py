@@ -82,7 +82,7 @@ def check_task_prompts(task: Task, model, tokenizer, max_new_tokens: int, pairs=
         context, name = engine_limit, f"{name} on the vLLM engine (max_model_len={engine_limit}: vllm_max_model_len)"
     examples = task.known_examples()
     check_representable(tokenizer, examples, f"task {task.name!r}")
-    check_prompt_lengths(tokenizer, [e.prompt for e in examples], context, max_new_tokens, name)
+    check_prompt_lengths(tokenizer, [task.opening(e) for e in examples], context, max_new_tokens, name)
     check_pair_lengths(tokenizer, list(pairs), context, max_new_tokens, pairs_source or "preference pairs")
 
 
@@ -151,6 +151,8 @@ def warm_start_key(config, task: Task | None = None) -> str:
             "dtype": config.dtype}
     if config.chat_template:  # prompts are formatted differently (only added when on: old keys stay valid)
         spec["chat_template"] = True
+    if config.system_prompt or config.answer_format != "whole":  # other prompts or targets (added likewise)
+        spec.update(system_prompt=config.system_prompt, answer_format=config.answer_format)
     data = task.data_digest() if task is not None else None
     if data is not None:  # procedural tasks have none: their keys stay what they were
         spec["data"] = data

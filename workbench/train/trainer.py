@@ -22,14 +22,14 @@ from workbench.advantages.group import group_stats
 from workbench.batch import RolloutBatch
 from workbench.context import Forward, Head, StepContext
 from workbench.kl import KL_LOGS
-from workbench.models import (add_lora, check_model_name, checkpoint_state, frozen_copy, frozen_reference,
-                              load_checkpoint_state, load_model)
+from workbench.models import (add_lora, check_chat_template, check_model_name, checkpoint_state, frozen_copy,
+                              frozen_reference, load_checkpoint_state, load_model)
 from workbench.recipes import Recipe, get_recipe, with_overrides
 from workbench.recipes.run_settings import with_preference_data, with_rollout_correction
 from workbench.rollout import make_engine, policy_forward
 from workbench.rollout.engine import Sampling
 from workbench.stages import BATCH_STAGES, SAMPLING_STAGES
-from workbench.tasks import get_task
+from workbench.tasks import run_task
 from workbench.tasks.preferences import read_pairs
 from workbench.train.checkpoint import load_latest_checkpoint
 from workbench.train.config import RunConfig
@@ -160,10 +160,12 @@ class Trainer:
     def __init__(self, config: RunConfig, out: str | Path, progress: bool = True, callback=None):
         self.config, self.out, self.progress, self.callback = config, Path(out), progress, callback
         check_model_name(config.model)
+        if config.chat_template:
+            check_chat_template(config.model)
         self.recipe = resolve_recipe(config)
         self.pipeline = Pipeline(self.recipe, track_kl=config.track_kl)  # refuses parts that don't fit
         self.pipeline.check_group_size(config.group_size)
-        self.task = get_task(config.task, **config.task_kw)
+        self.task = run_task(config)
         self.pipeline.check_task(self.task)  # a turn-level method on one-turn episodes, MC without env copies, ...
         self.pipeline.check_rewards(self.task.sample(2, random.Random(config.seed)), config.max_new_tokens, config.steps)
         # a data_path's pairs, read (fields, JSON) now; their lengths are checked against the model before SFT

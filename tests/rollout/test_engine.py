@@ -1,4 +1,6 @@
 """The HF generate engine on the tiny model: EOS masks, determinism, chat templates, stop strings."""
+import math
+
 import pytest
 import torch
 
@@ -150,15 +152,13 @@ def test_stop_strings_are_validated(engine):
 
 
 def forward_both_ways(model, gen, monkeypatch, **kw):
-    """policy_forward's outputs and parameter gradients with the group's prompt shared, then with every row run
-    whole (torch.unique patched to call every row distinct, the unshared path)."""
+    """policy_forward's outputs and parameter gradients with the group's prompt shared (sharing at any saving), then
+    with every row run whole (sharing never worth it)."""
     import workbench.rollout.engine as engine_module
 
     results = []
-    for shared in (True, False):
-        if not shared:
-            monkeypatch.setattr(engine_module.torch, "unique",
-                                lambda x, dim, return_inverse: (x, torch.arange(len(x))))
+    for threshold in (0.0, math.inf):
+        monkeypatch.setattr(engine_module, "SHARING_MIN_FLOPS", threshold)
         model.zero_grad()
         logp, entropy, hidden = policy_forward(model, gen.prompt_ids, gen.prompt_mask, gen.response_ids, gen.mask,
                                                with_entropy=True, with_hidden=True, **kw)
@@ -183,8 +183,11 @@ def test_a_shared_prompt_gives_the_unshared_log_probs_and_gradients(monkeypatch,
     assert logp.abs().sum() > 0 and all(g.abs().sum() > 0 for g in grads)
 
 
-def test_shared_prompts_follow_the_rows_in_any_order():
+def test_shared_prompts_follow_the_rows_in_any_order(monkeypatch):
     """Groups split and shuffled (a minibatch) still get their own prompt's keys and values."""
+    import workbench.rollout.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "SHARING_MIN_FLOPS", 0.0)
     torch.manual_seed(0)
     model, tok = build_tiny(seed=3)
     gen = HFEngine(model, tok).generate(["12+3=", "7+70=", "5*5="], n=2, max_new_tokens=6)
@@ -194,3 +197,31 @@ def test_shared_prompts_follow_the_rows_in_any_order():
                                   gen.mask[order])
     assert torch.allclose(picked * gen.mask[order], whole[order] * gen.mask[order], atol=1e-5)
     assert torch.allclose(whole * gen.mask, gen.mu_logp, atol=1e-5)  # the sampler's own log-probs
+
+
+def test_a_shared_prefill_samples_what_the_unshared_one_samples(monkeypatch):
+    """Generation with each distinct prompt prefilled once (its cache gathered per row) draws the same tokens from
+    the same seed, with the same behaviour log-probs and stop-string cuts, as prefilling every row."""
+    import workbench.rollout.engine as engine_module
+
+    model, tok = build_tiny(seed=3)
+    engine, runs = HFEngine(model, tok), []
+    for threshold in (0.0, math.inf):
+        monkeypatch.setattr(engine_module, "SHARING_MIN_FLOPS", threshold)
+        assert (engine_module.shared_prefix(model, *engine.encode(["12+3=", "7+70="], 3)) is None) == bool(threshold)
+        torch.manual_seed(5)
+        runs.append(engine.generate(["12+3=", "7+70=", "5*5="], n=4, max_new_tokens=10, stop=["1"]))
+    shared, plain = runs
+    assert torch.equal(shared.response_ids, plain.response_ids) and shared.texts == plain.texts
+    assert torch.allclose(shared.mu_logp, plain.mu_logp, atol=1e-5) and torch.equal(shared.mask, plain.mask)
+
+
+def test_sharing_is_used_only_where_it_saves_compute():
+    from workbench.rollout.engine import prompt_groups
+
+    model, tok = build_tiny(seed=0)
+    ids, _ = HFEngine(model, tok).encode(["12+3=", "7+70="], 8)
+    assert prompt_groups(model, ids) is None  # 14 rows x 5 tokens of a 0.5M model: less than a model call costs
+    big = torch.nn.Linear(10_000, 10_000)  # 100M parameters
+    distinct, rows = prompt_groups(big, ids)
+    assert torch.equal(distinct[rows], ids) and len(distinct) == 2

@@ -200,15 +200,35 @@ def response_logits(model, prompt_ids, prompt_mask, response_ids, with_hidden: b
     hidden states there [B, T, H] (None unless `with_hidden`). The LM head runs only on those positions: on a real
     vocabulary (49k for SmolLM2) the prompt's logits would be most of the pass's memory and a good part of its time.
     Rows that share their prompt (a group) share its pass (`shared_prompt_logits`)."""
-    distinct, rows = torch.unique(prompt_ids, dim=0, return_inverse=True)
-    if len(distinct) < len(prompt_ids) and not getattr(model, "is_gradient_checkpointing", False):
-        return shared_prompt_logits(model, distinct, rows, prompt_mask, response_ids, with_hidden)
+    groups = prompt_groups(model, prompt_ids)
+    if groups is not None and not getattr(model, "is_gradient_checkpointing", False):
+        return shared_prompt_logits(model, *groups, prompt_mask, response_ids, with_hidden)
     T = response_ids.shape[1]
     attention = torch.cat([prompt_mask, torch.ones_like(response_ids)], dim=1).long()
     out = model(input_ids=torch.cat([prompt_ids, response_ids], dim=1), attention_mask=attention,
                 position_ids=positions_of(attention), output_hidden_states=with_hidden, use_cache=False,
                 logits_to_keep=T + 1)
     return out.logits[:, :-1], out.hidden_states[-1][:, -T - 1:-1] if with_hidden else None
+
+
+SHARING_MIN_FLOPS = 1e9  # a shared prompt's pass costs one more model call (~10-20 ms of Python on a CPU): worth it
+#                         only when it saves more compute than that (never on the tiny model, always on SmolLM2's groups)
+
+
+def prompt_groups(model, prompt_ids: torch.Tensor):
+    """(distinct prompts [U, P], each row's prompt [B]) when running each distinct prompt once instead of once per
+    row saves more than SHARING_MIN_FLOPS (2 x parameters x prompt tokens saved), else None."""
+    distinct, rows = torch.unique(prompt_ids, dim=0, return_inverse=True)
+    saved_tokens = (len(rows) - len(distinct)) * prompt_ids.shape[1]
+    if 2 * saved_tokens * sum(p.numel() for p in model.parameters()) < SHARING_MIN_FLOPS:
+        return None
+    return distinct, rows
+
+
+def first_rows(rows: torch.Tensor, n: int) -> torch.Tensor:
+    """[n] a row holding each of the n distinct prompts (a prompt's padding is the same in all its rows)."""
+    return torch.zeros(n, dtype=torch.long, device=rows.device).scatter_(0, rows, torch.arange(len(rows),
+                                                                                               device=rows.device))
 
 
 def positions_of(attention: torch.Tensor) -> torch.Tensor:
@@ -223,9 +243,7 @@ def shared_prompt_logits(model, distinct, rows, prompt_mask, response_ids, with_
     pass, so logits and gradients are the unshared pass's (to float rounding), at a G-th of the prompt's cost for
     groups of G. The first response token is predicted by the prompt's last position, the others by the response's
     own positions (the last response token predicts nothing and is not run)."""
-    first_row = torch.zeros(len(distinct), dtype=torch.long, device=rows.device).scatter_(
-        0, rows, torch.arange(len(rows), device=rows.device))
-    distinct_mask = prompt_mask[first_row]  # [U, P] (a prompt's padding is the same in every row)
+    distinct_mask = prompt_mask[first_rows(rows, len(distinct))]  # [U, P]
     out = model(input_ids=distinct, attention_mask=distinct_mask.long(), position_ids=positions_of(distinct_mask),
                 output_hidden_states=with_hidden, use_cache=True, logits_to_keep=1)
     logits, hidden = out.logits[rows], out.hidden_states[-1][rows, -1:] if with_hidden else None  # [B, 1, ...]
@@ -241,6 +259,23 @@ def shared_prompt_logits(model, distinct, rows, prompt_mask, response_ids, with_
     if with_hidden:
         hidden = torch.cat([hidden, rest.hidden_states[-1]], dim=1)
     return logits, hidden
+
+
+@torch.no_grad()
+def shared_prefix(model, prompt_ids, prompt_mask):
+    """The KV cache of every row's prompt but its last token, each distinct prompt run once (a group's G rows share
+    one prefill), or None when sharing saves too little (`prompt_groups`). `generate` then runs only the last
+    prompt token of each row before sampling: the prefill is most of a short rollout's compute on a real model,
+    and rows of a group would otherwise each repeat it."""
+    groups = prompt_groups(model, prompt_ids[:, :-1]) if prompt_ids.shape[1] > 1 else None
+    if groups is None:
+        return None
+    distinct, rows = groups
+    mask = prompt_mask[first_rows(rows, len(distinct)), :-1].long()
+    cache = model(input_ids=distinct, attention_mask=mask, position_ids=positions_of(mask), use_cache=True,
+                  logits_to_keep=1).past_key_values
+    cache.batch_select_indices(rows)
+    return cache
 
 
 def encode_responses(tokenizer, texts: list[str], device=None, eos: list[bool] | None = None,
@@ -407,7 +442,7 @@ class HFEngine:
             input_ids=prompt_ids, attention_mask=prompt_mask, do_sample=not greedy,
             max_new_tokens=budget, pad_token_id=self.tokenizer.pad_token_id,
             eos_token_id=self.tokenizer.eos_token_id, output_scores=True, return_dict_in_generate=True,
-            **sample_kw)
+            past_key_values=shared_prefix(self.model, prompt_ids, prompt_mask), **sample_kw)
         self.model.train(was_training)
         response_ids = out.sequences[:, prompt_ids.shape[1]:]
         mask, truncated = response_mask(response_ids, self.tokenizer.eos_token_id)

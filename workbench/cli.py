@@ -84,7 +84,8 @@ def cmd_eval(args) -> int:
     from workbench.train import apply_sets, make_config
     from workbench.train.export import evaluate_model
 
-    config = apply_sets(make_config("smoke", task=args.task or preset_task("smoke"), model=args.model), args.set or [])
+    task = args.task or preset_task("smoke")
+    config = apply_sets(make_config("smoke", task=task, model=args.model), args.set or [])
     if args.out:  # before evaluating: the records are never computed only to be lost
         check_new_file(args.out)
     accuracy, records = evaluate_model(config)
@@ -243,7 +244,8 @@ def preset_task(name: str) -> str:
 
 
 TASK_HELP = "task name (addition, countdown, reasoning_gym:<name>, ...); default: the preset's (countdown on smoke)"
-PRESET_HELP = "smoke (the default: CPU, minutes), small (SmolLM2 on CPU) or another preset of workbench/train/config.py's PRESETS"
+PRESET_HELP = ("smoke (the default: CPU, minutes), small (SmolLM2 on CPU) or another preset of "
+               "workbench/train/config.py's PRESETS")
 
 
 def parser() -> argparse.ArgumentParser:

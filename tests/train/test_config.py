@@ -162,7 +162,8 @@ def stop_strings(v):
 
 BOUNDS = {  # written out independently of config.py, as the oracle
     "recipe": text(non_empty=True), "task": text(non_empty=True), "task_kw": string_keys,
-    "model": text(non_empty=True), "preset": text("smoke", "small", "full"), "seed": integer(0, 2**31 - 1), "steps": integer(1),
+    "model": text(non_empty=True), "preset": text("smoke", "small", "full"), "seed": integer(0, 2**31 - 1),
+    "steps": integer(1),
     "prompts_per_step": integer(1), "group_size": integer(1), "max_new_tokens": integer(1),
     "temperature": number(above=0), "top_p": number(above=0, at_most=1), "stop": stop_strings,
     "lr": number(above=0), "weight_decay": number(at_least=0), "ppo_epochs": integer(1), "minibatches": integer(1),

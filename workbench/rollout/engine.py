@@ -211,8 +211,9 @@ def response_logits(model, prompt_ids, prompt_mask, response_ids, with_hidden: b
     return out.logits[:, :-1], out.hidden_states[-1][:, -T - 1:-1] if with_hidden else None
 
 
-SHARING_MIN_FLOPS = 1e9  # a shared prompt's pass costs one more model call (~10-20 ms of Python on a CPU): worth it
-#                         only when it saves more compute than that (never on the tiny model, always on SmolLM2's groups)
+# A shared prompt's pass costs one more model call (~10-20 ms of Python on a CPU): worth it only when it saves more
+# compute than that (never on the tiny model, always on SmolLM2's groups).
+SHARING_MIN_FLOPS = 1e9
 
 
 def prompt_groups(model, prompt_ids: torch.Tensor):

@@ -87,9 +87,9 @@ class InstructTask(Task):
         if answer_format not in ANSWER_FORMATS:
             raise ValueError(f"answer_format={answer_format!r}: choose one of {', '.join(ANSWER_FORMATS)}")
         if answer_format != "whole" and task.make_env().max_turns > 1:
-            raise ValueError(f"answer_format={answer_format!r} applies to one-turn tasks; {task.name!r} is a multi-turn "
-                             "environment whose final answer has its own syntax: keep answer_format='whole' (a "
-                             "system_prompt still applies)")
+            raise ValueError(f"answer_format={answer_format!r} applies to one-turn tasks; {task.name!r} is a "
+                             "multi-turn environment whose final answer has its own syntax: keep answer_format='whole' "
+                             "(a system_prompt still applies)")
         self.task, self.system_prompt, self.answer_format = task, system_prompt, answer_format
         self.name, self.eval_file = task.name, task.eval_file
         self.read_answer = ANSWER_FORMATS[answer_format]
@@ -131,7 +131,8 @@ class InstructTask(Task):
         return [system(self.system_prompt), user(example.prompt)] if self.system_prompt else example.prompt
 
     def __repr__(self) -> str:
-        return f"InstructTask({self.task!r}, system_prompt={self.system_prompt!r}, answer_format={self.answer_format!r})"
+        return (f"InstructTask({self.task!r}, system_prompt={self.system_prompt!r}, "
+                f"answer_format={self.answer_format!r})")
 
 
 def instructed(task: Task, *, system_prompt: str = "", answer_format: str = "whole") -> Task:

@@ -22,8 +22,9 @@ import torch
 from workbench.files import folder_problem, remove_stale_temps, temp_sibling, write_atomic
 
 EXPORT_FILE = "workbench_export.json"  # in an exported folder: where it came from, and the base of an adapter
+# what the held-out evaluation depends on
 EVAL_FIELDS = ("task_kw", "system_prompt", "answer_format", "eval_size", "max_new_tokens", "stop", "chat_template",
-               "dtype", "device", "threads", "engine", "vllm_kv_cache_mb", "vllm_max_model_len")  # what the held-out evaluation depends on
+               "dtype", "device", "threads", "engine", "vllm_kv_cache_mb", "vllm_max_model_len")
 
 
 class ExportError(ValueError):

@@ -14,8 +14,8 @@ numbers of sampling, so the two agree in distribution, run by run within seed no
 
 The folder gets `metrics.jsonl` (one row per step: step, reward/mean, response_length/mean, truncated_frac and, at
 evaluation steps, eval/accuracy) and `summary.json` (accuracy_before, accuracy_after), the fields our stored
-comparisons keep; a finished folder is not re-run. `--store NAME` gathers the seeds of a stored comparison's peer
-runs (runs/peer-trl/NAME/trl-sSEED) into data/stored_runs/NAME-trl.jsonl, in the stored-runs line format.
+comparisons keep; a finished folder is not re-run. `--store NAME` gathers the finished seeds of a stored comparison's
+peer runs (runs/peer-trl/NAME/trl-sSEED) into data/stored_runs/NAME-trl.jsonl, in the stored-runs line format.
 """
 from __future__ import annotations
 
@@ -106,11 +106,15 @@ def store(name: str, runs_root: Path) -> Path:
     from workbench.train.metrics import read_rows
 
     spec = COMPARISONS[name]
+    seeds = [seed for seed in range(spec.seeds) if (runs_root / name / f"trl-s{seed}" / "summary.json").exists()]
+    if not seeds:
+        raise SystemExit(f"no finished peer run under {runs_root / name} (trl-sSEED folders)")
     lines = [{"meta": {"name": f"{name}-trl", "peer": "trl GRPOTrainer", "of": name, "task": spec.task,
-                       "preset": spec.preset, "sets": list(spec.sets), "seeds": spec.seeds, "recipes": ["trl-grpo"],
-                       "command": f"python bench/peer_trl.py --preset {spec.preset} --seed S ...; --store {name}",
-                       "commit": commit(), "machine": machine()}}]
-    for seed in range(spec.seeds):
+                       "preset": spec.preset, "sets": list(spec.sets), "seeds": len(seeds),
+                       "recipes": ["trl-grpo"], "commit": commit(), "machine": machine(),
+                       "command": f"python bench/peer_trl.py --preset {spec.preset} --seed S --out "
+                                  f"{runs_root / name}/trl-sS, S in {seeds}; then --store {name}"}}]
+    for seed in seeds:
         folder = runs_root / name / f"trl-s{seed}"
         summary = json.loads((folder / "summary.json").read_text())
         lines.append({"summary": {"recipe": "trl-grpo", "seed": seed, **{k: summary[k] for k in

@@ -63,12 +63,12 @@ book: install
 book-check: install
 	$(BIN)/python -m workbench.book check
 
-# make run NB=01_grpo PRESET=full: the notebook headless (papermill) into runs/NB-PRESET/ (executed notebook,
+# make run NB=01_grpo PRESET=small (or full): the notebook headless (papermill) into runs/NB-PRESET/ (executed notebook,
 # metrics, checkpoints, report); running it again resumes from the last checkpoint.
 NB ?=
 PRESET ?= smoke
 run: install
-	@test -n "$(NB)" || (echo "usage: make run NB=01_grpo [PRESET=full]"; exit 2)
+	@test -n "$(NB)" || (echo "usage: make run NB=01_grpo [PRESET=small|full]"; exit 2)
 	$(BIN)/workbench notebook $(NB) --preset $(PRESET)
 
 bench: install

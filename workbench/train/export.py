@@ -261,12 +261,12 @@ def evaluate_model(config) -> tuple[float, list[dict]]:
     from workbench.rollout import make_engine
     from workbench.tasks import run_task
     from workbench.train.evaluate import greedy_accuracy
-    from workbench.train.sft import check_task_prompts
+    from workbench.train.sft import check_task_prompts, engine_limit
 
     torch.set_num_threads(config.threads)
     task = run_task(config)
     model, tokenizer = load_for_eval(config.model, config)
-    check_task_prompts(task, model, tokenizer, config.max_new_tokens)
+    check_task_prompts(task, model, tokenizer, config.max_new_tokens, engine_limit=engine_limit(config))
     engine = make_engine(config, model, tokenizer)
     return greedy_accuracy(engine, task, task.eval_set(config.eval_size), max_new_tokens=config.max_new_tokens,
                            stop=config.stop)

@@ -20,17 +20,17 @@ import torch
 
 from workbench.models import TinySize, build_tiny
 
-PROMPTS = [f"{a}+{b}=" for a, b in zip(range(10, 26), range(40, 56))]  # 16 prompts
+TINY_PROMPTS = [f"{a}+{b}=" for a, b in zip(range(10, 26), range(40, 56))]  # 16 prompts
 
 
-def time_generate(engine, repeats: int, *, n: int, max_new_tokens: int) -> tuple[float, float]:
+def time_generate(engine, prompts, repeats: int, *, n: int, max_new_tokens: int) -> tuple[float, float]:
     """(median seconds, median response tokens) of `repeats` sampling calls, after one warm-up call."""
-    engine.generate(PROMPTS[:2], n=2, max_new_tokens=4)
+    engine.generate(prompts[:2], n=2, max_new_tokens=4)
     seconds, tokens = [], []
     for r in range(repeats):
         torch.manual_seed(r)
         t0 = time.perf_counter()
-        gen = engine.generate(PROMPTS, n=n, max_new_tokens=max_new_tokens, temperature=1.0)
+        gen = engine.generate(prompts, n=n, max_new_tokens=max_new_tokens, temperature=1.0)
         seconds.append(time.perf_counter() - t0)
         tokens.append(float(gen.mask.sum()))
     return statistics.median(seconds), statistics.median(tokens)
@@ -54,7 +54,6 @@ def main() -> None:
     p.add_argument("--model", default="tiny", choices=["tiny", "smollm2"])
     args = p.parse_args()
     torch.set_num_threads(args.threads)  # before vLLM starts: its in-process engine makes this a no-op
-    global PROMPTS
     if args.model == "smollm2":
         from workbench.models import load_model
         from workbench.tasks import run_task
@@ -62,28 +61,30 @@ def main() -> None:
 
         config = make_config("small")
         model, tokenizer = load_model("smollm2", chat_template=True)
-        PROMPTS = [run_task(config).opening(e) for e in run_task(config).eval_set(16)]
+        task = run_task(config)
+        prompts = [task.opening(e) for e in task.eval_set(16)]
     else:
         size = TinySize(hidden=args.hidden, layers=args.layers, heads=args.hidden // 32, intermediate=4 * args.hidden)
         model, tokenizer = build_tiny(size, seed=0)
+        prompts = TINY_PROMPTS
     model = model.to(getattr(torch, args.dtype)).eval()
     params = sum(t.numel() for t in model.parameters()) / 1e6
     shape = dict(n=args.samples, max_new_tokens=args.max_new_tokens)
 
     from workbench.rollout import HFEngine
 
-    rows = [("hf", 0.0, None, *time_generate(HFEngine(model, tokenizer), args.repeats, **shape))]
+    rows = [("hf", 0.0, None, *time_generate(HFEngine(model, tokenizer), prompts, args.repeats, **shape))]
     try:
         from workbench.rollout.vllm_engine import VLLMEngine
         start = time.perf_counter()
         engine = VLLMEngine(model, tokenizer, max_model_len=256, kv_cache_mb=512 if args.model == "smollm2" else 128)
         start = time.perf_counter() - start
         sync = time_call(lambda: engine.load_weights(model.state_dict()))
-        rows.append(("vllm", start, sync, *time_generate(engine, args.repeats, **shape)))
+        rows.append(("vllm", start, sync, *time_generate(engine, prompts, args.repeats, **shape)))
     except ImportError as e:
         print(f"(vLLM skipped: {e})")
 
-    print(f"\n{params:.2f}M params ({args.dtype}), {torch.get_num_threads()} thread(s), {len(PROMPTS)} prompts x "
+    print(f"\n{params:.2f}M params ({args.dtype}), {torch.get_num_threads()} thread(s), {len(prompts)} prompts x "
           f"{args.samples} samples x {args.max_new_tokens} tokens, median of {args.repeats}\n")
     print(f"{'engine':>7} {'start s':>8} {'sync ms':>8} {'tokens':>7} {'generate s':>11} {'tok/s':>8}")
     for name, start, sync, seconds, tokens in rows:

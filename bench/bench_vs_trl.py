@@ -312,15 +312,18 @@ def trl_dataset(args, n: int):
     """n distinct task prompts with the verifier's fields as columns (TRL passes them to the reward)."""
     import random
 
+    task = bench_task(args)
+    return trl_rows(task, task.sample(n, random.Random(f"{args.seed}-trl")), chat=args.preset == "small")
+
+
+def trl_rows(task, examples, chat: bool):
+    """A TRL dataset of `examples`: the episode's opening as prompt (chat messages when `chat`: TRL then renders
+    them with the model's chat template) and the verifier's fields as columns (TRL passes them to the reward)."""
     from datasets import Dataset
 
-    from workbench.rollout.engine import as_messages
+    from workbench.envs.base import as_messages
 
-    task = bench_task(args)
-    examples = task.sample(n, random.Random(f"{args.seed}-trl"))
-    chat = args.preset == "small"  # conversational prompts: TRL renders them with the model's chat template
-    return Dataset.from_dict({"prompt": [task.opening(e) if not chat else as_messages(task.opening(e))
-                                         for e in examples],
+    return Dataset.from_dict({"prompt": [as_messages(task.opening(e)) if chat else task.opening(e) for e in examples],
                               "question": [e.prompt for e in examples], "answer": [e.answer for e in examples],
                               "target": [e.target for e in examples]})
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from bench_vs_trl import trl_grpo_config, trl_verifier
+from bench_vs_trl import trl_grpo_config, trl_rows, trl_verifier
 
 
 def eval_accuracy(model, tokenizer, task, config) -> float:
@@ -43,12 +43,10 @@ def eval_accuracy(model, tokenizer, task, config) -> float:
 def train_peer(config, out: Path) -> dict:
     """TRL GRPOTrainer for config.steps rollouts from config.model; metrics.jsonl + summary.json in `out`."""
     import torch
-    from datasets import Dataset
     from transformers import PrinterCallback, TrainerCallback
     from trl import GRPOTrainer
 
     from workbench.models import load_model, quiet_local_io
-    from workbench.rollout.engine import as_messages
     from workbench.tasks import run_task
 
     if (out / "summary.json").exists():
@@ -60,10 +58,7 @@ def train_peer(config, out: Path) -> dict:
     task = run_task(config)
     model, tokenizer = load_model(config.model, **config.model_kw())
     examples = task.sample(config.prompts_per_step * (config.steps + 1), random.Random(f"{config.seed}-trl"))
-    chat = config.chat_template
-    data = Dataset.from_dict({"prompt": [as_messages(task.opening(e)) if chat else task.opening(e) for e in examples],
-                              "question": [e.prompt for e in examples], "answer": [e.answer for e in examples],
-                              "target": [e.target for e in examples]})
+    data = trl_rows(task, examples, chat=config.chat_template)
     rows, log = [], (out / "metrics.jsonl").open("w")
     before = eval_accuracy(model, tokenizer, task, config)
 

@@ -300,7 +300,7 @@ def test_smollm2_without_its_wheel_is_refused_with_the_install_command(monkeypat
 
 
 def test_chat_template_on_a_model_without_one_is_refused_before_its_folder_exists(tmp_path):
-    from workbench.models import check_chat_template
+    from workbench.models import check_model_name
 
     for model in ("tiny", "qwen-0.5b-random"):
         with pytest.raises(ValueError, match=rf"chat_template=true, but model='{model}' has no chat template.*set "
@@ -309,12 +309,12 @@ def test_chat_template_on_a_model_without_one_is_refused_before_its_folder_exist
     assert not (tmp_path / "run").exists()
     save_model(*build_tiny(), tmp_path / "saved")
     with pytest.raises(ValueError, match="has no chat template"):
-        check_chat_template(str(tmp_path / "saved"))
+        check_model_name(str(tmp_path / "saved"), chat_template=True)
     tokenizer = char_tokenizer()
     tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
     save_model(build_tiny()[0], tokenizer, tmp_path / "templated")
-    check_chat_template(str(tmp_path / "templated"))
-    check_chat_template("smollm2")
+    check_model_name(str(tmp_path / "templated"), chat_template=True)
+    check_model_name("smollm2", chat_template=True)
 
 
 @real_model

@@ -16,7 +16,20 @@ from dataclasses import asdict, is_dataclass
 def episode_seed(example, index: int) -> int:
     """A seed fixed by the example and the row's sample index in its group (the same in every process, unlike
     `hash`): an environment with random dynamics replays identically, and a group's rows differ."""
-    key = repr(sorted(asdict(example).items())) if is_dataclass(example) else repr(example)
+    return seed_of(example_key(example), index)
+
+
+def group_seeds(examples, group_size: int) -> list[int]:
+    """`episode_seed` of every row of a grouped batch (row i answers examples[i // group_size]), each example's
+    key built once (a dataclass's `asdict` costs more than the hash)."""
+    return [seed_of(key, j) for key in map(example_key, examples) for j in range(group_size)]
+
+
+def example_key(example) -> str:
+    return repr(sorted(asdict(example).items())) if is_dataclass(example) else repr(example)
+
+
+def seed_of(key: str, index: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{key}\0{index}".encode()).digest()[:4], "little")
 
 

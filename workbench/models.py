@@ -360,10 +360,16 @@ def smollm2_folder() -> Path:
 BUILTIN_MODELS = {"smollm2": smollm2_folder}  # names `load_model` resolves to a folder it builds on first use
 
 
-def check_model_name(name: str) -> None:
+def check_model_name(name: str, chat_template: bool = False) -> None:
     """Refuse, before anything runs, a model that cannot be loaded here: not a built-in name, not a local
     `save_pretrained` folder, and not in the local Hugging Face cache (nothing is downloaded at run time). A near
-    miss of a built-in name gets a "did you mean"."""
+    miss of a built-in name gets a "did you mean". With `chat_template`, a model without one is refused too."""
+    check_model_found(name)
+    if chat_template:
+        check_chat_template(name)
+
+
+def check_model_found(name: str) -> None:
     from workbench.params import did_you_mean
 
     if name == "smollm2" and not smollm2_installed() and not (smollm2_cache() / "config.json").exists():
@@ -388,7 +394,7 @@ def check_model_name(name: str) -> None:
 def check_chat_template(name: str) -> None:
     """Refuse, before anything runs, chat_template=True on a model whose tokenizer has no chat template (the
     in-code models' character tokenizer, a base model's folder): every prompt would fail to render at the first
-    rollout. Reads the tokenizer only (`check_model_name` has already said the model can be loaded)."""
+    rollout. Reads the tokenizer only (`check_model_found` has already said the model can be loaded)."""
     if name in BUILTIN_MODELS:  # SmolLM2-135M-Instruct ships its template
         return
     if name in IN_CODE_MODELS:

@@ -28,6 +28,15 @@ def user(content: str) -> Message:
     return {"role": "user", "content": content}
 
 
+def system(content: str) -> Message:
+    return {"role": "system", "content": content}
+
+
+def as_messages(prompt: str | list[Message]) -> list[Message]:
+    """A prompt as chat messages: a string is one user message."""
+    return [user(prompt)] if isinstance(prompt, str) else list(prompt)
+
+
 def tool(content: str) -> Message:
     return {"role": "tool", "content": content}
 

@@ -11,6 +11,7 @@ from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteria
 
 from workbench import ops
 from workbench.batch import left_pad
+from workbench.envs.base import Message, as_messages
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,6 @@ class Sampling:
             object.__setattr__(self, "stop", tuple(self.stop))
 
 
-Message = dict          # one chat message {"role": ..., "content": ...}
 Prompt = Union[str, list]  # a user message's text, or a list of chat messages
 
 
@@ -246,18 +246,14 @@ def shared_prompt_logits(model, distinct, rows, prompt_mask, response_ids, with_
     pass, so logits and gradients are the unshared pass's (to float rounding), at a G-th of the prompt's cost for
     groups of G. The first response token is predicted by the prompt's last position, the others by the response's
     own positions (the last response token predicts nothing and is not run)."""
-    distinct_mask = prompt_mask[first_rows(rows, len(distinct))]  # [U, P]
-    out = model(input_ids=distinct, attention_mask=distinct_mask.long(), position_ids=positions_of(distinct_mask),
-                output_hidden_states=with_hidden, use_cache=True, logits_to_keep=1)
+    out = distinct_prompt_pass(model, distinct, rows, prompt_mask, output_hidden_states=with_hidden)
     logits, hidden = out.logits[rows], out.hidden_states[-1][rows, -1:] if with_hidden else None  # [B, 1, ...]
     if response_ids.shape[1] == 1:
         return logits, hidden
-    cache = out.past_key_values
-    cache.batch_select_indices(rows)  # [U, ...] -> [B, ...]: an index, so the gradient flows back to the prompts
     attention = torch.cat([prompt_mask, torch.ones_like(response_ids[:, :-1])], dim=1).long()
     P = prompt_mask.shape[1]
     rest = model(input_ids=response_ids[:, :-1], attention_mask=attention, position_ids=positions_of(attention)[:, P:],
-                 past_key_values=cache, output_hidden_states=with_hidden, use_cache=True)
+                 past_key_values=out.past_key_values, output_hidden_states=with_hidden, use_cache=True)
     logits = torch.cat([logits, rest.logits], dim=1)
     if with_hidden:
         hidden = torch.cat([hidden, rest.hidden_states[-1]], dim=1)
@@ -271,14 +267,17 @@ def shared_prefix(model, prompt_ids, prompt_mask):
     prompt token of each row before sampling: the prefill is most of a short rollout's compute on a real model,
     and rows of a group would otherwise each repeat it."""
     groups = prompt_groups(model, prompt_ids[:, :-1]) if prompt_ids.shape[1] > 1 else None
-    if groups is None:
-        return None
-    distinct, rows = groups
-    mask = prompt_mask[first_rows(rows, len(distinct)), :-1].long()
-    cache = model(input_ids=distinct, attention_mask=mask, position_ids=positions_of(mask), use_cache=True,
-                  logits_to_keep=1).past_key_values
-    cache.batch_select_indices(rows)
-    return cache
+    return None if groups is None else distinct_prompt_pass(model, *groups, prompt_mask[:, :-1]).past_key_values
+
+
+def distinct_prompt_pass(model, distinct, rows, prompt_mask, **kwargs):
+    """The model's output on each distinct prompt [U, P] (logits of the last position only), its KV cache spread to
+    the rows [B] that hold each prompt: an index, so under autograd the gradient flows back to the prompts' pass."""
+    mask = prompt_mask[first_rows(rows, len(distinct))].long()  # [U, P]
+    out = model(input_ids=distinct, attention_mask=mask, position_ids=positions_of(mask), use_cache=True,
+                logits_to_keep=1, **kwargs)
+    out.past_key_values.batch_select_indices(rows)  # [U, ...] -> [B, ...]
+    return out
 
 
 def encode_responses(tokenizer, texts: list[str], device=None, eos: list[bool] | None = None,
@@ -297,11 +296,6 @@ def encode_responses(tokenizer, texts: list[str], device=None, eos: list[bool] |
         out[i, :len(row)] = torch.tensor(row)
         mask[i, :len(row)] = 1.0
     return out.to(device), mask.to(device)
-
-
-def as_messages(prompt: Prompt) -> list[Message]:
-    """A prompt as chat messages: a string is one user message."""
-    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
 
 
 def plain_text(messages: list[Message]) -> str:

@@ -20,7 +20,7 @@ import torch
 
 from workbench import registry
 from workbench.batch import RolloutBatch
-from workbench.episodes import episode_seed
+from workbench.episodes import group_seeds
 from workbench.rollout.engine import Sampling, plain_text
 
 
@@ -129,17 +129,15 @@ def pad_episodes(episodes: list[Episode], pad_id: int, device=None):
     """response_ids [B, T] (pad), mask [B, T] float (0), turn [B, T] long (-1), mu_logp [B, T] float (0);
     T = the longest episode."""
     width = max(len(e.ids) for e in episodes)
-    B = len(episodes)
-    ids = torch.full((B, width), pad_id, dtype=torch.long)
-    mask, mu = torch.zeros(B, width), torch.zeros(B, width)
-    turn = torch.full((B, width), -1, dtype=torch.long)
-    for i, e in enumerate(episodes):
-        n = len(e.ids)
-        ids[i, :n] = torch.tensor(e.ids, dtype=torch.long)
-        mask[i, :n] = torch.tensor(e.mask)
-        turn[i, :n] = torch.tensor(e.turn, dtype=torch.long)
-        mu[i, :n] = torch.tensor(e.mu_logp)
-    return ids.to(device), mask.to(device), turn.to(device), mu.to(device)
+    ids = padded([e.ids for e in episodes], width, pad_id, torch.long, device)
+    mask = padded([e.mask for e in episodes], width, 0.0, torch.float32, device)
+    turn = padded([e.turn for e in episodes], width, -1, torch.long, device)
+    return ids, mask, turn, padded([e.mu_logp for e in episodes], width, 0.0, torch.float32, device)
+
+
+def padded(rows: list[list], width: int, fill, dtype, device=None) -> torch.Tensor:
+    """[B, width] tensor of right-padded lists (one tensor call: a call per row costs more on a big batch)."""
+    return torch.tensor([row + [fill] * (width - len(row)) for row in rows], dtype=dtype, device=device)
 
 
 def encode_expert(tokenizer, env, example, actions: list[str], seed: int = 0) -> tuple[list[dict], Episode]:
@@ -237,7 +235,7 @@ def play(engine, task, examples, *, group_size: int, sampling: Sampling, max_tur
     tok = engine.tokenizer
     rows = [e for e in examples for _ in range(group_size)]
     envs = [task.make_env() for _ in rows]
-    opened = [env.reset(ex, episode_seed(ex, i % group_size)) for i, (env, ex) in enumerate(zip(envs, rows))]
+    opened = [env.reset(ex, seed) for env, ex, seed in zip(envs, rows, group_seeds(examples, group_size))]
     state_info = [info for _, info in opened]
     horizon = [max_turns or env.max_turns for env in envs]
     stop = merged_stop(sampling, envs)
@@ -246,19 +244,22 @@ def play(engine, task, examples, *, group_size: int, sampling: Sampling, max_tur
 
     gen = first_turn(engine, [m for m, _ in opened], group_size, sampling, stop, total)
     prompt_ids, prompt_mask = gen.prompt_ids, gen.prompt_mask  # [B, P] the opening messages
-    prompts = [ids[keep > 0].tolist() for ids, keep in zip(prompt_ids.cpu(), prompt_mask.cpu())]
+    prompts = [[t for t, keep in zip(ids, mask) if keep]
+               for ids, mask in zip(prompt_ids.tolist(), prompt_mask.tolist())]  # each row's prompt ids, unpadded
     active = list(range(len(rows)))
     while active:
         running, budgets = [], []
+        # one conversion per tensor, then Python lists: per-row tensor indexing costs ~10 us a call, B times
+        response, mu_logp, truncated = gen.response_ids.tolist(), gen.mu_logp.tolist(), gen.truncated.tolist()
+        lengths = gen.mask.sum(-1).long().tolist()  # the mask is a prefix: up to and including EOS / stop token
         for k, i in enumerate(active):
             ep, env = episodes[i], envs[i]
-            keep = gen.mask[k] > 0  # a prefix: up to and including EOS / the stop token
-            ids = gen.response_ids[k][keep].tolist()
-            ep.act(ids, gen.texts[k], gen.mu_logp[k][keep].tolist())
+            ids = response[k][:lengths[k]]
+            ep.act(ids, gen.texts[k], mu_logp[k][:lengths[k]])
             observations, reward, done, info = env.step(gen.texts[k])
             ep.record(reward, state_info[i], info)
             state_info[i] = info
-            if bool(gen.truncated[k]):
+            if truncated[k]:
                 ep.truncated = True
                 continue
             if done or ep.steps >= horizon[i]:
@@ -283,9 +284,8 @@ def episode_batch(played: Played, group_size: int, pad_id: int) -> RolloutBatch:
     """The finished episodes as one RolloutBatch (rewards = episode returns, float32 as verifier scores)."""
     episodes, device = played.episodes, played.prompt_ids.device
     response_ids, mask, turn, mu_logp = pad_episodes(episodes, pad_id, device)
-    turn_rewards = torch.zeros(len(episodes), max(len(e.rewards) for e in episodes))  # [B, S]
-    for i, e in enumerate(episodes):
-        turn_rewards[i, :len(e.rewards)] = torch.tensor(e.rewards)
+    turn_rewards = padded([e.rewards for e in episodes], max(len(e.rewards) for e in episodes), 0.0,
+                          torch.float32)  # [B, S]
     n_examples = len(episodes) // group_size
     return RolloutBatch(
         response_ids=response_ids, mask=mask, group=torch.arange(n_examples).repeat_interleave(group_size),

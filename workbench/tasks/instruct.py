@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from workbench.envs.base import Env, Message, user
+from workbench.envs.base import Env, Message, as_messages, system
 from workbench.tasks.base import Example, Task
 
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
@@ -47,10 +47,6 @@ def answer_tag(completion: str) -> str:
 ANSWER_FORMATS: dict[str, Callable[[str], str]] = {"whole": whole, "last_number": last_number,
                                                    "answer_tag": answer_tag}
 TARGETS: dict[str, Callable[[str], str]] = {"answer_tag": lambda target: f"<answer>{target}</answer>"}
-
-
-def system(content: str) -> Message:
-    return {"role": "system", "content": content}
 
 
 class SystemPromptEnv(Env):
@@ -128,7 +124,8 @@ class InstructTask(Task):
         return [render(action) for action in self.task.expert_actions(example)]
 
     def opening(self, example: Example):
-        return [system(self.system_prompt), user(example.prompt)] if self.system_prompt else example.prompt
+        opening = self.task.opening(example)
+        return [system(self.system_prompt), *as_messages(opening)] if self.system_prompt else opening
 
     def __repr__(self) -> str:
         return (f"InstructTask({self.task!r}, system_prompt={self.system_prompt!r}, "

@@ -235,7 +235,7 @@ def as_text(value) -> str:
 def load_for_eval(name: str, config):
     """(model, tokenizer) of a `save_pretrained` folder, hub id or "tiny" (`load_model` with the config's
     keywords), or of a PEFT adapter folder (no config.json, an adapter_config.json naming its base)."""
-    from workbench.models import check_chat_template, check_model_name, load_model
+    from workbench.models import check_model_name, load_model
 
     path = Path(name)
     if (path / "checkpoints").is_dir() or (path / "metrics.jsonl").exists():
@@ -249,9 +249,7 @@ def load_for_eval(name: str, config):
             raise FileNotFoundError(f"{path}/adapter_config.json names no base model (base_model_name_or_path)")
         model, tokenizer = load_model(base, **config.model_kw())
         return PeftModel.from_pretrained(model, path).eval(), tokenizer
-    check_model_name(name)  # a built-in name, a save_pretrained folder or a hub id in the local cache
-    if config.chat_template:
-        check_chat_template(name)
+    check_model_name(name, config.chat_template)  # a built-in name, a save_pretrained folder or a cached hub id
     return load_model(name, **config.model_kw())
 
 

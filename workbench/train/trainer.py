@@ -22,7 +22,7 @@ from workbench.advantages.group import group_stats
 from workbench.batch import RolloutBatch
 from workbench.context import Forward, Head, StepContext
 from workbench.kl import KL_LOGS
-from workbench.models import (add_lora, check_chat_template, check_model_name, checkpoint_state, frozen_copy,
+from workbench.models import (add_lora, check_model_name, checkpoint_state, frozen_copy,
                               frozen_reference, load_checkpoint_state, load_model)
 from workbench.recipes import Recipe, get_recipe, with_overrides
 from workbench.recipes.run_settings import with_preference_data, with_rollout_correction
@@ -159,9 +159,7 @@ class Trainer:
 
     def __init__(self, config: RunConfig, out: str | Path, progress: bool = True, callback=None):
         self.config, self.out, self.progress, self.callback = config, Path(out), progress, callback
-        check_model_name(config.model)
-        if config.chat_template:
-            check_chat_template(config.model)
+        check_model_name(config.model, config.chat_template)
         self.recipe = resolve_recipe(config)
         self.pipeline = Pipeline(self.recipe, track_kl=config.track_kl)  # refuses parts that don't fit
         self.pipeline.check_group_size(config.group_size)

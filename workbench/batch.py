@@ -173,3 +173,15 @@ def concat(batches, *, pad_id: int = 0):
                 raise ValueError(f"concat: field {f.name!r} differs between batches")
             out[f.name] = values[0]
     return cls(**out)
+
+
+def replace_groups(batch, new, *, pad_id: int = 0):
+    """`batch` with every group that `new` holds (by group id) replaced by new's rows; groups keep the order they
+    have in `batch` (a group's rows stay together), rows within a group the order `new` gives them."""
+    kept = torch.nonzero(~torch.isin(batch.group, new.group)).flatten()
+    merged = concat([batch.select(kept), new], pad_id=pad_id) if len(kept) else new
+    first = {}
+    for row, g in enumerate(batch.group.tolist()):
+        first.setdefault(g, row)
+    rank = torch.tensor([first[g] for g in merged.group.tolist()])
+    return merged.select(torch.sort(rank, stable=True).indices)

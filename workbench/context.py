@@ -12,9 +12,10 @@ import torch
 class StepContext:
     """One step as a component sees it. `state` is the calling component's own state (None if it keeps none);
     `metrics` collects what it wants logged in the step's row. `resample(round)` draws and rolls out a new
-    round of the same step (group transforms); `rollout(examples, group_size=, greedy=, temperature=)` runs the
-    recipe's rollout strategy on given examples (e.g. ReMax's greedy baseline, AEPO's resampling at another
-    temperature); `score(batch, temperature)` is the current policy's log-probs [B, T] of the batch's responses at
+    round of the same step (group transforms); `rollout(examples, group_size=, greedy=, temperature=, task=,
+    rewarded=)` runs the recipe's rollout strategy on given examples (e.g. ReMax's greedy baseline, AEPO's
+    resampling at another temperature, GHPO's re-roll of a hinted copy of the task; `rewarded=True` scores the
+    rows through the recipe's reward stage, as rows that replace the batch's own must be); `score(batch, temperature)` is the current policy's log-probs [B, T] of the batch's responses at
     that temperature, without gradient (DCPO's target-temperature weight); `gather(x)` collects a per-row tensor from
     every rank, so that state a component keeps is the same on all of them (`gather_objects(list)`: the same for lists
 of Python objects, e.g. prompt texts). `task` is the run's task (its

@@ -42,6 +42,8 @@ NEEDS = {
     "env_actions": "an enumerable action set in every state (`Env.actions()`, for random-policy rollouts)",
     "expert": "an expert trajectory per example (`Task.expert_actions`) to follow or patch from",
     "subgoals": "subgoal windows reported by the environment (`info['subgoal']` each step, `Env.subgoals`)",
+    "solution": "a solution per example to hint from or prefix with (`Task.expert_actions`: a target or an expert "
+                "trajectory)",
 }
 # Run-level coefficients, one name each: the config field, the CLI's --set NAME=X and the logged metric when a
 # controller drives it. A component declares which of its parameters is one (`Entry.coefficients`).

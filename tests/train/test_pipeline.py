@@ -193,7 +193,7 @@ def test_a_component_that_needs_what_the_task_lacks_is_refused_before_anything_r
         pipeline.check_task(DigitFirst())
     pipeline.check_task(DigitSteps())  # three turns, actions() listed
     assert task_capabilities(DigitSteps()) == {"multi_turn": True, "env_copy": True, "env_actions": True,
-                                               "expert": True, "subgoals": True}
+                                               "expert": True, "subgoals": True, "solution": True}
     assert task_capabilities(DigitFirst())["multi_turn"] is False
 
 

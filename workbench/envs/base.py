@@ -70,6 +70,31 @@ class Env:
         return twin
 
 
+class OpeningEnv(Env):
+    """Any environment with its opening messages edited by `edit(messages, example)` (a system prompt, a hint);
+    otherwise the same env: its steps, stop strings, turns and state."""
+
+    def __init__(self, env: Env, edit):
+        self.env, self.edit = env, edit
+        self.stop, self.max_turns = env.stop, env.max_turns
+        self.copyable, self.subgoals = env.copyable, env.subgoals
+
+    def reset(self, example, seed: int | None = None) -> tuple[list[Message], dict]:
+        messages, info = self.env.reset(example, seed)
+        return self.edit(messages, example), info
+
+    def step(self, action: str):
+        return self.env.step(action)
+
+    def copy(self) -> OpeningEnv:
+        return OpeningEnv(self.env.copy(), self.edit)
+
+    def __getattr__(self, name):  # what an environment offers beyond the protocol (actions, subgoal names, ...)
+        if name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+
 class Knob(typing.NamedTuple):
     """A task knob as its constructor declares it: the types its value may take (None: unchecked) and its default."""
 

@@ -100,6 +100,46 @@ class Task:
         raise RuntimeError(f"task {self.name!r}: could not draw {n} examples outside the held-out set")
 
 
+class WrappedTask(Task):
+    """A task that changes how another is asked or read (`workbench.tasks.instruct`, `workbench.tasks.guidance`):
+    examples, the held-out set, knobs and helpers are the wrapped task's; a subclass overrides what it changes."""
+
+    def __init__(self, task: Task):
+        self.task, self.name, self.eval_file = task, task.name, task.eval_file
+
+    def __getattr__(self, name):  # the wrapped task's knobs and helpers (reasoning-gym's entries, a file's path, ...)
+        if name == "task":
+            raise AttributeError(name)
+        return getattr(self.task, name)
+
+    def make_example(self, rng):
+        return self.task.make_example(rng)
+
+    def sample(self, n, rng):
+        return self.task.sample(n, rng)
+
+    def eval_set(self, n=None):
+        return self.task.eval_set(n)
+
+    def known_examples(self):
+        return self.task.known_examples()
+
+    def data_digest(self):
+        return self.task.data_digest()
+
+    def score(self, completion: str, example: Example) -> float:
+        return self.task.score(completion, example)
+
+    def make_env(self):
+        return self.task.make_env()
+
+    def expert_actions(self, example: Example) -> list[str]:
+        return self.task.expert_actions(example)
+
+    def opening(self, example: Example):
+        return self.task.opening(example)
+
+
 def draw_eval_set(task: Task, n: int = EVAL_SIZE, seed: int = EVAL_SEED) -> list[Example]:
     """The first `n` distinct prompts of a seeded draw, capped for small prompt spaces.
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from workbench.envs.base import Env, Message, as_messages, system
-from workbench.tasks.base import Example, Task
+from workbench.envs.base import Env, Message, OpeningEnv, as_messages, system
+from workbench.tasks.base import Example, Task, WrappedTask
 
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
@@ -49,32 +49,7 @@ ANSWER_FORMATS: dict[str, Callable[[str], str]] = {"whole": whole, "last_number"
 TARGETS: dict[str, Callable[[str], str]] = {"answer_tag": lambda target: f"<answer>{target}</answer>"}
 
 
-class SystemPromptEnv(Env):
-    """Any environment with a system message before the messages its `reset` opens with; otherwise the same env
-    (its step, stop strings, turns and state)."""
-
-    def __init__(self, env: Env, system_prompt: str):
-        self.env, self.system_prompt = env, system_prompt
-        self.stop, self.max_turns = env.stop, env.max_turns
-        self.copyable, self.subgoals = env.copyable, env.subgoals
-
-    def reset(self, example, seed: int | None = None) -> tuple[list[Message], dict]:
-        messages, info = self.env.reset(example, seed)
-        return [system(self.system_prompt), *messages], info
-
-    def step(self, action: str):
-        return self.env.step(action)
-
-    def copy(self) -> SystemPromptEnv:
-        return SystemPromptEnv(self.env.copy(), self.system_prompt)
-
-    def __getattr__(self, name):  # what an environment offers beyond the protocol (actions, subgoal names, ...)
-        if name == "env":
-            raise AttributeError(name)
-        return getattr(self.env, name)
-
-
-class InstructTask(Task):
+class InstructTask(WrappedTask):
     """`task` with a system prompt and an answer rule (see the module docstring). Examples, the held-out set and
     the task's knobs are the wrapped task's; only the opening messages, what the verifier reads and the SFT
     targets change."""
@@ -86,29 +61,9 @@ class InstructTask(Task):
             raise ValueError(f"answer_format={answer_format!r} applies to one-turn tasks; {task.name!r} is a "
                              "multi-turn environment whose final answer has its own syntax: keep answer_format='whole' "
                              "(a system_prompt still applies)")
-        self.task, self.system_prompt, self.answer_format = task, system_prompt, answer_format
-        self.name, self.eval_file = task.name, task.eval_file
+        super().__init__(task)
+        self.system_prompt, self.answer_format = system_prompt, answer_format
         self.read_answer = ANSWER_FORMATS[answer_format]
-
-    def __getattr__(self, name):  # the wrapped task's knobs and helpers (reasoning-gym's entries, a file's path, ...)
-        if name == "task":
-            raise AttributeError(name)
-        return getattr(self.task, name)
-
-    def make_example(self, rng):
-        return self.task.make_example(rng)
-
-    def sample(self, n, rng):
-        return self.task.sample(n, rng)
-
-    def eval_set(self, n=None):
-        return self.task.eval_set(n)
-
-    def known_examples(self):
-        return self.task.known_examples()
-
-    def data_digest(self):
-        return self.task.data_digest()
 
     def score(self, completion: str, example: Example) -> float:
         return self.task.score(self.read_answer(completion), example)
@@ -117,7 +72,10 @@ class InstructTask(Task):
         env = self.task.make_env()
         if env.max_turns == 1 and getattr(env, "task", None) is self.task:  # one turn: scored through this task
             env.task = self
-        return SystemPromptEnv(env, self.system_prompt) if self.system_prompt else env
+        return OpeningEnv(env, self.with_system_prompt) if self.system_prompt else env
+
+    def with_system_prompt(self, messages: list[Message], example: Example) -> list[Message]:
+        return [system(self.system_prompt), *messages]
 
     def expert_actions(self, example: Example) -> list[str]:
         render = TARGETS.get(self.answer_format, lambda target: target)
@@ -125,7 +83,7 @@ class InstructTask(Task):
 
     def opening(self, example: Example):
         opening = self.task.opening(example)
-        return [system(self.system_prompt), *as_messages(opening)] if self.system_prompt else opening
+        return self.with_system_prompt(as_messages(opening), example) if self.system_prompt else opening
 
     def __repr__(self) -> str:
         return (f"InstructTask({self.task!r}, system_prompt={self.system_prompt!r}, "

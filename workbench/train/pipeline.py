@@ -26,6 +26,7 @@ from workbench.rewards.stage import (check_return, mask_unscorable, probe_column
 from workbench.stages import BATCH_STAGES, PASSED, SLOTS, STAGES
 from workbench.tasks import get_task
 from workbench.tasks.base import Task
+from workbench.tasks.guidance import has_solutions
 from workbench.probe import probe_settings
 
 BEFORE_UPDATE = [slot for stage in STAGES if stage.name in BATCH_STAGES for slot in stage.slots]
@@ -62,7 +63,7 @@ def task_capabilities(task) -> dict[str, bool]:
     return {"multi_turn": env.max_turns > 1, "env_copy": bool(getattr(env, "copyable", False)),
             "env_actions": callable(getattr(env, "actions", None)),
             "expert": env.max_turns > 1 and type(task).expert_actions is not Task.expert_actions,
-            "subgoals": bool(getattr(env, "subgoals", False))}
+            "subgoals": bool(getattr(env, "subgoals", False)), "solution": has_solutions(task)}
 
 
 # What the pipeline logs itself (`Pipeline.loss`); the components' metrics are declared by each (`logs=`).
@@ -195,14 +196,13 @@ class Pipeline:
     def check_task(self, task) -> None:
         """Refuse, before anything is built, a task that lacks what a component `needs` (registry.NEEDS):
         multi-turn episodes for a turn-level method, copyable environments for Monte Carlo continuations, ..."""
-        offers = task_capabilities(task)
-        for parts in self.parts.values():
-            for p in parts:
-                for need in p.entry.needs:
-                    if not offers[need]:
-                        raise ValueError(f"recipe {self.recipe.key!r}: {p.name} needs {registry.NEEDS[need]}; task "
-                                         f"{task.name!r} has none. Train it on a task that does: --task "
-                                         f"{' | '.join(tasks_offering(need))}")
+        needing = [(p, need) for parts in self.parts.values() for p in parts for need in p.entry.needs]
+        offers = task_capabilities(task) if needing else {}
+        for p, need in needing:
+            if not offers[need]:
+                raise ValueError(f"recipe {self.recipe.key!r}: {p.name} needs {registry.NEEDS[need]}; task "
+                                 f"{task.name!r} has none. Train it on a task that does: --task "
+                                 f"{' | '.join(tasks_offering(need))}")
 
     def _check_drivers(self) -> None:
         """`into="kind:key.param"` drives one parameter with a float; a controller may instead name the whole

@@ -282,13 +282,18 @@ class Trainer:
         return batch
 
     def rollout_on(self, examples: list, *, ctx: StepContext, group_size: int, greedy: bool = False,
-                   temperature: float | None = None) -> RolloutBatch:
-        """The recipe's rollout strategy on given examples in step `ctx`, with the environment's rewards only;
-        `temperature` overrides the run's sampling temperature for these samples."""
+                   temperature: float | None = None, task=None, rewarded: bool = False) -> RolloutBatch:
+        """The recipe's rollout strategy on given examples in step `ctx`, with the environment's rewards only, or
+        (`rewarded`) the recipe's rewards as the reward stage combines them, `scores` the environment's (rows that
+        replace the batch's own); `temperature` overrides the run's sampling temperature for these samples, `task`
+        the run's task (a hinted copy of it: `workbench.tasks.guidance`)."""
         sampling = dataclasses.replace(self.sampling, greedy=greedy,
                                        temperature=self.sampling.temperature if temperature is None else temperature)
-        return self.pipeline.rollout(self.engine, self.task, examples, group_size=group_size, sampling=sampling,
-                                     ctx=ctx)
+        batch = self.pipeline.rollout(self.engine, self.task if task is None else task, examples,
+                                      group_size=group_size, sampling=sampling, ctx=ctx)
+        if not rewarded:
+            return batch
+        return self.pipeline.reward(batch, dataclasses.replace(ctx, examples=list(examples), metrics={}))
 
     @torch.no_grad()
     def score(self, batch: RolloutBatch, temperature: float) -> torch.Tensor:

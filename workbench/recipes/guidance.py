@@ -1,0 +1,12 @@
+"""F5 recipes, guidance from privileged information: hints and prefixes from the task's solution, teachers,
+critiques and retries (`workbench/tasks/guidance.py` renders the hints)."""
+from workbench.recipes.base import Recipe, define, use
+from workbench.transforms.ghpo import GHPO_TITLE
+
+define(Recipe(
+    key="ghpo", title=GHPO_TITLE,
+    summary="GRPO whose all-wrong groups are re-sampled with 25 / 50 / 75 % of the solution as a hint in the "
+            "prompt (escalated while still all wrong), the hinted samples replacing the group; no KL.",
+    # hkgc-1/GHPO recipes/Qwen2.5-Math-7B/ghpo/config_ghpo.yaml: beta 0, scale_rewards true, start_hint_step 0
+    # (TRL's GRPOTrainer of the time: per-sequence token mean)
+    advantage=["grpo"], agg="seq-mean-token-mean", group_transforms=[use("ghpo")]))

@@ -185,3 +185,10 @@ def replace_groups(batch, new, *, pad_id: int = 0):
         first.setdefault(g, row)
     rank = torch.tensor([first[g] for g in merged.group.tolist()])
     return merged.select(torch.sort(rank, stable=True).indices)
+
+
+def replace_rows(batch, rows: list[int], new, *, pad_id: int = 0):
+    """`batch` with row rows[i] replaced by new's row i, in the same place."""
+    index = torch.arange(batch.size)
+    index[torch.tensor(rows, dtype=torch.long)] = batch.size + torch.arange(len(rows))
+    return concat([batch, new], pad_id=pad_id).select(index)

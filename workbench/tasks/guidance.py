@@ -78,6 +78,16 @@ def solution_hint(actions: list[str], fraction: float) -> str:
     return text[:round(check_fraction("fraction", fraction) * len(text))]
 
 
+def solution_parts(actions: list[str], n: int) -> list[str]:
+    """The solution in at most n consecutive parts whose concatenation is its text: its actions (steps) grouped into
+    n runs when it has several, else its one action's characters cut into n near-equal pieces (empty ones dropped:
+    a 2-character answer has 2 parts)."""
+    pieces = actions if len(actions) > 1 else list(actions[0])
+    bounds = [round(i * len(pieces) / n) for i in range(n + 1)]
+    parts = ["".join(pieces[a:b]) for a, b in zip(bounds, bounds[1:])]
+    return [p for p in parts if p]
+
+
 def with_hint(messages: list[Message], hint: str, template: str) -> list[Message]:
     """`messages` with the last user message's content replaced by template.format(prompt=content, hint=hint);
     no hint ("") leaves them as they are."""

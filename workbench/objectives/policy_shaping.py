@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from workbench import ops, registry
-from workbench.objectives.ppo import CLIP_LOGS, check_inputs, clip_metrics, ppo_clip_per_token
+from workbench.objectives.ppo import CLIP_LOGS, DUAL_CLIP_LOGS, check_inputs, clip_metrics, ppo_clip_per_token
 
 LUFFY_TITLE = "Learning to Reason under Off-Policy Guidance"
 
@@ -43,13 +43,15 @@ SHAPING_LOGS = {
             "gamma p/(p + gamma)^2; on-policy tokens keep PPO-clip.",
     equation=r"\ell_t = -A_t\,\frac{\pi_\theta(y_t)}{\pi_\theta(y_t)+\gamma}\ \ (t\ \text{off-policy}),\qquad "
              r"\ell_t = \ell^{\mathrm{PPO}}_t\ \ \text{otherwise}",
-    reads=("offpolicy_mask",), logs={**CLIP_LOGS, **SHAPING_LOGS})
+    reads=("offpolicy_mask",), logs={**CLIP_LOGS, **DUAL_CLIP_LOGS, **SHAPING_LOGS})
 def policy_shaping(logp, old_logp, advantages, mask, *, offpolicy_mask, agg="token-mean", denom=None, gamma=0.1,
-                   eps_low=0.2, eps_high=0.2, logr_clamp=None):
+                   eps_low=0.2, eps_high=0.2, dual_clip_c=None, logr_clamp=None):
     """Reads `offpolicy_mask` [B, T] (1 on off-policy tokens). Defaults: gamma = 0.1 (LUFFY's
     `off_policy_reshape="p_div_p_0.1"`, `exp_scripts/train.sh`), PPO-clip 0.2 / 0.2 on on-policy tokens as
     the catalog writes (LUFFY's script removes the on-policy clip, `loss_remove_clip=True`; with one update
     per batch the ratio is 1 and the clip never binds). No off-policy token is exactly `ppo-clip`.
+    dual_clip_c: the dual-clip cap -c A on on-policy tokens with A < 0 (ICPO's `compute_icpo_policy_loss`, c = 3;
+    None: no cap, LUFFY).
 
     Metrics: PPO clip fractions over the on-policy tokens (over all tokens when a minibatch has none),
     `shaping/offpolicy_frac` (share of valid tokens that are off-policy), `shaping/offpolicy_prob` (their mean
@@ -62,12 +64,12 @@ def policy_shaping(logp, old_logp, advantages, mask, *, offpolicy_mask, agg="tok
         raise ValueError(f"offpolicy_mask has shape {tuple(offpolicy_mask.shape)} but logp has shape "
                          f"{tuple(logp.shape)}")
     off = offpolicy_mask > 0
-    on_policy, r, _ = ppo_clip_per_token(logp, old_logp.detach(), advantages, eps_low=eps_low, eps_high=eps_high,
-                                         logr_clamp=logr_clamp)
+    on_policy, r, dual = ppo_clip_per_token(logp, old_logp.detach(), advantages, eps_low=eps_low, eps_high=eps_high,
+                                            dual_clip_c=dual_clip_c, logr_clamp=logr_clamp)
     per_token = torch.where(off, -advantages * shaped_probability(logp, gamma), on_policy)
     loss = ops.aggregate(per_token, mask, agg, denom)
     on_mask = mask * (~off).to(mask.dtype)
-    metrics = clip_metrics(r.detach(), advantages, on_mask if bool(on_mask.any()) else mask, eps_low, eps_high)
+    metrics = clip_metrics(r.detach(), advantages, on_mask if bool(on_mask.any()) else mask, eps_low, eps_high, dual)
     off_mask = mask * off.to(mask.dtype)
     with torch.no_grad():
         metrics["shaping/offpolicy_frac"] = float(ops.masked_mean(off.to(mask.dtype), mask))

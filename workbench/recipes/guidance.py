@@ -1,6 +1,7 @@
 """F5 recipes, guidance from privileged information: hints and prefixes from the task's solution, teachers,
 critiques and retries (`workbench/tasks/guidance.py` renders the hints)."""
 from workbench.recipes.base import Recipe, define, use
+from workbench.rollout.icpo import ICPO_TITLE
 from workbench.transforms.ghpo import GHPO_TITLE
 from workbench.transforms.scaf_grpo import SCAF_TITLE
 
@@ -20,3 +21,15 @@ define(Recipe(
     # dvlab-research/Scaf-GRPO sh/hint_mix_grpo/bs256_6k_mix.sh: adv_estimator=grpo (std-normalized), no KL loss,
     # with_hint, replace_hint_prompt=False, replace_num=1, warmup_steps=50; verl's loss_agg_mode token-mean
     advantage=["grpo"], agg="token-mean", group_transforms=[use("scaf-grpo")]))
+
+define(Recipe(
+    key="icpo", title=ICPO_TITLE,
+    summary="One of the G samples per prompt is drawn with a solved demonstration in the prompt and trained under "
+            "the plain prompt through -A p/(p + 0.1); the others by dual-clip PPO (0.2 / 0.2, c = 3); correct "
+            "steered samples earn an expert bonus 1 + max(0, 1 - t/400); token mean, k3 KL 0.001.",
+    # Celine-hxy/ICPO scripts/baseline/Qwen3-1.7b/ICPO_qwen3-1.7b_math-demo-icpo-rs.sh: adv_estimator=grpo,
+    # policy_loss.loss_mode=icpo (clip 0.2 / 0.2, verl's clip_ratio_c 3.0), kl_loss_coef 0.001 low_var_kl,
+    # entropy_coeff 0, n 8, off_policy_rollout.rollout_num 1, demo_cache.n_demo 1; the "-rs" script's reward
+    # shaping (compute_score_icpo_bonus: beta 1, linear decay T = 400)
+    rollout="icpo", advantage=["grpo"], objective=use("policy-shaping", dual_clip_c=3.0), agg="token-mean",
+    reward_shaping=["icpo"], regularizers=[use("kl-penalty", beta=0.001, estimator="k3", value_clamp=10.0)]))

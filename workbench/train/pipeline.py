@@ -172,8 +172,16 @@ class Pipeline:
             raise ValueError(f"{where}: {err}") from None
 
     def check_group_size(self, group_size: int) -> None:
-        """Refuse, before anything is trained, G = 1 for a component whose group baseline needs G >= 2 (it takes
-        `allow_singletons`, and the recipe leaves it False)."""
+        """Refuse, before anything is trained, a group size a component cannot take: G = 1 for a group baseline that
+        needs G >= 2 (it takes `allow_singletons`, and the recipe leaves it False), or what a component's `check`
+        refuses when it takes `group_size` (e.g. more guided samples than the group holds)."""
+        for p in (p for parts in self.parts.values() for p in parts):
+            check = p.entry.check
+            if check is not None and "group_size" in inspect.signature(check).parameters:
+                try:
+                    check(group_size=group_size, **p.use.kw)
+                except ValueError as err:
+                    raise ValueError(f"recipe {self.recipe.key!r}, {p.name}: {err}") from None
         if group_size >= 2:
             return
         for slot, parts in self.parts.items():

@@ -2,6 +2,7 @@
 critiques and retries (`workbench/tasks/guidance.py` renders the hints)."""
 from workbench.recipes.base import Recipe, define, use
 from workbench.rollout.icpo import ICPO_TITLE
+from workbench.rollout.prefixrl import PREFIXRL_TITLE
 from workbench.transforms.ghpo import GHPO_TITLE
 from workbench.transforms.scaf_grpo import SCAF_TITLE
 
@@ -33,3 +34,11 @@ define(Recipe(
     # shaping (compute_score_icpo_bonus: beta 1, linear decay T = 400)
     rollout="icpo", advantage=["grpo"], objective=use("policy-shaping", dual_clip_c=3.0), agg="token-mean",
     reward_shaping=["icpo"], regularizers=[use("kl-penalty", beta=0.001, estimator="k3", value_clamp=10.0)]))
+
+define(Recipe(
+    key="prefixrl", title=PREFIXRL_TITLE,
+    summary="GRPO where half the groups continue a prefix of the task's solution (25 / 50 / 75 %, whichever runs "
+            "at a 0.2-0.8 pass rate); prefix tokens are context (mask 0), the rest is on-policy RL; no KL.",
+    # no reference implementation; the paper's objective is standard on-policy RL on the prefixed problems: GRPO's
+    # advantage and loss, without a KL term (none is described)
+    rollout="prefixrl", advantage=["grpo"], agg="seq-mean-token-mean"))

@@ -88,6 +88,8 @@ class Episode:
     info: list[dict] = field(default_factory=list)     # one per step: the state acted from, tool_error, ...
     steps: int = 0                                      # actions taken so far
     truncated: bool = False
+    pending: str = ""                                   # given start of the coming action (a guidance prefix)
+    action: str = ""                                    # the text of the last action, given part included
 
     @property
     def completion(self) -> str:
@@ -98,12 +100,24 @@ class Episode:
     def episode_return(self) -> float:
         return sum(self.rewards, 0.0)
 
-    def act(self, ids: list[int], text: str, mu_logp: list[float] | None = None) -> None:
-        """Append the next action turn (step id `self.steps`; the env's answer is recorded by `record`)."""
-        self.ids += ids
-        self.mask += [1.0] * len(ids)
-        self.turn += [self.steps] * len(ids)
+    def act(self, ids: list[int], text: str, mu_logp: list[float] | None = None, sampled: bool = True) -> None:
+        """Append the next action turn (step id `self.steps`; the env's answer is recorded by `record`); its text
+        continues any given start (`give`). `sampled=False`: an action the policy did not sample (a guidance
+        prefix's whole action), mask 0."""
+        self._append(ids, text, float(sampled), self.steps, mu_logp)
         self.steps += 1
+        self.action, self.pending = self.pending + text, ""
+
+    def give(self, ids: list[int], text: str) -> None:
+        """Append the given start of the coming action (a guidance prefix the policy continues): mask 0, the
+        coming step's id; the next `act` completes the action's text."""
+        self._append(ids, text, 0.0, self.steps, None)
+        self.pending += text
+
+    def _append(self, ids: list[int], text: str, mask: float, step: int, mu_logp: list[float] | None) -> None:
+        self.ids += ids
+        self.mask += [mask] * len(ids)
+        self.turn += [step] * len(ids)
         self.mu_logp += mu_logp if mu_logp is not None else [0.0] * len(ids)
         self.pieces.append(text)
 
@@ -113,16 +127,12 @@ class Episode:
         before = {k: v for k, v in state_info.items() if k != "tool_error"}  # that was the previous step's
         extra = {k: v for k, v in step_info.items() if k != "state"}
         self.info.append({**before, "tool_error": None, **extra, "state": state_info.get("state"),
-                          "action": self.pieces[-1]})  # reward functions read each step's action text
+                          "action": self.action})  # reward functions read each step's action text
         self.rewards.append(float(reward))
 
     def observe(self, ids: list[int], text: str) -> None:
         """Append the observation that follows the last action (same step id, mask 0)."""
-        self.ids += ids
-        self.mask += [0.0] * len(ids)
-        self.turn += [self.steps - 1] * len(ids)
-        self.mu_logp += [0.0] * len(ids)
-        self.pieces.append(text)
+        self._append(ids, text, 0.0, self.steps - 1, None)
 
 
 def pad_episodes(episodes: list[Episode], pad_id: int, device=None):
@@ -217,8 +227,21 @@ class Played:
     prompt_mask: torch.Tensor     # [B, P]
 
 
+@dataclass(frozen=True)
+class Given:
+    """Where a guided episode starts before the policy samples (a prefix of a solution): whole `actions` replayed
+    through the environment (their observations appended), then the `partial` start of the next action; every
+    given token has mask 0, so it conditions the policy but is never trained on."""
+
+    actions: tuple[str, ...] = ()
+    partial: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.actions or self.partial)
+
+
 def play(engine, task, examples, *, group_size: int, sampling: Sampling, max_turns: int | None = None,
-         max_total_tokens: int | None = None) -> Played:
+         max_total_tokens: int | None = None, given: list[Given] | None = None) -> Played:
     """Run every row's episode to its end.
 
     sampling: per-turn budget, temperature, top_p, extra stop strings, greedy. max_turns: actions per episode
@@ -227,6 +250,7 @@ def play(engine, task, examples, *, group_size: int, sampling: Sampling, max_tur
     total) ends the episode as truncated, after the env has scored it (as a one-turn task's truncated answer
     always was); an observation that would leave no room for another action token ends it truncated too,
     without being appended. An action ending in EOS does not by itself end the episode: the env decides.
+    given: one `Given` per row (or None), where a guided row starts (`start_given`).
     """
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
@@ -242,10 +266,13 @@ def play(engine, task, examples, *, group_size: int, sampling: Sampling, max_tur
     total = max_total_tokens if max_total_tokens is not None else getattr(engine, "max_length", None)
     episodes = [Episode() for _ in rows]
 
-    gen = first_turn(engine, [m for m, _ in opened], group_size, sampling, stop, total)
-    prompt_ids, prompt_mask = gen.prompt_ids, gen.prompt_mask  # [B, P] the opening messages
-    prompts = [[t for t, keep in zip(ids, mask) if keep]
-               for ids, mask in zip(prompt_ids.tolist(), prompt_mask.tolist())]  # each row's prompt ids, unpadded
+    if given is not None and any(given):
+        gen, prompt_ids, prompt_mask, prompts = start_given(engine, envs, episodes, [m for m, _ in opened],
+                                                            state_info, given, sampling, stop, total)
+    else:
+        gen = first_turn(engine, [m for m, _ in opened], group_size, sampling, stop, total)
+        prompt_ids, prompt_mask = gen.prompt_ids, gen.prompt_mask  # [B, P] the opening messages
+        prompts = unpadded(prompt_ids, prompt_mask)
     active = list(range(len(rows)))
     while active:
         running, budgets = [], []
@@ -256,7 +283,7 @@ def play(engine, task, examples, *, group_size: int, sampling: Sampling, max_tur
             ep, env = episodes[i], envs[i]
             ids = response[k][:lengths[k]]
             ep.act(ids, gen.texts[k], mu_logp[k][:lengths[k]])
-            observations, reward, done, info = env.step(gen.texts[k])
+            observations, reward, done, info = env.step(ep.action)
             ep.record(reward, state_info[i], info)
             state_info[i] = info
             if truncated[k]:
@@ -278,6 +305,43 @@ def play(engine, task, examples, *, group_size: int, sampling: Sampling, max_tur
                                       temperature=sampling.temperature, top_p=sampling.top_p,
                                       greedy=sampling.greedy, stop=stop)
     return Played(episodes, [m for m, _ in opened], prompt_ids, prompt_mask)
+
+
+def unpadded(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> list[list[int]]:
+    """Each row's prompt ids without its padding."""
+    return [[t for t, keep in zip(ids, mask) if keep] for ids, mask in zip(prompt_ids.tolist(), prompt_mask.tolist())]
+
+
+def start_given(engine, envs, episodes, opened, state_info, given, sampling, stop, total):
+    """Turn 0 of rows that start from a `Given` prefix: its whole actions replayed through each row's environment
+    (scored and recorded, mask 0), its partial action appended (mask 0), then one `generate_ids` call continues
+    every row from its prompt and given tokens. Returns (the generation, prompt ids and mask [B, P], prompts)."""
+    tok = engine.tokenizer
+    prompt_ids, prompt_mask = engine.encode([prompt_of(m) for m in opened], 1)
+    prompts = unpadded(prompt_ids, prompt_mask)
+    for i, start in enumerate(given):
+        ep, env = episodes[i], envs[i]
+        for s, action in enumerate(start.actions if start else ()):
+            ids = action_ids(tok, action, env.stop)
+            ep.act(ids, action, sampled=False)
+            observations, reward, done, info = env.step(action)
+            ep.record(reward, state_info[i], info)
+            state_info[i] = info
+            if done:
+                raise ValueError(f"a given prefix's action {s} ({action!r}) ends the episode: a prefix must leave the "
+                                 "policy something to do (give fewer actions)")
+            obs = observation_ids(tok, observations, after_eos=ids[-1] == tok.eos_token_id)
+            ep.observe(obs, tok.decode(obs, skip_special_tokens=True))
+        if start and start.partial:
+            ep.give(tok(start.partial, add_special_tokens=False)["input_ids"], start.partial)
+    room = [None if total is None else total - len(prompts[i]) - len(ep.ids) for i, ep in enumerate(episodes)]
+    if any(r is not None and r < 1 for r in room):
+        raise ValueError(f"a given prefix leaves no room under max_total_tokens={total}: shorten the prefix")
+    budgets = [sampling.max_new_tokens if r is None else min(sampling.max_new_tokens, r) for r in room]
+    gen = engine.generate_ids([prompts[i] + ep.ids for i, ep in enumerate(episodes)], max_new_tokens=budgets,
+                              temperature=sampling.temperature, top_p=sampling.top_p, greedy=sampling.greedy,
+                              stop=stop)
+    return gen, prompt_ids, prompt_mask, prompts
 
 
 def episode_batch(played: Played, group_size: int, pad_id: int) -> RolloutBatch:

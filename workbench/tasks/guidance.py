@@ -88,6 +88,21 @@ def solution_parts(actions: list[str], n: int) -> list[str]:
     return [p for p in parts if p]
 
 
+def solution_prefix(actions: list[str], fraction: float) -> tuple[tuple[str, ...], str]:
+    """The first round(fraction * n) characters of the solution (n its length) as (whole actions, the start of the
+    next action): what a policy continues from when conditioned on a prefix of the solution. The last action is
+    never given whole (it would end the episode): at fraction 1 it is the partial part."""
+    text = "".join(actions)
+    left = round(check_fraction("fraction", fraction) * len(text))
+    whole = []
+    for action in actions[:-1]:
+        if len(action) > left:
+            break
+        whole.append(action)
+        left -= len(action)
+    return tuple(whole), actions[len(whole)][:left]
+
+
 def with_hint(messages: list[Message], hint: str, template: str) -> list[Message]:
     """`messages` with the last user message's content replaced by template.format(prompt=content, hint=hint);
     no hint ("") leaves them as they are."""

@@ -4,6 +4,7 @@ from workbench.recipes.base import Recipe, define, use
 from workbench.rollout.icpo import ICPO_TITLE
 from workbench.rollout.prefixrl import PREFIXRL_TITLE
 from workbench.transforms.ghpo import GHPO_TITLE
+from workbench.transforms.pope import POPE_TITLE
 from workbench.transforms.scaf_grpo import SCAF_TITLE
 
 define(Recipe(
@@ -42,3 +43,12 @@ define(Recipe(
     # no reference implementation; the paper's objective is standard on-policy RL on the prefixed problems: GRPO's
     # advantage and loss, without a KL term (none is described)
     rollout="prefixrl", advantage=["grpo"], agg="seq-mean-token-mean"))
+
+define(Recipe(
+    key="pope", title=POPE_TITLE,
+    summary="GRPO where each hard problem (no success in G samples) also trains in a guided copy: the shortest "
+            "prefix of its oracle solution (25 / 50 / 75 %) in the prompt that yields a success; oracle tokens are "
+            "context, never targets; no KL.",
+    # no released code: the paper trains on-policy (GRPO-style) on a guided / unguided mixture with no SFT or
+    # off-policy term; constants from the catalog's reading
+    advantage=["grpo"], agg="seq-mean-token-mean", group_transforms=[use("pope")]))

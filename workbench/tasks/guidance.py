@@ -17,6 +17,7 @@ expert's actions of a multi-turn environment), not a human-written derivation: e
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 from workbench.envs.base import Env, Message, OpeningEnv, as_messages
@@ -134,3 +135,13 @@ class HintedTask(WrappedTask):
         plain = self.task.opening(example)
         messages = self.with_hint(as_messages(plain), example)
         return messages[0]["content"] if isinstance(plain, str) else messages
+
+
+def hinted_copies(task: Task, examples: list[Example], hints: list[str],
+                  template: str = PLAIN_TEMPLATE) -> tuple[HintedTask, list[Example]]:
+    """(HintedTask, copies): a copy of examples[i] for every hints[i], each opening with its own hint. HintedTask
+    reads the hint off the example, and equal examples (two rows of one group, a prompt drawn twice) would share one;
+    the copies are told apart by identity. Roll out the copies, one row each, on the returned task."""
+    copies = [copy.copy(e) for e in examples]
+    by_copy = {id(c): h for c, h in zip(copies, hints, strict=True)}
+    return HintedTask(task, lambda example: by_copy[id(example)], template), copies

@@ -31,6 +31,10 @@ class RolloutBatch:
     baseline_rewards: torch.Tensor | None = None  # [B] reward of a baseline rollout (ReMax greedy)
     temp_logp: torch.Tensor | None = None        # [B, T] old policy's log-probs at another temperature (DCPO)
     resampled: torch.Tensor | None = None        # [B] bool, rows replaced by samples drawn at another temperature
+    parent: torch.Tensor | None = None           # [B] long, the row a branch was copied from, as its index among its
+    #                                              group's rows (survives regrouping); -1 for a root (ARPO branching)
+    branch_turn: torch.Tensor | None = None      # [B] long, the first turn the row sampled itself: its tokens of
+    #                                              earlier turns are its parent's (0 for a root)
     advantages: torch.Tensor | None = None       # [B, T] filled by the advantage estimator
     target_adv: torch.Tensor | None = None       # [B, T] GBPO's target advantage (sets the target ratio)
     returns: torch.Tensor | None = None          # [B, T] value targets (critic methods)
@@ -54,6 +58,15 @@ class RolloutBatch:
     step_value: torch.Tensor | None = None       # [B] Monte Carlo value Q of a reasoning step (sibling steps)
     step_advantage: torch.Tensor | None = None   # [B] V(s + a) - V(s) of a reasoning step (step-level data)
     head: object = None  # context.Head: the LM head at a minibatch's training forward, when read (CAPO)
+    logits: torch.Tensor | None = None           # [B, T, V] live logits / temperature of a minibatch's training
+    #                                              forward, with gradient, when a component reads them (SRPO)
+    route: torch.Tensor | None = None            # [B] long, SRPO's route: 0 GRPO (correct), 1 self-distillation
+    #                                              (failed, a correct sibling teaches), 2 GRPO fallback (no teacher)
+    teacher_logp: torch.Tensor | None = None     # [B, T, K] a self-teacher's log-probs at each response position over
+    #                                              the vocabulary (K = V) or its top K (`teacher_ids`); 0 where none
+    teacher_ids: torch.Tensor | None = None      # [B, T, K] long, vocabulary ids of teacher_logp's top-K entries
+    #                                              (None: teacher_logp covers the whole vocabulary in id order)
+    teacher_entropy: torch.Tensor | None = None  # [B, T] the self-teacher's full-vocabulary entropy; 0 where none
     completions: list[str] = field(default_factory=list)  # decoded responses, len B
     prompts: list[str] = field(default_factory=list)      # prompt text per row, len B
     turn_info: list[list[dict]] = field(default_factory=list)  # per row, per turn: {"state": hashable, ...}

@@ -1,6 +1,6 @@
 """F5 recipes, rollout control: how many turns, branches and samples a rollout takes."""
-from workbench.advantages.xrpo import XRPO_TITLE
 from workbench.advantages.aepo_clip import AEPO_TITLE
+from workbench.advantages.xrpo import XRPO_TITLE
 from workbench.recipes.base import Recipe, define, use
 from workbench.recipes.entropy_control import LOW_VAR_KL
 from workbench.rollout.arpo import ARPO_TITLE

@@ -47,6 +47,19 @@ class Generation:
     truncated: torch.Tensor     # [B] bool, neither EOS nor stop string within max_new_tokens
     mu_logp: torch.Tensor       # [B, T] behaviour log-probs reported by the engine (0 off the mask)
     texts: list[str]            # decoded responses without special tokens, cut right after a stop string
+    topk_logp: torch.Tensor | None = None  # [B, T, k + 1] what vLLM's `logprobs=k` reports per token (`topk_logprobs`);
+    #                                        None unless the sampler was asked (`topk=k`)
+
+
+def topk_logprobs(scores: torch.Tensor, response_ids: torch.Tensor, k: int) -> torch.Tensor:
+    """[B, T, k + 1] the log-probs vLLM's `logprobs=k` reports at each step of the sampling distribution `scores`
+    [B, T, V] (logits after temperature and top-p): the k largest, then the sampled token's when it is not among them
+    (-inf when it is: vLLM's dict then holds k entries). Entropy-triggered branching (ARPO) reads them."""
+    logp = torch.log_softmax(scores.float(), dim=-1)
+    top, ids = logp.topk(min(k, logp.shape[-1]), dim=-1)                    # [B, T, k]
+    sampled = logp.gather(-1, response_ids[..., None])                       # [B, T, 1]
+    inside = (ids == response_ids[..., None]).any(-1, keepdim=True)
+    return torch.cat([top, sampled.masked_fill(inside, float("-inf"))], dim=-1)
 
 
 def response_mask(response_ids: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -389,28 +402,43 @@ class HFEngine:
         `sample`) runs one; an engine that samples elsewhere (vLLM) refuses it."""
         return type(self).sample is HFEngine.sample
 
+    @property
+    def reports_topk(self) -> bool:
+        """Does `generate` fill `Generation.topk_logp` when given `topk=k`? Only this class's `sample` does."""
+        return type(self).sample is HFEngine.sample
+
     @torch.no_grad()
     def generate(self, prompts: list[Prompt], *, n: int = 1, max_new_tokens: int = 16, temperature: float = 1.0,
                  top_p: float = 1.0, greedy: bool = False, stop: list[str] | None = None,
-                 temperature_hook=None) -> Generation:
+                 temperature_hook=None, topk: int = 0) -> Generation:
         """n samples per prompt (rows grouped). A response ends at EOS or at the token completing one of the
         `stop` strings; the stop string is kept in its text (vLLM's include_stop_str_in_output=True), see
-        `apply_stop_strings`. `temperature_hook`: see `sample`."""
+        `apply_stop_strings`. `temperature_hook`, `topk`: see `sample`."""
         check_sampling_args(prompts, temperature, greedy, stop, max_new_tokens)
         prompt_ids, prompt_mask = self.encode(prompts, n)  # [B, P], B = len(prompts) · n
         return self.sample(prompt_ids, prompt_mask, max_new_tokens=max_new_tokens, temperature=temperature,
-                           top_p=top_p, greedy=greedy, stop=stop, **self._hook(temperature_hook))
+                           top_p=top_p, greedy=greedy, stop=stop, **self._hook(temperature_hook), **self._topk(topk))
 
     @torch.no_grad()
     def generate_ids(self, prompts: list[list[int]], *, max_new_tokens: int | list[int] = 16,
                      temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
-                     stop: list[str] | None = None, temperature_hook=None) -> Generation:
+                     stop: list[str] | None = None, temperature_hook=None, topk: int = 0) -> Generation:
         """One sample per token-id prompt (a multi-turn history: never re-tokenized), each with its own budget
         when `max_new_tokens` is a list. Same fields and ending rules as `generate`."""
         check_sampling_args(prompts, temperature, greedy, stop, max_new_tokens)
         prompt_ids, prompt_mask = left_pad(prompts, self.tokenizer.pad_token_id, self.device)
         return self.sample(prompt_ids, prompt_mask, max_new_tokens=max_new_tokens, temperature=temperature,
-                           top_p=top_p, greedy=greedy, stop=stop, **self._hook(temperature_hook))
+                           top_p=top_p, greedy=greedy, stop=stop, **self._hook(temperature_hook), **self._topk(topk))
+
+    def _topk(self, topk: int) -> dict:
+        """`sample`'s keyword for top-k log-probs (none when not asked, so an engine overriding `sample` keeps
+        working)."""
+        if not topk:
+            return {}
+        if not self.reports_topk:
+            raise ValueError(f"{type(self).__name__} does not report top-k log-probs (topk={topk}); use the HF engine "
+                             "(engine='hf')")
+        return {"topk": topk}
 
     def _hook(self, temperature_hook) -> dict:
         """`sample`'s keyword for a hook (none without one, so an engine overriding `sample` keeps working)."""
@@ -422,13 +450,14 @@ class HFEngine:
         return {"temperature_hook": temperature_hook}
 
     def sample(self, prompt_ids, prompt_mask, *, max_new_tokens, temperature, top_p, greedy, stop,
-               temperature_hook=None) -> Generation:
+               temperature_hook=None, topk: int = 0) -> Generation:
         """transformers' `generate` on left-padded prompts [B, P]; `max_new_tokens` an int or one per row.
 
         `temperature_hook` (a transformers LogitsProcessor) replaces the constant `temperature`: it is given each
         step's raw logits [B, V] and returns them divided by its own per-row temperature; top_p applies after it,
         as after a constant temperature. `mu_logp` are then the log-probs at the hook's temperatures. Greedy
-        decoding ignores it (a positive temperature does not move the argmax)."""
+        decoding ignores it (a positive temperature does not move the argmax). `topk` > 0 also fills
+        `topk_logp` [B, T, k + 1] from the same scores (`topk_logprobs`)."""
         rows = prompt_ids.shape[0]
         budget = max_new_tokens if isinstance(max_new_tokens, int) else max(max_new_tokens)
         was_training = self.model.training
@@ -453,7 +482,9 @@ class HFEngine:
         response_ids, mask, truncated, texts = apply_stop_strings(self.tokenizer, response_ids, mask, truncated, stop)
         scores = torch.stack(out.scores, dim=1)  # [B, T, V], already divided by the (hook's) temperature
         mu_logp = ops.logprobs_from_logits(scores, response_ids) * mask
-        return Generation(prompt_ids, prompt_mask, response_ids, mask.to(prompt_ids.device), truncated, mu_logp, texts)
+        topk_logp = topk_logprobs(scores, response_ids, topk) if topk else None
+        return Generation(prompt_ids, prompt_mask, response_ids, mask.to(prompt_ids.device), truncated, mu_logp,
+                          texts, topk_logp)
 
     @torch.no_grad()
     def logprobs(self, gen: Generation, temperature: float = 1.0) -> torch.Tensor:

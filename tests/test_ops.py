@@ -115,7 +115,7 @@ def test_logprobs_and_entropy_match_reference_and_chunking():
 # the batch it gets, HAPO normalizes entropy by the batch's quantile and spread, AEPO's clip picks the batch's top
 # entropy quantile. They are invariant only when that is computed once per optimizer step; their references compute
 # it per micro-batch, as here. CAPO predicts each token's update from the LM head (tests/objectives/test_capo.py).
-BATCH_DEPENDENT = {"clip_cov", "kl_cov", "bapo", "hapo", "aepo-agentic-clip", "capo"}
+BATCH_DEPENDENT = {"clip_cov", "kl_cov", "bapo", "hapo", "aepo-agentic-clip", "capo", "srpo-route"}
 # ROVER and B-Coder read the LM head and need log-probs that come from it: their own test files check micro-batching.
 READS_HEAD = {"rover", "b-coder"}
 # The preference objective reads whole items (`whole_groups`): minibatches never split one, and it averages over

@@ -16,7 +16,9 @@ class StepContext:
     rewarded=)` runs the recipe's rollout strategy on given examples (e.g. ReMax's greedy baseline, AEPO's
     resampling at another temperature, GHPO's re-roll of a hinted copy of the task; `rewarded=True` scores the
     rows through the recipe's reward stage, as rows that replace the batch's own must be); `score(batch, temperature)` is the current policy's log-probs [B, T] of the batch's responses at
-    that temperature, without gradient (DCPO's target-temperature weight); `gather(x)` collects a per-row tensor from
+    that temperature, without gradient (DCPO's target-temperature weight); `vocab_logp(batch)` is the current policy's
+    log-probs over the whole vocabulary [B, T, V] at each response position, at the run's temperature, without
+    gradient (a self-teacher's distribution under another prompt: SRPO); `gather(x)` collects a per-row tensor from
     every rank, so that state a component keeps is the same on all of them (`gather_objects(list)`: the same for lists
 of Python objects, e.g. prompt texts). `task` is the run's task (its
     `make_env()`, `expert_actions`, `score`: Monte Carlo continuations replay an episode with `episodes.replay`);
@@ -34,6 +36,7 @@ of Python objects, e.g. prompt texts). `task` is the run's task (its
     resample: Callable | None = None
     rollout: Callable | None = None
     score: Callable | None = None
+    vocab_logp: Callable | None = None             # batch -> [B, T, V] the policy's log-probs, 0 off the mask
     gather: Callable = lambda x: x                 # [N] this rank's rows -> all ranks' rows (data parallelism)
     gather_objects: Callable = lambda xs: list(xs)  # this rank's list -> every rank's lists joined, in rank order
     task: Any = None                               # the run's task (environments, experts, the verifier)

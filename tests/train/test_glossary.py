@@ -144,6 +144,9 @@ def minibatch(seed=0, V=11, H=4) -> RolloutBatch:
     b.offpolicy_mask = (torch.arange(B) % 3 == 0).to(D)[:, None] * b.mask
     b.task_value = 0.25 * torch.rand(B, generator=g, dtype=D)
     b.returns, b.value_mask = torch.randn(B, T, generator=g, dtype=D) * b.mask, b.mask.clone()
+    b.logits, b.route = logits, torch.arange(B) % 3  # SRPO: the live logits, rows 0 GRPO / 1 SDPO / 2 fallback
+    b.teacher_logp = torch.log_softmax(torch.randn(B, T, V, generator=g, dtype=D), -1) * b.mask[..., None]
+    b.teacher_entropy = torch.rand(B, T, generator=g, dtype=D) * b.mask
     return b
 
 

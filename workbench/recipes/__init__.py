@@ -3,6 +3,6 @@ from workbench.recipes.base import RECIPES, SLOTS, Recipe, Use, define, get_reci
 from workbench.recipes import (  # noqa: F401  (registration at import)
     agents, canonical, capo, credit, entropy_control, entropy_mechanism, entropy_target, feedback, guidance, hybrid,
     preference, reward_agents, reward_design, reward_format, reward_length, reward_process, reward_search,
-    rollout_control, token_shaping, trust_masks, trust_region)
+    rollout_control, routing, token_shaping, trust_masks, trust_region)
 
 __all__ = ["RECIPES", "SLOTS", "Recipe", "Use", "define", "get_recipe", "use", "with_overrides"]

@@ -256,13 +256,13 @@ class Pipeline:
 
     def _check_reads(self) -> None:
         """Walk `STAGES` in order; every read must be provided by an earlier stage (or, for the update's and the
-        after-step components, by the training forward: `logp` and the LM head with its optimizer state, `head`
-        (`context.Head`); and the step's logged `kl`)."""
+        after-step components, by the training forward: `logp`, the live logits / temperature, `logits` (SRPO), and
+        the LM head with its optimizer state, `head` (`context.Head`); and the step's logged `kl`)."""
         forward = {"old_logp", "entropy", *self.forward_stats("old")}
         forward |= {"ref_logp", *self.forward_stats("ref")} if self.needs_ref else set()
         forward |= {"values", "old_values"} if self.has_critic else set()
         forward |= {"prev_logp"} if "prev" in self.anchors else set()
-        added = {"forward passes": forward, "update": {"logp", "head"},
+        added = {"forward passes": forward, "update": {"logp", "head", "logits"},
                  "after the step": {"kl"} if self.needs_ref else set()}
         have = set(ROLLOUT_FIELDS)
         for stage in STAGES:

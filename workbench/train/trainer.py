@@ -27,7 +27,7 @@ from workbench.models import (add_lora, check_model_name, checkpoint_state, froz
 from workbench.recipes import Recipe, get_recipe, with_overrides
 from workbench.recipes.run_settings import with_preference_data, with_rollout_correction
 from workbench.rollout import make_engine, policy_forward
-from workbench.rollout.engine import Sampling
+from workbench.rollout.engine import Sampling, response_logits
 from workbench.stages import BATCH_STAGES, SAMPLING_STAGES
 from workbench.tasks import run_task
 from workbench.tasks.preferences import read_pairs
@@ -67,6 +67,19 @@ def mismatch_metrics(old_logp, mu_logp, mask) -> dict:
             "mismatch/logp_abs_max": float(diff.abs().max()),
             "mismatch/is_ratio_mean": float(ops.masked_mean(ratio, mask)),
             "mismatch/is_ratio_max": float(ratio.max())}
+
+
+def training_forward(model, mb: RolloutBatch, temperature: float, *, with_entropy: bool, with_hidden: bool,
+                     with_logits: bool) -> tuple:
+    """(logp, entropy, hidden, logits) of the training forward over a minibatch: `policy_forward`'s outputs and, when
+    `with_logits`, the live logits / temperature [B, T, V] they are computed from (None otherwise), with their
+    gradient: for a component reading the whole next-token distribution (SRPO's forward KL to a self-teacher)."""
+    if not with_logits:
+        return (*policy_forward(model, mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.mask, temperature,
+                                with_entropy=with_entropy, with_hidden=with_hidden), None)
+    logits, hidden = response_logits(model, mb.prompt_ids, mb.prompt_mask, mb.response_ids, with_hidden)
+    entropy = ops.entropy_from_logits(logits, temperature) if with_entropy else None
+    return ops.logprobs_from_logits(logits, mb.response_ids, temperature), entropy, hidden, logits / temperature
 
 
 def fill_stats(batch: RolloutBatch, fields: dict[str, str], stats: list) -> None:
@@ -260,8 +273,8 @@ class Trainer:
         c = self.config
         ctx = StepContext(step=step, total_steps=c.steps, seed=c.seed, group_size=c.group_size,
                           prompts_per_step=c.prompts_per_step, max_new_tokens=c.max_new_tokens,
-                          pad_id=self.tokenizer.pad_token_id, score=self.score, gather=self.parallel.gather,
-                          gather_objects=self.parallel.gather_objects,
+                          pad_id=self.tokenizer.pad_token_id, score=self.score, vocab_logp=self.vocab_logp,
+                          gather=self.parallel.gather, gather_objects=self.parallel.gather_objects,
                           task=self.task, engine=self.engine)
         ctx.resample = lambda round: self.sample(ctx, round)
         ctx.rollout = functools.partial(self.rollout_on, ctx=ctx)
@@ -304,6 +317,15 @@ class Trainer:
         logp, _, _ = policy_forward(self.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.mask,
                                     temperature)
         return logp * batch.mask
+
+    @torch.no_grad()
+    def vocab_logp(self, batch: RolloutBatch) -> torch.Tensor:
+        """The current policy's log-probs over the whole vocabulary [B, T, V] at each response position of the batch's
+        rows (its own prompts), at the run's temperature, without gradient; 0 off the mask. Before the update this is
+        the old policy: SRPO's self-teacher reads it under a prompt with feedback in it."""
+        logits, _ = response_logits(self.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids)
+        logp = torch.log_softmax(logits.float() / self.config.temperature, dim=-1)
+        return logp * batch.mask[..., None].to(logp.dtype)
 
     def sample(self, ctx: StepContext, round: int = 0) -> RolloutBatch:
         """The sampling stages (sampler -> rollout -> rewards) of round `round` of the step; round > 0 only when a
@@ -375,11 +397,11 @@ class Trainer:
         """(loss, metrics) of a minibatch; `moves` [B, T] (a plan's step): only those tokens' log-probs, entropies and
         values carry gradient, the loss is still the whole minibatch's."""
         c, pipeline = self.config, self.pipeline
-        wants_head = any("head" in p.reads for p in pipeline.parts["objective"] + pipeline.parts["regularizers"])
-        logp, entropy, hidden = policy_forward(
-            self.model, mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.mask, c.temperature,
-            with_entropy=pipeline.train_entropy or mb.old_logp is None,
-            with_hidden=self.value_head is not None or wants_head)
+        reads = [p.reads for p in pipeline.parts["objective"] + pipeline.parts["regularizers"]]
+        wants_head = any("head" in r for r in reads)
+        logp, entropy, hidden, logits = training_forward(
+            self.model, mb, c.temperature, with_entropy=pipeline.train_entropy or mb.old_logp is None,
+            with_hidden=self.value_head is not None or wants_head, with_logits=any("logits" in r for r in reads))
         if mb.old_logp is None:  # on-policy: the policy that sampled is this one (ratio 1)
             mb.old_logp, mb.entropy = logp.detach(), entropy.detach() * mb.mask
         if wants_head:  # this update's LM head, its input and its optimizer state (CAPO predicts its step)
@@ -388,6 +410,8 @@ class Trainer:
         if moves is not None:
             logp, entropy, values = (x if x is None else torch.where(moves > 0, x, x.detach())
                                      for x in (logp, entropy, values))
+            logits = logits if logits is None else torch.where(moves[..., None] > 0, logits, logits.detach())
+        mb.logits = logits  # [B, T, V] the whole next-token distribution, when a component reads it (SRPO)
         value_denom = value_denom or (ops.Denominators.of(mb.value_mask, denom.norm_constant) if values is not None
                                       else None)
         return pipeline.loss(Forward(logp, entropy, values), mb, denom, value_denom, step, c.steps)

@@ -18,6 +18,8 @@ def test_every_registered_advantage_has_the_uniform_signature():
     b.scores, b.old_logp = b.rewards.clone(), -0.5 * b.mask
     b.entropy, b.temp_logp = 0.7 * b.mask, -0.6 * b.mask  # DCPO's log-probs at another temperature
     b.resampled = torch.tensor([True, False])  # AEPO's re-sampled rows
+    b.offpolicy_mask = torch.zeros_like(b.mask)  # RL-PLUS's and AMPO's external / teacher rows (none here)
+    b.parent, b.branch_turn = torch.tensor([-1, -1]), torch.tensor([0, 0])  # ARPO's branches (roots here)
     b.turn = torch.where(b.mask > 0, 0, -1).long()  # one-turn episodes (RLVMR's step advantage reads turns)
     # ... and what the credit methods' rollouts and reward shaping put in turn_info and the per-turn fields
     b.turn_info = [[{"action": "<explore>go</explore>", "tool_error": None, "state": "s", "subgoal": 0,

@@ -42,6 +42,9 @@ def estimator_batch():
     batch.scores, batch.old_logp, batch.entropy = batch.rewards.clone(), -0.5 * batch.mask, 0.7 * batch.mask
     batch.temp_logp = -0.6 * batch.mask  # DCPO's log-probs at another temperature
     batch.resampled = torch.zeros(batch.size, dtype=torch.bool)  # AEPO: no re-sampled rows
+    batch.offpolicy_mask = torch.zeros_like(batch.mask)            # RL-PLUS, AMPO: no external / teacher rows
+    batch.parent = torch.full((batch.size,), -1)                # ARPO: every row a root, nothing branched
+    batch.branch_turn = torch.zeros(batch.size, dtype=torch.long)
     batch.turn = torch.where(batch.mask > 0, 0, -1).long()        # one-turn episodes (RLVMR's step advantage)
     batch.turn_info = [[{"action": "A:1", "tool_error": None, "state": int(g)}] for g in batch.group]
     return batch

@@ -2,6 +2,7 @@
 from workbench.recipes.base import Recipe, define, use
 from workbench.recipes.canonical import GRPO
 from workbench.rollout.igrpo import IGRPO_TITLE
+from workbench.rollout.r3l import R3L_TITLE
 from workbench.transforms.critique_grpo import COMPACT_TEMPLATE, CRITIQUE_GRPO_TITLE
 
 define(Recipe(
@@ -36,3 +37,27 @@ define(Recipe(
     rollout=use("igrpo"),
     # "a GRPO update on draft-conditioned refinements" (the card): the project's grpo recipe (recipes/canonical.py)
     **GRPO))
+
+define(Recipe(
+    key="r3l", title=R3L_TITLE,
+    summary="Half of each group's budget samples base episodes; each failure is diagnosed by the verifier, replayed "
+            "up to its pivot turn and retried with the diagnosis in the prompt, then trained under the plain prompt "
+            "(turns before the pivot masked in both); verified corrections also train under the guided prompt with "
+            "A = 1. OPMD advantage R - mean, successes 1.0, other positives x3; -A log pi / 2, token mean, k2 KL "
+            "0.001. The runs: N = 8, lr 1e-6 (--set group_size=8 lr=1e-6).",
+    # shiweijiezero/R3L @ d503f6c, examples/R3L/alfworld/opmd_R3L_1.5B.yaml: workflow R3L_alfworld_workflow (L39),
+    # repeat_times 8 (L6, the run setting N = group_size), optimizer lr 1e-6 (L8, a run setting); the workflow's
+    # n // 2 base rollouts, retries and D_retry rows: workbench/rollout/r3l.py
+    rollout=use("r3l", retry_sft=True),
+    # algorithm_type opmd_reweight_adv (L5): advantage_fn opmd_reweight_adv (trinity/algorithm/algorithm.py L212),
+    # opmd_baseline "mean" (opmd_advantage.py L193-194), x3 and 1.0 literal in the code; the paper's mode and
+    # GRPO's z-score are mode="paper", baseline="grpo"
+    advantage=[use("r3l", mode="code", baseline="opmd", alpha=3.0, r_max=1.0)],
+    # _adjust_action_mask_for_retry on the retry and its first attempt (R3L_workflow.py L272-278)
+    token_masks=["r3l"],
+    # policy_loss_fn opmd (algorithm.py L214) at its default tau 1.0, loss_agg_mode token-mean (opmd_policy_loss.py
+    # L32-34); the paper's loss is tau=0 with agg seq-mean-token-mean and no KL
+    objective=use("r3l", tau=1.0), agg="token-mean",
+    # kl_loss_fn k2 (algorithm.py L216) at its default kl_coef 0.001 (kl_fn/kl_fn.py L101), token mean;
+    # entropy_loss_fn "default" at entropy_coef 0.0 (entropy_loss_fn.py L40): no entropy bonus
+    regularizers=[use("kl-penalty", beta=0.001, estimator="k2")]))

@@ -37,7 +37,8 @@ from workbench.advantages.base import broadcast, sequence_rewards
 from workbench.advantages.group import SINGLETONS, group_index, group_stats, grpo
 from workbench.advantages.rl_plus import BASELINE_ROWS, external_rows, on_policy_baseline
 from workbench.batch import RolloutBatch
-from workbench.transforms.ampo import AMPO_TITLE
+
+AMPO_TITLE = "More Than One Teacher: Adaptive Multi-Guidance Policy Optimization for Diverse Exploration"
 
 
 def check_ampo_advantage(*, allow_singletons="keep", **_) -> None:

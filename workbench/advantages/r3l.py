@@ -41,10 +41,23 @@ from workbench import registry
 from workbench.advantages.base import broadcast, sequence_rewards
 from workbench.advantages.group import keyed_normalize
 from workbench.batch import RolloutBatch
-from workbench.rollout.r3l import R3L_TITLE, SFT, row_role
 
 MODES = ("code", "paper")
+R3L_TITLE = ("R^3L: Reflect-then-Retry Reinforcement Learning with Language-Guided Exploration, Pivotal Credit, and "
+             "Positive Amplification")
+PIVOT, ROLE = "pivot", "r3l_role"  # the turn_info keys every row's steps carry (set by rollout:r3l)
+BASE, RETRY, SFT = "base", "retry", "sft"
 BASELINES = ("opmd", "grpo")
+
+
+def row_role(steps: list[dict]) -> str:
+    """A row's R3L role from its turn_info (a row of another rollout is a base row)."""
+    return steps[0].get(ROLE, BASE) if steps else BASE
+
+
+def row_pivot(steps: list[dict]) -> int:
+    """A row's k_pivot from its turn_info (0: nothing masked)."""
+    return int(steps[0].get(PIVOT, 0)) if steps else 0
 
 
 def check_r3l_advantage(*, mode="code", baseline="opmd", alpha=3.0, r_max=1.0, eps=1e-6) -> None:

@@ -24,7 +24,7 @@ import torch
 
 from workbench import registry
 from workbench.batch import RolloutBatch
-from workbench.rollout.r3l import R3L_TITLE, row_pivot
+from workbench.advantages.r3l import R3L_TITLE, row_pivot
 
 PIVOTAL_CREDIT_LOGS = {
     "filtered_frac/r3l": ("Share of rollouts left with no trained token by the pivot mask.",

@@ -24,7 +24,7 @@ from __future__ import annotations
 from workbench import registry
 from workbench.objectives.ppo import CLIP_LOGS
 from workbench.objectives.reinforce import reinforce
-from workbench.rollout.r3l import R3L_TITLE
+from workbench.advantages.r3l import R3L_TITLE
 
 
 def check_tau(*, tau=1.0, **_) -> None:

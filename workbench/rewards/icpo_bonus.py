@@ -24,10 +24,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import torch
-
 from workbench import registry
-from workbench.rollout.icpo import ICPO_TITLE
+
+ICPO_TITLE = "Think Outside the Policy: In-Context Steered Policy Optimization"
 
 ICPO_BONUS_LOGS = {
     "icpo/bonus": ("ICPO: the expert bonus beta max(0, 1 - t/T) a correct steered sample earns this step.",

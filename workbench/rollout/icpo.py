@@ -36,11 +36,11 @@ from dataclasses import replace
 import torch
 
 from workbench import registry
+from workbench.rewards.icpo_bonus import ICPO_TITLE
 from workbench.batch import concat
 from workbench.rollout.turns import TURNS_PROVIDES, turns
 from workbench.tasks.guidance import HintedTask, solution_actions
 
-ICPO_TITLE = "Think Outside the Policy: In-Context Steered Policy Optimization"
 ICL_TEMPLATE = "{hint}\n\n\nQuestion: {prompt}\nAnswer:"  # ICLPromptBuilder(w_inst=False, w_prefix=True)
 
 

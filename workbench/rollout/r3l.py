@@ -83,15 +83,12 @@ from dataclasses import dataclass, replace
 import torch
 
 from workbench import registry
+from workbench.advantages.r3l import BASE, PIVOT, R3L_TITLE, RETRY, ROLE, SFT
 from workbench.batch import RolloutBatch, concat
 from workbench.rollout.turns import TURNS_PROVIDES, Given, episode_batch, play, prompt_of, turns
 from workbench.tasks.guidance import check_template, hinted_copies, solution_actions
 
-R3L_TITLE = ("R^3L: Reflect-then-Retry Reinforcement Learning with Language-Guided Exploration, Pivotal Credit, and "
-             "Positive Amplification")
 R3L_TEMPLATE = "{hint}\n{prompt}"  # the guidance first, the question last (see the module docstring)
-PIVOT, ROLE = "pivot", "r3l_role"  # the turn_info keys every row's steps carry
-BASE, RETRY, SFT = "base", "retry", "sft"
 
 R3L_LOGS = {
     "r3l/retries": ("R3L: retried episodes per prompt this step (one per failed base episode).",
@@ -292,16 +289,6 @@ def with_roles(batch: RolloutBatch, role: str, pivots: list[int]) -> RolloutBatc
     """`batch` whose every row's steps carry its role and pivot (new dicts: rows copied from others share none)."""
     info = [[{**step, ROLE: role, PIVOT: k} for step in row] for row, k in zip(batch.turn_info, pivots, strict=True)]
     return replace(batch, turn_info=info)
-
-
-def row_role(steps: list[dict]) -> str:
-    """A row's R3L role from its turn_info (a row of another rollout is a base row)."""
-    return steps[0].get(ROLE, BASE) if steps else BASE
-
-
-def row_pivot(steps: list[dict]) -> int:
-    """A row's k_pivot from its turn_info (0: nothing masked)."""
-    return int(steps[0].get(PIVOT, 0)) if steps else 0
 
 
 def r3l_metrics(base: RolloutBatch, retried: RolloutBatch | None, pivots: list[int], n_examples: int,

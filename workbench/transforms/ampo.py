@@ -64,13 +64,13 @@ from dataclasses import dataclass, replace
 import torch
 
 from workbench import registry
+from workbench.advantages.ampo import AMPO_TITLE
 from workbench.batch import RolloutBatch, concat, replace_rows
 from workbench.rollout.offpolicy_guidance import reference_batch
 from workbench.tasks.base import Example, Task, WrappedTask
 from workbench.tasks.teachers import DEFAULT_POOL, check_teachers, teacher_solutions
 from workbench.transforms.vspo import total
 
-AMPO_TITLE = "More Than One Teacher: Adaptive Multi-Guidance Policy Optimization for Diverse Exploration"
 SCORE_A = ("policy", "zero")  # scoreA from the current policy each step (the card's), or 0 (the released script's)
 
 AMPO_LOGS = {

@@ -42,14 +42,17 @@ UNIT = ops.Denominators(num_tokens=1.0, num_seqs=1.0, norm_constant=1.0)  # aggr
 # Which objectives have a surface
 
 
-OWN_FIGURES = {"surrogate": "surface_grid (notebook 10)", "credit": "notebook 13", "preference": "notebook 08"}
+OWN_FIGURES = {"surrogate": "surface_grid (notebook 10)", "credit": "notebook 13", "preference": "notebook 08",
+               "rollout": "notebook 14 (rollouts and guidance: not written yet)"}
 
 
 def policy_objectives() -> list:
-    """Registered policy objectives (registry entries) outside families F2 and F4, sorted by key; new registrations
-    appear here. F2's objectives read inputs besides (r, A) (a token's entropy, GBPO's target, the off-policy flag,
-    ...): `surface_grid` draws them with those inputs as knobs (notebook 10). F4's act on a turn's or a
-    chunk's tokens together or regress values from the LM head (notebook 13). The `preference` objective applies a
+    """Registered policy objectives (registry entries) outside families F2, F4 and F5, sorted by key; new
+    registrations appear here. F2's objectives read inputs besides (r, A) (a token's entropy, GBPO's target, the
+    off-policy flag, ...): `surface_grid` draws them with those inputs as knobs (notebook 10). F4's act on a turn's or
+    a chunk's tokens together or regress values from the LM head (notebook 13). F5's train guided, teacher or
+    distilled tokens beside sampled ones (RL-PLUS's MIS ratio, SRPO's distillation over the vocabulary, R3L's
+    scaled REINFORCE): notebook 14. The `preference` objective applies a
     preference loss to whole items' summed log-probs (notebook 08 draws those losses). The critic's loss is a `value`
     component, not an objective, so every entry here takes logp first."""
     return [e for e in registry.entries("objective") if e.family not in OWN_FIGURES]

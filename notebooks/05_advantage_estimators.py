@@ -118,6 +118,9 @@ def make_batch(rewards, group, lengths, greedy):
     batch.temp_logp = -0.7 * batch.mask  # ... and at the temperature the row was re-sampled at
     batch.resampled = torch.zeros(batch.size, dtype=torch.bool)
     batch.resampled[(batch.group == 1).nonzero()[:1, 0]] = True  # AEPO: the first answer of group 1 was re-sampled
+    batch.offpolicy_mask = torch.zeros_like(batch.mask)  # RL-PLUS, AMPO: no external or teacher answer here
+    batch.parent = torch.full((batch.size,), -1)  # ARPO: every answer a root, nothing branched
+    batch.branch_turn = torch.zeros(batch.size, dtype=torch.long)
     return batch
 
 

@@ -10,13 +10,12 @@ import torch
 from tests.helpers import TINY, CallTask, metric_rows, resumes_exactly, run_task, step_context, task_for
 from tests.rollout.scripted import ScriptedEngine
 from workbench import registry
-from workbench.advantages.r3l import r3l_advantage
+from workbench.advantages.r3l import PIVOT, ROLE, r3l_advantage, row_pivot, row_role
 from workbench.masks.r3l import pivotal_credit
 from workbench.models import char_tokenizer
 from workbench.objectives.r3l import opmd_loss
 from workbench.rollout import Sampling
-from workbench.rollout.r3l import (PIVOT, ROLE, Reflection, pivot_turn, r3l_rollout, reflect, row_pivot, row_role,
-                                   verified_correction)
+from workbench.rollout.r3l import Reflection, pivot_turn, r3l_rollout, reflect, verified_correction
 from workbench.tasks import Example, get_task
 from workbench.train.config import make_config
 from workbench.train.glossary import unexplained

@@ -316,3 +316,17 @@ SKEWED_REF = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=D)
 
 def close(a, b, tol=1e-12):
     return torch.allclose(torch.as_tensor(a, dtype=D), torch.as_tensor(b, dtype=D), atol=tol, rtol=0)
+
+
+def no_solution_task():
+    """A task run through a TRL environment whose rows carry no target: nothing to hint from or teach with."""
+    from workbench.envs.trl import TRLTask
+
+    class Env:
+        def reset(self, **row):
+            return None
+
+        def get_reward(self):
+            return 0.0
+
+    return TRLTask(Env, [{"prompt": "p"}], eval_rows=[{"prompt": "q"}])

@@ -69,3 +69,17 @@ def gridworld_policy(examples, rng, p_best: float = 0.6):
         return best[0] if rng.random() < p_best else rng.choice("UDLR")
 
     return policy
+
+
+class PromptSpy:
+    """An engine that records the prompts `generate` is asked to continue, then lets `engine` continue them."""
+
+    def __init__(self, engine):
+        self.engine, self.prompts = engine, []
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def generate(self, prompts, **kw):
+        self.prompts.append(list(prompts))
+        return self.engine.generate(prompts, **kw)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from tests.helpers import TINY, metric_rows, resumes_exactly
+from tests.rollout.scripted import PromptSpy
 from workbench import registry
 from workbench.rollout import Sampling, turns
 from workbench.rollout.icpo import ICL_TEMPLATE, demonstration, icpo_rollout
@@ -14,20 +15,6 @@ from workbench.train.config import make_config
 from workbench.train.trainer import Trainer
 
 pytestmark = pytest.mark.covers("icpo")
-
-
-class Spy:
-    """An engine that records the prompts it is asked to continue."""
-
-    def __init__(self, engine):
-        self.engine, self.prompts = engine, []
-
-    def __getattr__(self, name):
-        return getattr(self.engine, name)
-
-    def generate(self, prompts, **kw):
-        self.prompts.append(list(prompts))
-        return self.engine.generate(prompts, **kw)
 
 
 def test_registered_with_the_references_counts():
@@ -39,7 +26,7 @@ def test_registered_with_the_references_counts():
 def test_the_last_row_of_each_group_is_steered_and_trained_under_the_plain_prompt(engine):
     task, G = get_task("addition"), 4
     examples = task.sample(3, random.Random(0))
-    spy = Spy(engine)
+    spy = PromptSpy(engine)
     torch.manual_seed(0)
     batch = icpo_rollout(spy, task, examples, group_size=G, sampling=Sampling(6), ctx=None)
     assert batch.group.tolist() == [g for g in range(3) for _ in range(G)]

@@ -7,7 +7,8 @@ import random
 import pytest
 import torch
 
-from tests.helpers import TINY, CallTask, metric_rows, resumes_exactly, run_task, step_context, task_for
+from tests.helpers import (TINY, CallTask, metric_rows, no_solution_task, resumes_exactly, run_task, step_context,
+                           task_for)
 from tests.rollout.scripted import ScriptedEngine
 from workbench import registry
 from workbench.advantages.r3l import PIVOT, ROLE, r3l_advantage, row_pivot, row_role
@@ -193,19 +194,10 @@ def test_bad_settings_are_refused_before_training(tmp_path, overrides, match):
 
 def test_a_task_without_solutions_is_refused_at_start(tmp_path):
     """The pivot's second rule reads the task's solution: a task without one is refused before anything trains."""
-    from workbench.envs.trl import TRLTask
-
-    class Env:
-        def reset(self, **row):
-            return None
-
-        def get_reward(self):
-            return 0.0
-
     config, _ = task_for("r3l", **TINY)
     trainer = Trainer(make_config("smoke", recipe="r3l", **config), tmp_path / "run", progress=False)
     with pytest.raises(ValueError, match=r"rollout:r3l needs a solution per example .* task 'trl' has none\. "):
-        trainer.pipeline.check_task(TRLTask(Env, [{"prompt": "p"}], eval_rows=[{"prompt": "q"}]))  # as run_task does
+        trainer.pipeline.check_task(no_solution_task())  # as run_task does
     assert not (tmp_path / "run").exists()
 
 

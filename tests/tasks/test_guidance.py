@@ -4,8 +4,7 @@ import random
 
 import pytest
 
-from tests.helpers import DigitFirst
-from workbench.envs.trl import TRLTask
+from tests.helpers import DigitFirst, no_solution_task
 from workbench.tasks import get_task
 from workbench.tasks.guidance import (GHPO_TEMPLATE, HintedTask, check_template, has_solutions, solution_actions,
                                       solution_hint, with_hint)
@@ -85,14 +84,7 @@ def test_solutions_are_the_expert_actions_and_a_task_without_one_has_none():
         [get_task("addition").eval_set(1)[0].target]
     assert has_solutions(get_task("calculator")) and has_solutions(DigitFirst())
 
-    class NoFactory:
-        def reset(self, **row):
-            return None
-
-        def get_reward(self):
-            return 0.0
-
-    no_target = TRLTask(NoFactory, [{"prompt": "p"}], eval_rows=[{"prompt": "q"}])
+    no_target = no_solution_task()
     assert not has_solutions(no_target)
     with pytest.raises(ValueError, match=r"task 'trl' has no solution for 'q'.*a target, or an expert trajectory"):
         solution_actions(no_target, no_target.eval_set()[0])

@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from tests.helpers import TINY, metric_rows, resumes_exactly
+from tests.helpers import TINY, metric_rows, no_solution_task, resumes_exactly
 from workbench import registry
 from workbench.advantages.ampo import ampo_advantage
 from workbench.advantages.group import grpo
@@ -207,19 +207,10 @@ def test_bad_settings_are_refused_before_training(tmp_path, kw, match):
 
 
 def test_a_task_without_solutions_is_refused_at_start(tmp_path):
-    from workbench.envs.trl import TRLTask
-
-    class Env:
-        def reset(self, **row):
-            return None
-
-        def get_reward(self):
-            return 0.0
-
     trainer = Trainer(make_config("smoke", recipe="ampo", **TINY), tmp_path / "run", progress=False)
     with pytest.raises(ValueError, match=r"group_transform:ampo needs a solution per example .* task 'trl' has none\. "
                                          r"Train it on a task that does: --task .*addition"):
-        trainer.pipeline.check_task(TRLTask(Env, [{"prompt": "p"}], eval_rows=[{"prompt": "q"}]))  # as run_task does
+        trainer.pipeline.check_task(no_solution_task())  # as run_task does
     assert not (tmp_path / "run").exists()
 
 

@@ -6,7 +6,8 @@ import random
 import pytest
 import torch
 
-from tests.helpers import TINY, D, DigitFirst, metric_rows, random_batch, resumes_exactly
+from tests.helpers import TINY, D, DigitFirst, metric_rows, no_solution_task, random_batch, resumes_exactly
+from tests.rollout.scripted import PromptSpy
 from workbench import registry
 from workbench.advantages.group import grpo
 from workbench.batch import RolloutBatch
@@ -191,25 +192,11 @@ def test_catalog_3_the_weight_on_a_refinement_token_is_gamma_p_1_minus_p_over_p_
     assert g[2].item() == pytest.approx(gamma * p * (1 - p) / (p + gamma) ** 2, rel=1e-10)
 
 
-class Spy:
-    """An engine that records the prompts it is asked to continue."""
-
-    def __init__(self, engine):
-        self.engine, self.prompts = engine, []
-
-    def __getattr__(self, name):
-        return getattr(self.engine, name)
-
-    def generate(self, prompts, **kw):
-        self.prompts.append(list(prompts))
-        return self.engine.generate(prompts, **kw)
-
-
 def test_with_the_tiny_model_refinements_are_sampled_hinted_and_trained_plain():
     """The real rollout: the refinements are sampled from the refinement prompts (one per row) and the row that joins
     the group carries the group's plain prompt ids, so the training forward never sees the critique."""
     model, tokenizer = build_tiny(seed=0)
-    engine = Spy(HFEngine(model, tokenizer))
+    engine = PromptSpy(HFEngine(model, tokenizer))
     task = get_task("addition")
     examples = task.sample(2, random.Random(0))
     torch.manual_seed(0)
@@ -251,18 +238,9 @@ def test_bad_settings_are_refused_before_training(tmp_path, kw, match):
 
 
 def test_a_task_without_solutions_is_refused_at_start(tmp_path):
-    from workbench.envs.trl import TRLTask
-
-    class Env:
-        def reset(self, **row):
-            return None
-
-        def get_reward(self):
-            return 0.0
-
     trainer = Trainer(make_config("smoke", recipe="critique-grpo", **TINY), tmp_path / "run", progress=False)
     with pytest.raises(ValueError, match=r"group_transform:critique-grpo needs a solution per example"):
-        trainer.pipeline.check_task(TRLTask(Env, [{"prompt": "p"}], eval_rows=[{"prompt": "q"}]))
+        trainer.pipeline.check_task(no_solution_task())
     assert not (tmp_path / "run").exists()
 
 

@@ -38,8 +38,8 @@ def test_the_last_row_of_each_group_is_steered_and_trained_under_the_plain_promp
     assert plain_prompts == [e.prompt for e in examples]
     for example, prompt in zip(examples, steering):
         demo, question = prompt.split("\n\n\n")
-        assert question == f"Question: {example.prompt}\nAnswer:" and prompt == ICL_TEMPLATE.format(hint=demo,
-                                                                                                      prompt=example.prompt)
+        assert question == f"Question: {example.prompt}\nAnswer:"
+        assert prompt == ICL_TEMPLATE.format(hint=demo, prompt=example.prompt)
         assert demo.startswith("Question: ") and example.prompt not in demo  # another example, solved
         q, a = demo.removeprefix("Question: ").split("\nAnswer: ")
         x, y = q.rstrip("=").split("+")
@@ -65,7 +65,8 @@ def test_no_steered_sample_is_the_plain_rollout(engine):
 def test_a_demonstration_is_the_references_format():
     task = get_task("calculator")
     example = task.eval_set(1)[0]
-    assert demonstration(task, example) == f"Question: {example.prompt}\nAnswer: {''.join(task.expert_actions(example))}"
+    solution = "".join(task.expert_actions(example))
+    assert demonstration(task, example) == f"Question: {example.prompt}\nAnswer: {solution}"
 
 
 @pytest.mark.parametrize("override, match", [

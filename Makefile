@@ -75,6 +75,7 @@ bench: install
 	$(BIN)/python bench/bench_cli.py
 	$(BIN)/python bench/bench_tiny.py
 	$(BIN)/python bench/bench_engines.py
+	$(BIN)/python bench/bench_gemm.py
 	$(BIN)/python bench/bench_vs_trl.py
 	$(BIN)/python bench/bench_parsers.py
 

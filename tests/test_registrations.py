@@ -69,5 +69,22 @@ def test_a_registration_that_needs_running_is_refused_naming_it(tmp_path):
         def computed(completions): ...
         ''')
     with pytest.raises(ValueError, match=r"workbench/rewards/computed\.py:4: the summary of this registration cannot "
-                                         r"be read .* write it as a string literal or a module-level string constant"):
+                                         r"be read .* write it as a string literal, a module-level string constant or "
+                                         r"a sum of those"):
         registrations.read(tmp_path)
+
+
+def test_a_summary_may_add_constants_of_its_module_and_of_other_workbench_modules(tmp_path):
+    write(tmp_path, "rewards/summed.py", '''
+        from workbench import registry
+        from workbench.tasks.guidance import TOY_CRITIQUE as CRITIQUE
+
+        OWN = " Own."
+
+        @registry.reward("summed", title="T", summary="Start." + OWN + CRITIQUE)
+        def summed(completions): ...
+        ''')
+    from workbench.tasks.guidance import TOY_CRITIQUE
+
+    [found] = registrations.read(tmp_path)
+    assert found.summary == "Start. Own." + TOY_CRITIQUE

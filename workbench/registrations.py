@@ -8,6 +8,9 @@ entry by entry):
     @registry.advantage("grpo", title=..., summary=..., ...)    a decorated function or class; the key may be a
     def grpo(batch, *, eps=1e-6): ...                            module-level string constant (KEY = "fapo")
     define(Recipe(key="grpo", title=..., summary=..., ...))     a recipe (`workbench.recipes.base.define`)
+
+A string is a literal, a module-level constant, a constant imported from another workbench module
+(`from workbench.tasks.guidance import TOY_SOLUTION`), or a sum of those ("..." + TOY_SOLUTION).
 """
 from __future__ import annotations
 
@@ -71,6 +74,12 @@ def file_registrations(path: Path, root: Path = ROOT) -> list[Registration]:
     return found
 
 
+def imported_module(module: str) -> "ModuleSource":
+    """The parsed source of `workbench.x.y` (for the constants a registration imports from it)."""
+    path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+    return ModuleSource(path.relative_to(ROOT).as_posix(), ast.parse(path.read_text(encoding="utf-8")))
+
+
 def registry_kind(node: ast.expr) -> str | None:
     """The kind of a `@registry.<kind>(...)` decorator; None for any other."""
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in registry.KINDS
@@ -96,18 +105,32 @@ class ModuleSource:
         self.path = path
         self.constants = {target.id: node.value for node in tree.body if isinstance(node, ast.Assign)
                           for target in node.targets if isinstance(target, ast.Name)}
+        self.imported = {alias.asname or alias.name: (node.module, alias.name) for node in tree.body
+                         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("workbench.")
+                         for alias in node.names}
 
     def value(self, node: ast.expr | None, what: str, line: int) -> str:
-        """A string the registration writes as a literal or as a module-level constant."""
+        """A string the registration writes (module docstring: literals, constants and their sums)."""
         try:
-            value = ast.literal_eval(self.constants.get(node.id, node) if isinstance(node, ast.Name) else node)
-        except (ValueError, TypeError, SyntaxError):
+            value = self.evaluate(node)
+        except (ValueError, TypeError, SyntaxError, OSError):
             value = None
         if not isinstance(value, str):
             raise ValueError(f"{self.path}:{line}: the {what} of this registration cannot be read without running "
-                             "the module (workbench list reads the source); write it as a string literal or a "
-                             "module-level string constant")
+                             "the module (workbench list reads the source); write it as a string literal, a "
+                             "module-level string constant or a sum of those")
         return value
+
+    def evaluate(self, node: ast.expr | None):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return self.evaluate(node.left) + self.evaluate(node.right)
+        if isinstance(node, ast.Name) and node.id in self.constants:
+            return self.evaluate(self.constants[node.id])
+        if isinstance(node, ast.Name) and node.id in self.imported:
+            module, name = self.imported[node.id]
+            other = imported_module(module)
+            return other.evaluate(ast.Name(name))
+        return ast.literal_eval(node)
 
     def registration(self, kind: str, key_node, keywords: list[ast.keyword], line: int,
                      family: str | None = None) -> Registration:

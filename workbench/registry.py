@@ -45,6 +45,10 @@ NEEDS = {
     "solution": "a solution per example to hint from or prefix with (`Task.expert_actions`: a target or an expert "
                 "trajectory)",
 }
+# What a component may need of the rollout engine (`Entry.needs` too), checked against `config.engine` at start
+ENGINE_NEEDS = {
+    "topk_logprobs": "the rollout engine's top-k log-probs of every sampled token (`Generation.topk_logp`)",
+}
 # Run-level coefficients, one name each: the config field, the CLI's --set NAME=X and the logged metric when a
 # controller drives it. A component declares which of its parameters is one (`Entry.coefficients`).
 COEFFICIENTS = {
@@ -107,7 +111,7 @@ class Entry:
     provides: tuple = ()             # batch fields it fills
     state: Callable | None = None    # state(**hp) -> initial state kept by the pipeline (checkpointed)
     targets: Callable | None = None  # advantage: targets(batch, **hp) -> (returns, value_mask) for a critic
-    needs: tuple = ()                # what the task must offer (`NEEDS`): multi-turn episodes, copyable envs, ...
+    needs: tuple = ()                # what the task (`NEEDS`: multi-turn, copyable envs, ...) or engine must offer
     plan: Callable | None = None     # objective: plan(batch, **hp) -> [B, T] masks, one optimizer step each, in
     #                                  order, gradient through the mask's tokens only (None: one step, every token)
     whole_groups: bool = False       # objective: its loss reads a group's rows together (a preference pair), so
@@ -209,9 +213,10 @@ def register(kind: str, key: str, *, title: str, summary: str, equation: str = "
     if bad:
         raise ValueError(f"{kind} {key!r} declares coefficients {bad}; run coefficients are {sorted(COEFFICIENTS)}")
     declared = metrics(logs, f"{kind} {key!r}")
-    unknown = sorted(set(needs) - set(NEEDS))
+    unknown = sorted(set(needs) - set(NEEDS) - set(ENGINE_NEEDS))
     if unknown:
-        raise ValueError(f"{kind} {key!r} needs {unknown}, which are not task capabilities; known: {sorted(NEEDS)}")
+        raise ValueError(f"{kind} {key!r} needs {unknown}, which are not task or engine capabilities; known: "
+                         f"{sorted(NEEDS) + sorted(ENGINE_NEEDS)}")
     family, confidence = catalog_labels(key, family, confidence)
 
     def wrap(fn):

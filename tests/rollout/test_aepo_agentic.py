@@ -172,7 +172,7 @@ def test_the_recipe_is_the_rollout_with_the_aepo_agentic_clip_loss():
         (clip.advantage, clip.objective, clip.agg, clip.regularizers)
     entry = registry.get("rollout", "aepo-agentic")
     assert entry.defaults["branch_penalty"] == 0.5 and entry.defaults["balance_beta"] == 1.0
-    assert entry.confidence == "partial" and entry.needs == ("multi_turn", "env_copy")
+    assert entry.confidence == "partial" and entry.needs == ("multi_turn", "env_copy", "topk_logprobs")
 
 
 def test_the_recipe_trains_and_resumes_exactly_on_the_calculator(tmp_path):

@@ -409,6 +409,17 @@ def test_an_engine_without_top_k_log_probs_is_refused():
         object.__new__(VLLMEngine))
 
 
+@pytest.mark.parametrize("recipe", ["arpo-agentic", "aepo-agentic"])
+def test_the_vllm_engine_is_refused_at_start_naming_the_fix(recipe, tmp_path):
+    """Before the warm start, not at the first rollout: vLLM reports no top-k log-probs to measure entropy from."""
+    config = make_config("smoke", recipe=recipe, **{**CALCULATOR, "engine": "vllm"})
+    with pytest.raises(ValueError, match=rf"recipe '{recipe}': rollout:{recipe} needs the rollout engine's top-k "
+                                         r"log-probs of every sampled token .*, which engine='vllm' does not report; "
+                                         r"use engine='hf'"):
+        Trainer(config, tmp_path, progress=False)
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
 def test_streaks_count_consecutive_branches_on_a_path():
     """`branch_round` bookkeeping (AEPO's c): a row that branches extends its streak and hands it to the branch; a
     running row that does not branch resets it."""
@@ -430,7 +441,7 @@ def test_the_recipe_is_grpo_over_the_branching_rollout_as_the_scripts_run_it():
     assert recipe.objective.kw == {"eps_low": 0.2, "eps_high": 0.2, "dual_clip_c": 3.0} and recipe.agg == "token-mean"
     defaults = registry.get("rollout", "arpo-agentic").defaults
     assert defaults["beam_size"] == 2 and defaults["branch_probability"] == 0.5 and defaults["entropy_weight"] == 0.5
-    assert registry.get("rollout", "arpo-agentic").needs == ("multi_turn", "env_copy")
+    assert registry.get("rollout", "arpo-agentic").needs == ("multi_turn", "env_copy", "topk_logprobs")
     Pipeline(Recipe(key="hard", title="t", summary="s", rollout="arpo-agentic",
                     advantage=["grpo", "arpo-agentic"]))  # the hard attribution reads what the rollout provides
 

@@ -4,13 +4,14 @@ from workbench.recipes.canonical import GRPO
 from workbench.rollout.igrpo import IGRPO_TITLE
 from workbench.rollout.r3l import R3L_TITLE
 from workbench.transforms.critique_grpo import COMPACT_TEMPLATE, CRITIQUE_GRPO_TITLE
+from workbench.tasks.guidance import TOY_CRITIQUE
 
 define(Recipe(
     key="critique-grpo", title=CRITIQUE_GRPO_TITLE,
     summary="Each sampled response gets a critique with the ground truth and one refinement conditioned on it; the "
             "first correct refinement replaces the group's first row, trained under the plain question through "
             "-A p/(p + 0.1); initial responses by PPO-clip 0.2; A = R - mean, no std; token mean; entropy bonus "
-            "0.001, no KL.",
+            "0.001, no KL." + TOY_CRITIQUE,
     # zhangxy-2019/critique-GRPO @ e8f03a2, script verl/examples/grpo_trainer/
     # run_open_r1_math4k-qwen3-8b-base-critique_simple_gt_online.sh (line numbers below are its):
     # CRITIQUE_TYPE="simple_gt" (L46); one refinement per group (n_prefix 1: the run's name "rollout7_critique_1");
@@ -44,7 +45,7 @@ define(Recipe(
             "up to its pivot turn and retried with the diagnosis in the prompt, then trained under the plain prompt "
             "(turns before the pivot masked in both); verified corrections also train under the guided prompt with "
             "A = 1. OPMD advantage R - mean, successes 1.0, other positives x3; -A log pi / 2, token mean, k2 KL "
-            "0.001. The runs: N = 8, lr 1e-6 (--set group_size=8 lr=1e-6).",
+            "0.001. The runs: N = 8, lr 1e-6 (--set group_size=8 lr=1e-6)." + TOY_CRITIQUE,
     # shiweijiezero/R3L @ d503f6c, examples/R3L/alfworld/opmd_R3L_1.5B.yaml: workflow R3L_alfworld_workflow (L39),
     # repeat_times 8 (L6, the run setting N = group_size), optimizer lr 1e-6 (L8, a run setting); the workflow's
     # n // 2 base rollouts, retries and D_retry rows: workbench/rollout/r3l.py

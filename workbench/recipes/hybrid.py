@@ -2,13 +2,14 @@
 from workbench.advantages.rl_plus import RL_PLUS_TITLE
 from workbench.recipes.base import Recipe, define, use
 from workbench.transforms.ampo import AMPO_TITLE
+from workbench.tasks.guidance import TOY_SOLUTION, TOY_TEACHER
 
 define(Recipe(
     key="rl-plus", title=RL_PLUS_TITLE,
     summary="RL-PLUS: one of the G responses per prompt is the task's reference solution; advantage R minus the mean "
             "of the on-policy samples, no std; unclipped -A r on sampled tokens, the MIS ratio "
             "2 pi / (pi_old + (pi_old + 1)/2) times A (1 - sg pi)^0.5 on the reference's; constant-normalized token "
-            "sum, entropy bonus 0.001, no KL.",
+            "sum, entropy bonus 0.001, no KL." + TOY_SOLUTION,
     # YihongDong/RL-PLUS @ eb4aa4d, exp_scripts/train_RL-PLUS.sh:
     #   rollout: n=8 (L56) with n_prefix=1 (L75) and min/max_prefix_ratio=1.0 (L76-77): one of the G rows is the whole
     #     external solution -> rollout `policy-shaping` (G - 1 samples + the reference solution)
@@ -27,7 +28,8 @@ define(Recipe(
     summary="AMPO: a group whose samples all fail gets up to 2 teacher solutions (of a pool of 4 exact solvers) in "
             "place of failed samples, those whose reasoning most raises the policy's probability of the answer; "
             "on-policy-only group z-score (std 0 read as 1); teacher tokens trained by -A p/(p + 0.1), sampled ones "
-            "by dual-clip PPO (0.2 / 0.2, c = 10); constant-normalized token sum, entropy bonus 0.001, no KL.",
+            "by dual-clip PPO (0.2 / 0.2, c = 10); constant-normalized token sum, entropy bonus 0.001, no KL."
+            + TOY_TEACHER,
     # SII-Enigma/AMPO @ b88d365, exp_scripts/train_ampo.sh:
     #   group_transforms: injection_strategy='adaptive' (L35) with the code's threshold 1/n (mix_dapo_trainer.py
     #     L1391): only groups without a correct sample; num_off_policy_targets=2 (L25) -> k=2;

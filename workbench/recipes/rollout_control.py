@@ -5,6 +5,7 @@ from workbench.recipes.base import Recipe, define, use
 from workbench.recipes.entropy_control import LOW_VAR_KL
 from workbench.rollout.arpo import ARPO_TITLE
 from workbench.schedules.scalinginter import BABYAI_ROUNDS, STEPS_SCALING_INTER, TITLE as SCALINGINTER_TITLE
+from workbench.tasks.guidance import TOY_SOLUTION
 
 # AgentGym-RL @ 82402a9, examples/train/ScalingInter-RL/babyai_train.sh with verl's ppo_trainer.yaml defaults: GRPO
 # (gamma = lam = 1 are implicit: the outcome z-score has no discounting), clip 0.2, token mean, low_var_kl 0.001 in the
@@ -27,7 +28,7 @@ define(Recipe(
     key="xrpo", title=XRPO_TITLE,
     summary="XRPO: 2 samples per prompt, the rest of the G-per-prompt budget in 2 rounds to the prompts of highest "
             "priority (CI shrinkage + lambda 0.1 exploration bonus), solved exemplars in context for prompts with "
-            "no success; GRPO plus the novelty-sharpening advantage (lambda 1, kappa 0.5), k3 KL.",
+            "no success; GRPO plus the novelty-sharpening advantage (lambda 1, kappa 0.5), k3 KL." + TOY_SOLUTION,
     # secondary sources only (no official code): the rollout half's constants and the sharpening half's are the
     # catalog's start values; the KL as the grpo recipe's
     rollout="xrpo", advantage=[use("grpo", allow_singletons=True), use("xrpo-sharpening", lam=1.0, kappa=0.5)],

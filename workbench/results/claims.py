@@ -31,10 +31,6 @@ class Claim:
     reading: str = ""        # what explains the verdict, when we know (shown with it)
 
 
-NO_STALL_SETTING = ("these methods act on prompts plain GRPO cannot solve (all rewards 0: no signal), and our stored "
-                    "settings give GRPO a signal on most prompts; the setting where it stalls (a task knob at which the "
-                    "warm start solves < 5 %) and the comparison there are not built yet (issue 25, part 2)")
-
 PAIRS_READING = ("the pairs (the right answer against it with one digit changed) are already ranked by the warm start "
                  "(92-99%); the margin grows by pushing both answers down, which costs exact answers; no setting of "
                  "about 60 tried (lr, beta, pairs, steps, warm start) avoided it")
@@ -533,32 +529,46 @@ CLAIMS = (
           why_not="its toy task (act) is new and has no warm start of its own yet; not run in a comparison"),
     Claim("apo-a2fm", "Mode-stratified sampling with a cost-regularized reward picks cheap modes at equal accuracy.",
           why_not=NO_AGENT),
-    # F5 part 1: rollout control and guidance. These methods act where plain GRPO stalls (prompts it never solves);
-    # the stall comparison that tests them is issue 25's next step.
-    *(Claim(key, claim, why_not=NO_STALL_SETTING) for key, claim in (
-        ("arpo-agentic", "Branching after tool calls when entropy rises beats trajectory-level sampling at the same "
-                         "rollout budget, with fewer tool calls."),
-        ("aepo-agentic", "Splitting the budget by entropy and penalising consecutive high-entropy branches beats "
-                         "ARPO."),
-        ("xrpo", "Giving extra rollouts to uncertain prompts and exemplars to unsolved ones beats GRPO at the same "
-                 "budget."),
-        ("scalinginter-rl", "A turn cap that grows in stages trains better long-horizon agents than a fixed one."),
-        ("pope", "Guided copies of hard problems let RL learn problems GRPO never solves, and the gain transfers to "
-                 "the unguided problems."),
-        ("prefixrl", "RL on problems prefixed with part of a solution raises accuracy on the unprefixed problems."),
-        ("ghpo", "Escalating solution hints on all-wrong groups gives GRPO a signal on hard prompts and raises "
-                 "accuracy."),
-        ("scaf-grpo", "The least hint that solves a learning-cliff prompt raises accuracy over GRPO on hard "
-                      "problems."),
-        ("ampo", "Teachers only when the policy fails raise accuracy and keep pass@k above GRPO's."),
-        ("icpo", "Samples steered by a solved example, trained under the plain prompt, beat GRPO without an expert "
-                 "model."),
-        ("rl-plus", "External solutions trained with a multiple-importance ratio widen pass@k where GRPO narrows it."),
-        ("critique-grpo", "Refinements after a critique raise accuracy over GRPO with the reward alone."),
-        ("r3l", "Retries from the pivot with language guidance and pivotal credit beat GRPO on multi-turn tasks."),
-        ("igrpo", "Conditioning the group on the best of its own drafts beats GRPO at the same budget."),
-        ("srpo-route", "Failed samples distilled from a teacher that saw a correct sibling, correct ones by GRPO, "
-                       "learn faster than either alone."))),
+    # F5 part 1: rollout control and guidance, where plain GRPO stalls (f5-stall-addition: one-turn;
+    # f5-stall-calculator: tool episodes). Claims about accuracy read held-out pass@1 (greedy is 0 almost everywhere
+    # here); claims about pass@k read pass@8 (addition) or pass@4 (calculator).
+    Claim("arpo-agentic", "Branching after tool calls when entropy rises beats trajectory-level sampling at the same "
+          "rollout budget, with fewer tool calls.", "f5-stall-calculator", metric="pass@1_after"),
+    Claim("aepo-agentic", "Splitting the budget by entropy and penalising consecutive high-entropy branches beats "
+          "ARPO.", "f5-stall-calculator", metric="pass@1_after", baseline="arpo-agentic"),
+    Claim("xrpo", "Giving extra rollouts to uncertain prompts and exemplars to unsolved ones beats GRPO at the same "
+          "budget.", "f5-stall-addition", metric="pass@1_after"),
+    Claim("scalinginter-rl", "A turn cap that grows in stages trains better long-horizon agents than a fixed one.",
+          "f5-horizon-keydoor", metric="pass@1_after"),
+    Claim("pope", "Guided copies of hard problems let RL learn problems GRPO never solves, and the gain transfers to "
+          "the unguided problems.", "f5-stall-addition", metric="pass@k_after"),
+    Claim("pope", "(on tool episodes) ... the same, where the guide is the start of the expert's episode.",
+          "f5-stall-calculator", metric="pass@k_after"),
+    Claim("prefixrl", "RL on problems prefixed with part of a solution raises accuracy on the unprefixed problems.",
+          "f5-stall-addition", metric="pass@1_after"),
+    Claim("prefixrl", "(on tool episodes) ... with the expert's first turns replayed as the prefix.",
+          "f5-stall-calculator", metric="pass@1_after"),
+    Claim("ghpo", "Escalating solution hints on all-wrong groups gives GRPO a signal on hard prompts and raises "
+          "accuracy.", "f5-stall-addition", metric="pass@1_after"),
+    Claim("scaf-grpo", "The least hint that solves a learning-cliff prompt raises accuracy over GRPO on hard "
+          "problems.", "f5-stall-addition", metric="pass@1_after"),
+    Claim("ampo", "Teachers only when the policy fails raise accuracy and keep pass@k above GRPO's.",
+          "f5-stall-addition", metric="pass@1_after"),
+    Claim("ampo", "(same paper) ... and keep pass@k above GRPO's.", "f5-stall-addition", metric="pass@k_after"),
+    Claim("icpo", "Samples steered by a solved example, trained under the plain prompt, beat GRPO without an expert "
+          "model.", "f5-stall-addition", metric="pass@1_after"),
+    Claim("rl-plus", "External solutions trained with a multiple-importance ratio widen pass@k where GRPO narrows it.",
+          "f5-stall-addition", metric="pass@k_after"),
+    Claim("critique-grpo", "Refinements after a critique raise accuracy over GRPO with the reward alone.",
+          "f5-stall-addition", metric="pass@1_after"),
+    Claim("r3l", "Retries from the pivot with language guidance and pivotal credit beat GRPO on multi-turn tasks.",
+          "f5-stall-calculator", metric="pass@1_after"),
+    Claim("r3l", "(on one-turn answers, where the pivot is the first token) ... and on one-turn tasks.",
+          "f5-stall-addition", metric="pass@1_after"),
+    Claim("igrpo", "Conditioning the group on the best of its own drafts beats GRPO at the same budget.",
+          "f5-stall-addition", metric="pass@1_after"),
+    Claim("srpo-route", "Failed samples distilled from a teacher that saw a correct sibling, correct ones by GRPO, "
+          "learn faster than either alone.", "f5-stall-addition", metric="pass@1_after"),
 )
 
 

@@ -210,6 +210,40 @@ COMPARISONS = {
         question="Does the policy game a reward model's length bias (longer, truncated, less often right), and do "
                  "CGPO's format and length judges stop it, with a length threshold above or below the longest right "
                  "answer?"),
+    # F5 part 1, where plain GRPO stalls: prompts the warm start almost never solves. The task knobs tried first put
+    # addition beyond what the tiny model learns at all (digits=3 after 600 SFT steps: greedy 0.00, pass@1 0.004, and
+    # 200 RL steps of rl-plus's reference rows move nothing), so the stall is made by the warm start's budget on a task
+    # it can learn: 100 SFT steps on 2-digit addition leave greedy 0.00, sampled pass@1 0.022, pass@8 0.18 (seed 0),
+    # most groups all wrong. Every recipe from the same warm start and lr (3e-4, F2_SETS'), each with its paper's loss.
+    "f5-stall-addition": Comparison(
+        recipes=("grpo", "ghpo", "scaf-grpo", "pope", "prefixrl", "icpo", "xrpo", "rl-plus", "ampo", "critique-grpo",
+                 "igrpo", "r3l", "srpo-route"),
+        task="addition", seeds=3,
+        sets=("sft_steps=100", "lr=3e-4", "steps=100", "pass_k=8", "eval_every=50", "eval_size=100",
+              "checkpoint_every=50"),
+        question="Where the warm start solves almost no prompt (2% sampled, most groups all wrong), do hints, "
+                 "prefixes, demonstrations, teachers, critiques or retries raise held-out pass@1 and pass@8 above "
+                 "GRPO's?"),
+    # The multi-turn stall: calculator episodes (5 operands: 4 tool calls, then the answer) after 400 SFT steps leave
+    # greedy 0.00, sampled pass@1 0.004 and pass@8 0.03 (seed 0; 600 steps give 0.25), and 60 GRPO steps of 8
+    # episodes x G = 8 see no reward at all (seed 0). The branching rollouts (their budget is the same G rows a
+    # prompt) and the guidance keys that work on tool episodes, from that warm start and lr 3e-4.
+    "f5-stall-calculator": Comparison(
+        recipes=("grpo", "arpo-agentic", "aepo-agentic", "prefixrl", "pope", "r3l"), task="calculator", seeds=3,
+        sets=("sft_steps=400", "lr=3e-4", "steps=60", "prompts_per_step=8", "max_new_tokens=16", "pass_k=4",
+              "eval_every=30", "eval_size=100", "checkpoint_every=30"),
+        question="Where tool episodes almost never succeed, do entropy-triggered branches, solution prefixes or "
+                 "retries from the pivot give the policy a signal and raise held-out pass@1 and pass@4 above GRPO's?"),
+    # ScalingInter-RL's turn cap needs episodes that can end sooner than they may last: the key-door corridors of
+    # f4-keydoor (3-5 rooms: 5-7 turns at best, 9 allowed) in its setting, the cap 5 / 7 / 9 turns over steps
+    # 0-13 / 14-27 / 28-39 (at 5 only the 3-room corridors can be solved), against GRPO's fixed 9.
+    "f5-horizon-keydoor": Comparison(
+        recipes=("grpo", "scalinginter-rl"), task="keydoor", seeds=3,
+        sets=("sft_steps=30", *F4_SETS),
+        recipe_sets={"scalinginter-rl": ("recipe_overrides.schedules.rounds=[5,7,9]",
+                                         "recipe_overrides.schedules.every=14")},
+        question="Does a turn cap that grows in stages (5, 7, then 9 turns) train the key-door agent better than "
+                 "GRPO with the whole horizon from the start?"),
     # A real pretrained model on this CPU (the small preset): SmolLM2-135M-Instruct, no SFT, 1-digit products asked
     # in words, the reply's last number as its answer. TRL's GRPOTrainer from the same start is its peer
     # (bench/peer_trl.py --store small-products -> small-products-trl.jsonl).

@@ -92,7 +92,7 @@ def check_aepo(*, global_rollouts=None, balance_beta=1.0, branch_penalty=0.5, gr
             "consecutive branches on a path (lambda = 0.5, beta = 1).",
     equation=r"m = k\,\sigma\big(\beta\,(H_{root} - \bar H_{tool})\big),\quad "
              r"P' = \mathrm{clip}(\tau + w\,\Delta H, 0, 1)\,\lambda^{c}",
-    reads=(), provides=ARPO_PROVIDES, needs=("multi_turn", "env_copy"), logs=AEPO_LOGS, check=check_aepo)
+    reads=(), provides=ARPO_PROVIDES, needs=("multi_turn", "env_copy", "topk_logprobs"), logs=AEPO_LOGS, check=check_aepo)
 def aepo_rollout(engine, task, examples, *, group_size: int, sampling, ctx=None, global_rollouts=None,
                  balance_beta=1.0, branch_penalty=0.5, beam_size=2, branch_probability=0.5, entropy_weight=0.5,
                  entropy_tokens=ENTROPY_TOKENS, logprobs=LOGPROBS, max_turns=None,

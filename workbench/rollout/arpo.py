@@ -348,7 +348,7 @@ def step_rng(ctx) -> random.Random:
     equation=r"\text{branch iff } \mathrm{clip}(u - w\,\Delta H, 0, 1) \le \tau,\ u \sim U(0, 1),\quad "
              r"\Delta H = H_s - H_{init},\ "
              r"H = -\tfrac{1}{\log|V|}\sum_{t<20}\sum_{v \in \mathrm{top}_{10}} p_v \log p_v",
-    reads=(), provides=ARPO_PROVIDES, needs=("multi_turn", "env_copy"), logs=ARPO_LOGS, check=check_arpo)
+    reads=(), provides=ARPO_PROVIDES, needs=("multi_turn", "env_copy", "topk_logprobs"), logs=ARPO_LOGS, check=check_arpo)
 def arpo_rollout(engine, task, examples, *, group_size: int, sampling, ctx=None, initial_rollouts=None, beam_size=2,
                  branch_probability=0.5, entropy_weight=0.5, entropy_tokens=ENTROPY_TOKENS, logprobs=LOGPROBS,
                  max_turns=None, max_total_tokens=None) -> RolloutBatch:

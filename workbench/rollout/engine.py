@@ -498,6 +498,9 @@ class HFEngine:
             self.model.load_state_dict(state_dict)
 
 
+ENGINE_OFFERS = {"hf": {"topk_logprobs"}, "vllm": set()}  # registry.ENGINE_NEEDS each engine meets (`reports_topk`)
+
+
 def make_engine(config, model, tokenizer, replica=None):
     """The rollout engine `config.engine` names: "hf" (generate on the training model, or on `replica` when the
     training model cannot generate by itself, e.g. FSDP-sharded) or "vllm" (started from `replica or model`)."""

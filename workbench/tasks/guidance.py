@@ -23,6 +23,12 @@ from collections.abc import Callable
 from workbench.envs.base import Env, Message, OpeningEnv, as_messages
 from workbench.tasks.base import Example, Task, WrappedTask
 
+# Appended to the cards (recipe summaries) of the methods that read privileged information: where it comes from here
+TOY_SOLUTION = (" At toy scale the solution (hint, prefix, demonstration, reference answer) is the task's exact one: a "
+                "one-turn task's target or a multi-turn task's expert actions, not a written derivation.")
+TOY_TEACHER = (" At toy scale the teachers are exact solvers of the task (workbench/tasks/teachers.py), not larger "
+               "models.")
+TOY_CRITIQUE = " At toy scale the critique is the verifier's diagnosis rendered as text, not a model's."
 GHPO_TEMPLATE = ("{prompt}\n The following text is the beginning part of the answer, which you can refer to for "
                  "solving the problem:\n{hint}")  # hkgc-1/GHPO src/ghpo/ghpo_trainer.py `hint_prompt`, verbatim
 PLAIN_TEMPLATE = "{prompt}{hint}"  # the hint glued to the prompt (a character-level model reads no instructions)

@@ -23,6 +23,7 @@ from workbench.recipes import Recipe, Use
 from workbench.rewards import aggregate, interop
 from workbench.rewards.stage import (check_return, mask_unscorable, probe_columns, reward_columns, reward_metrics,
                                      run_reward)
+from workbench.rollout.engine import ENGINE_OFFERS
 from workbench.stages import BATCH_STAGES, PASSED, SLOTS, STAGES
 from workbench.tasks import get_task
 from workbench.tasks.base import Task
@@ -204,13 +205,23 @@ class Pipeline:
     def check_task(self, task) -> None:
         """Refuse, before anything is built, a task that lacks what a component `needs` (registry.NEEDS):
         multi-turn episodes for a turn-level method, copyable environments for Monte Carlo continuations, ..."""
-        needing = [(p, need) for parts in self.parts.values() for p in parts for need in p.entry.needs]
+        needing = [(p, need) for parts in self.parts.values() for p in parts for need in p.entry.needs
+                   if need in registry.NEEDS]
         offers = task_capabilities(task) if needing else {}
         for p, need in needing:
             if not offers[need]:
                 raise ValueError(f"recipe {self.recipe.key!r}: {p.name} needs {registry.NEEDS[need]}; task "
                                  f"{task.name!r} has none. Train it on a task that does: --task "
                                  f"{' | '.join(tasks_offering(need))}")
+
+    def check_engine(self, engine: str) -> None:
+        """Refuse, before anything is built, an engine that lacks what a component needs of it
+        (registry.ENGINE_NEEDS: top-k log-probs for ARPO's entropy, ...)."""
+        for p in (p for parts in self.parts.values() for p in parts):
+            for need in set(p.entry.needs) & set(registry.ENGINE_NEEDS) - ENGINE_OFFERS[engine]:
+                able = [name for name, offers in ENGINE_OFFERS.items() if need in offers]
+                raise ValueError(f"recipe {self.recipe.key!r}: {p.name} needs {registry.ENGINE_NEEDS[need]}, which "
+                                 f"engine={engine!r} does not report; use engine={' or '.join(map(repr, able))}")
 
     def _check_drivers(self) -> None:
         """`into="kind:key.param"` drives one parameter with a float; a controller may instead name the whole

@@ -176,6 +176,7 @@ class Trainer:
         self.recipe = resolve_recipe(config)
         self.pipeline = Pipeline(self.recipe, track_kl=config.track_kl)  # refuses parts that don't fit
         self.pipeline.check_group_size(config.group_size)
+        self.pipeline.check_engine(config.engine)  # ARPO's entropies need the HF engine's top-k log-probs, ...
         self.check_old_logp()
         self.task = run_task(config)
         self.pipeline.check_task(self.task)  # a turn-level method on one-turn episodes, MC without env copies, ...

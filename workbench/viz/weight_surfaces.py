@@ -43,7 +43,7 @@ UNIT = ops.Denominators(num_tokens=1.0, num_seqs=1.0, norm_constant=1.0)  # aggr
 
 
 OWN_FIGURES = {"surrogate": "surface_grid (notebook 10)", "credit": "notebook 13", "preference": "notebook 08",
-               "rollout": "notebook 14 (rollouts and guidance: not written yet)"}
+               "rollout": "notebook 14"}
 
 
 def policy_objectives() -> list:

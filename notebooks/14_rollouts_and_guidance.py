@@ -131,23 +131,28 @@ print(f"{tree_batch.size} rows of {len(tree_batch.group.unique())} prompts; bran
       f"{int((tree_batch.parent >= 0).sum())}; solved: {float(tree_batch.rewards.mean()):.2f}; tau = {tau}, w = {w}")
 
 # %% [markdown]
-# Pick a prompt in the explorer (it needs a live kernel); the static figure below is the prompt with the most branch
-# points. Hover a node for its $H$, $\Delta H$ and the branch probability after its tool response.
+# Pick a prompt in the explorer (it needs a live kernel; it opens on the prompt with the most branch points, and every
+# prompt shares one colour scale). Hover a node for its $H$, $\Delta H$ and the branch probability after its tool
+# response.
 
 # %%
 groups = tree_batch.group.unique().tolist()
+forks = {g: sum(n["branches"] > 0 for n in gf.tree_nodes(tree_batch, g, entropies, tau=tau, w=w)) for g in groups}
 
 
 def show_tree(group):
     return gf.arpo_tree_figure(tree_batch, group, entropies, tau=tau, w=w, h_range=h_range, height=520)
 
 
-explorer({"group": W.Dropdown(options=groups, value=groups[0], description="prompt")}, show_tree)
+explorer({"group": W.Dropdown(options=groups, value=max(groups, key=forks.get), description="prompt")}, show_tree)
+
+# %% [markdown]
+# And the prompt its rows solve most often (another one, where the batch has it):
 
 # %%
-bushiest = max(groups, key=lambda g: (sum(n["branches"] > 0 for n in gf.tree_nodes(tree_batch, g, entropies, tau=tau,
-                                                                                    w=w)), -g))
-gf.arpo_tree_figure(tree_batch, bushiest, entropies, tau=tau, w=w, h_range=h_range).show()
+solved = {g: float(tree_batch.rewards[tree_batch.group == g].sum()) for g in groups if g != max(groups, key=forks.get)}
+if solved:
+    show_tree(max(solved, key=solved.get)).show()
 
 # %% [markdown]
 # **What to look at:** every lane is one row of the batch; a diagonal line is a branch: the copy shares every turn
@@ -157,9 +162,10 @@ gf.arpo_tree_figure(tree_batch, bushiest, entropies, tau=tau, w=w, h_range=h_ran
 # another to the same answer adds G rows and no information. At $w = 0.2$ the entropy moves the probability only a
 # little ($\Delta H = 0.3$ gives 0.56 instead of 0.5): most of the branching is the base rate $\tau$.
 #
-# `aepo-agentic` runs the same tree with the budget split by a pre-monitoring trajectory ($m = G\,\sigma(\beta(H_{root}
-# - H_{tool}))$ global rollouts) and damps a path's $c$-th consecutive branch by $\lambda^c$; `scalinginter-rl` does
-# not branch at all, it caps an episode's turns at a schedule's horizon and lifts the cap every $K$ steps.
+# `aepo-agentic` runs the same tree with the budget split by a pre-monitoring trajectory
+# ($m = G\,\sigma(\beta(H_{root} - H_{tool}))$ global rollouts) and multiplies the branch probability by
+# $\lambda^c$ after $c$ consecutive branches on a path; `scalinginter-rl` does not branch at all, it caps an episode's
+# turns at a schedule's horizon and lifts the cap every $K$ steps.
 #
 # ## 2. How each guidance method changes the prompt and which tokens it trains
 #
@@ -209,9 +215,10 @@ for key in GUIDANCE:
         batch = trainer.make_batch(0)
     guided[key] = gf.guided_batch(trainer, batch, record)
     acted[key] = {"rows": batch.size, "guided groups": len(gf.guided_groups(guided[key])),
-                  "logged": ", ".join(f"{k.split('/')[-1]} {v:.2f}" for k, v in trainer.rollout_info.items())}
+                  "logged": ", ".join(f"{k} {v:.2f}" for k, v in trainer.rollout_info.items()) or "–"}
     trainer.close()
-display(pd.DataFrame(acted).T)
+with pd.option_context("display.max_colwidth", None):
+    display(pd.DataFrame(acted).T)
 
 # %% [markdown]
 # The table is what each method's own logs say it did in this step (`logged`: its metrics, shares of the step's
@@ -223,7 +230,7 @@ display(pd.DataFrame(acted).T)
 def show_strip(method, nth):
     g = guided[method]
     groups = gf.guided_groups(g) or [0]
-    return gf.strip_figure(g, groups[nth % len(groups)], width=1000, height=560)
+    return gf.strip_figure(g, groups[nth % len(groups)], width=600, height=460)
 
 
 explorer({"method": W.Dropdown(options=list(GUIDANCE), description="method"),
@@ -237,24 +244,28 @@ for key in GUIDANCE:
 # %% [markdown]
 # **What to look at:** the colour of a token is what the update does with it. Blue tokens are plain on-policy RL
 # (weight 1 at $A = 1$, 0.5 under R3L's halved loss); green ones are trained off-policy, and their small weights are
-# the point: LUFFY's $\gamma p/(p + \gamma)^2$ is at most 1/4 and tiny on the tokens the policy finds unlikely, RL-PLUS's
-# MIS ratio stays below 1 at $\pi_\theta = \pi_{old}$; orange tokens are context (mask 0); purple ones are pulled towards
-# the self-teacher, weighted by its confidence. The arrow says which prompt a row was drawn under and which it is
-# trained under: ICPO, Critique-GRPO and R3L's retries are drawn under a longer prompt and trained under the plain one,
-# so the gradient moves $\pi_\theta(\cdot \mid x)$ towards what only the guided prompt made reachable; GHPO, POPE, iGRPO
-# and XRPO train under the prompt they drew from, so what the policy learns is to use the hint. A healthy batch has
-# guided groups with rewards that differ (a success among failures): a guided group that still fails everywhere (all
-# $A = 0$) gave GRPO nothing either. The tiny character-level model has never seen the hints' instructions, and a
-# one-digit sum has one or two characters: 25 and 50 % of a one-character answer round to no hint at all (exercise 1),
-# which is why GHPO's and POPE's hints rarely rescue a group here and Scaf-GRPO's usually never do.
+# the point: LUFFY's $\gamma p/(p + \gamma)^2$ is at most 1/4 and tiny on the tokens the policy finds unlikely,
+# RL-PLUS's MIS ratio stays below 1 at $\pi_\theta = \pi_{old}$; orange tokens are context (mask 0); purple ones are
+# pulled towards the self-teacher, weighted by its confidence. The arrow says which prompt a row was drawn under and
+# which it is trained under: ICPO, Critique-GRPO and R3L's retries are drawn under a longer prompt and trained under the
+# plain one, so the gradient moves $\pi_\theta(\cdot \mid x)$ towards what only the guided prompt made reachable; GHPO,
+# POPE, iGRPO and XRPO train under the prompt they drew from, so what the policy learns is to use the hint. A healthy
+# batch has guided groups with rewards that differ (a success among failures): a guided group that still fails
+# everywhere (all $A = 0$) gave GRPO nothing either. The tiny character-level model has never seen the hints'
+# instructions, and a one-digit sum has one or two characters: 25 and 50 % of a one-character answer round to no hint
+# at all (exercise 1), which is why GHPO's and POPE's hints rescue few groups here, and Scaf-GRPO's tiered hints
+# rarely any (`scaf/rescued_groups` in the table).
 #
 # ## 3. The stall comparison
 #
 # The claims of this family are about prompts plain GRPO cannot learn from. The stored comparisons train each recipe
-# from the same warm start as GRPO on a task knob at which the warm start solves few prompts
-# (`python -m workbench.results.stored_runs f5-stall-addition f5-stall-calculator`; `workbench/results/stored_runs.py`
-# says why each setting). One panel per method: its held-out pass@1 (and pass@k) against GRPO's in grey, the band the
-# min-max over seeds; step -1 is the warm start. A method that gets a stalled task moving lies above the grey band.
+# from the same warm start as GRPO where that warm start solves few prompts: `f5-stall-addition` (the one-turn
+# guidance keys) and `f5-stall-calculator` (the branching rollouts and the keys that work on tool episodes);
+# `f5-horizon-keydoor` puts `scalinginter-rl`'s growing turn cap beside GRPO's whole horizon on the key-door corridors
+# (`python -m workbench.results.stored_runs f5-stall-addition f5-stall-calculator f5-horizon-keydoor`;
+# `workbench/results/stored_runs.py` says why each setting). One panel per method: its held-out pass@1 (and pass@k)
+# against GRPO's in grey, the band the min-max over seeds; step -1 is the warm start. A method that gets a stalled task
+# moving lies above the grey band.
 
 # %%
 from IPython.display import HTML
@@ -265,15 +276,18 @@ from workbench.viz.credit_comparisons import against_baseline_grid
 from workbench.viz.run_curves import with_start
 from workbench.viz.tables import before_after_table, claims_html
 
-for name in ("f5-stall-addition", "f5-stall-calculator"):
+for name in ("f5-stall-addition", "f5-stall-calculator", "f5-horizon-keydoor"):
     stored = load(name) if stored_runs_dir is None else load(name, data_dir=Path(stored_runs_dir))
     if stored is None:
         print(f"no stored comparison {name} yet: make it with `python -m workbench.results.stored_runs {name}`")
         continue
     meta, runs, summaries = stored
     print(made_by(meta))
+    curves = with_start(runs, summaries)
     for key, label in (("eval/pass@1", "pass@1"), ("eval/pass@k", "pass@k")):
-        against_baseline_grid(with_start(runs, summaries), key=key,
+        if not any(key in row for seeds in curves.values() for rows in seeds for row in rows):
+            continue  # a comparison without sampled pass@k
+        against_baseline_grid(curves, key=key,
                               title=f"{name}: held-out {label} against grpo (grey)<br><sup>colour: the method; lines: "
                                     "mean over seeds, bands: min–max; step -1: the warm start</sup>").show()
     before_after_table(summaries, title=f"{name}: held-out before → after (mean ± std over seeds)").show()

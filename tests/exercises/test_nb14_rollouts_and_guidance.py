@@ -50,10 +50,10 @@ def test_answers_follow_the_library():
     us = [(i + 0.5) / 10_000 for i in range(10_000)]  # the reference's test on u ~ U(0, 1) branches with P
     assert sum(branches(u, 0.5, 0.5, 0.2) for u in us) / len(us) == pytest.approx(0.6, abs=1e-3)
     # the weights are each loss's gradient on one external token at A = 1, pi_theta = pi_old = 0.2
-    for fn, kw, expected in ((rl_plus, {}, ex.off_policy_weights()[0]), (policy_shaping, {}, ex.off_policy_weights()[1])):
+    for fn, expected in zip((rl_plus, policy_shaping), ex.off_policy_weights()):
         logp = torch.tensor([[math.log(0.2)]], dtype=torch.float64, requires_grad=True)
         one = torch.ones(1, 1, dtype=torch.float64)
-        loss, _ = fn(logp, logp.detach(), one, one, offpolicy_mask=one, agg="token-mean", **kw)
+        loss, _ = fn(logp, logp.detach(), one, one, offpolicy_mask=one, agg="token-mean")
         (grad,) = torch.autograd.grad(-loss, logp)
         assert float(grad) == pytest.approx(expected)
     assert ex.off_policy_weights(p=0.999999)[0] == pytest.approx(0.0, abs=2e-3)

@@ -133,7 +133,9 @@ def generation(prompts: list[str], rows: list[tuple[list[int], list[float]]]) ->
     tokens), their behaviour log-probs."""
     encoded = [TOK.encode(p) for p in prompts]
     width = max(map(len, encoded))
-    pad = lambda x, fill: x + [fill] * (3 - len(x))  # noqa: E731
+
+    def pad(x, fill):
+        return x + [fill] * (3 - len(x))
     return Generation(torch.tensor([[TOK.pad_token_id] * (width - len(r)) + r for r in encoded]),
                       torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in encoded]),
                       torch.tensor([pad(t, TOK.pad_token_id) for t, _ in rows]),
@@ -200,8 +202,20 @@ def test_the_strip_draws_each_role_its_tokens_the_weights_and_the_prompts():
     weights = fig.data[5]
     assert len(weights.x) == 4 + 3 + 2 and "0.22" in weights.text  # masked and given tokens have no weight
     notes = [a.text for a in fig.layout.annotations]
-    assert notes[1].endswith("– → P0") and notes[2].endswith("P1 → P0") and notes[3].endswith("P0 → P0 · teacher P1")
+    assert notes[1].endswith("– → P0") and notes[2].endswith("P1 → P0")
+    assert notes[3].endswith("P0 → P0 · teacher P1")
     assert "P0 (plain): 1+2=" in notes[-1] and "P1: 1+2=Hint:3" in notes[-1]
+    assert [gf.weight_label(w) for w in (1.0, 0.2222, 0.5, 0.004)] == ["1", "0.22", "0.50", "<.01"]
+
+
+def test_a_strips_title_says_whether_the_method_touched_its_group():
+    g = guided()
+    assert gf.strip_title(g, [0, 1]) == "test: group 0, 2 rows"
+    assert gf.strip_title(g, [0]).endswith("(untouched: the method did not act on it), 1 rows")
+    g.n_prompts = 1
+    assert gf.strip_title(g, [2, 3]) == "test: group 1 (a copy the method added), 2 rows"
+    g.batch.response_ids[0, 0] = int(TOK.convert_tokens_to_ids(" "))
+    assert gf.strip_cells(g, [0])[0]["token"] == "␣"
 
 
 # ------------------------------------------------------------------------------- a real trainer, recorded
@@ -234,9 +248,8 @@ def test_recording_a_real_step_finds_the_steered_prompts_and_leaves_the_trainer_
 def test_a_trainer_is_restored_even_when_its_step_fails(tmp_path):
     trainer = Trainer(make_config("smoke", recipe="grpo", **TINY), tmp_path, progress=False).setup()
     engine = trainer.engine
-    with pytest.raises(RuntimeError):
-        with gf.recording(trainer):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), gf.recording(trainer):
+        raise RuntimeError("boom")
     assert trainer.engine is engine and "context" not in vars(trainer)
 
 

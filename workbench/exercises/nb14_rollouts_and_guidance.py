@@ -31,7 +31,8 @@ def check_ghpo_hint_lengths(answer, solution: str = HINT_EXERCISE["solution"]) -
                 "even neighbour, so the first stage gives no hint at all")
     given = as_numbers(answer)
     if given is None or len(given) != len(GHPO_FRACTIONS):
-        hint = f"answer {len(GHPO_FRACTIONS)} whole numbers, one per stage (omega = {', '.join(map(str, GHPO_FRACTIONS))})"
+        stages = ", ".join(map(str, GHPO_FRACTIONS))
+        hint = f"answer {len(GHPO_FRACTIONS)} whole numbers, one per stage (omega = {stages})"
     elif all_near(given, [f * len(solution) for f in GHPO_FRACTIONS]):
         hint = "a hint is whole characters: round(omega |y*|), not omega |y*|"
     elif all_near(given, [math.floor(f * len(solution) + 0.5) for f in GHPO_FRACTIONS]):
@@ -97,7 +98,8 @@ def check_off_policy_weights(answer) -> str:
     elif near(given[0], 4 * p / (3 * p + 1)):
         hint = "RL-PLUS also multiplies A by the exploration weight (1 - pi_theta)^0.5"
     elif near(given[1], p / (p + g)):
-        hint = "that is f(p) = p / (p + gamma) itself; the weight on grad log pi is its derivative, gamma p / (p + gamma)^2"
+        hint = ("that is f(p) = p / (p + gamma) itself; the weight on grad log pi is its derivative, "
+                "gamma p / (p + gamma)^2")
     elif near(given[0], 1.0) or near(given[0], (1 - p) ** 0.5):
         hint = "the MIS ratio is 2 pi / (pi_old + (pi_old + 1)/2), not pi / pi_old"
     else:

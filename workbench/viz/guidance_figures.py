@@ -42,7 +42,6 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from workbench import registry
 from workbench.batch import RolloutBatch
 from workbench.objectives.srpo_route import SDPO, entropy_weights
 from workbench.rollout.arpo import ENTROPY_TOKENS, LOGPROBS, branch_probability, calc_entropy, prefix_owner
@@ -57,7 +56,7 @@ SUCCESS, FAILURE = "#2ca02c", NEGATIVE
 KEY_LINE_PX = 17     # one line of the strip's prompt key
 CHAR_PX = 6.7        # one character of 11 px monospace
 CELL_STEP_PX = 30    # one token cell of the strip and the gap after it
-FIGURE_MIN_PX = 760  # the book's text column
+FIGURE_MIN_PX = 600  # a strip is at least this wide (the book's text column: about 620 px in a 1200 px window)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -182,10 +181,10 @@ def arpo_tree_figure(batch: RolloutBatch, group: int, entropies: torch.Tensor, *
     fig.update_yaxes(visible=False, range=[n_rows - 0.4, -0.8])
     fig.update_layout(
         title=title or (f"ARPO's tree for {display_token(prompt)}: {n_rows} rows, {len(forks)} branch points<br>"
-                        "<sup>node colour: the entropy H of the action (top-10, first 20 tokens, / log|V|); ringed: "
+                        "<sup>node colour: the entropy H of the action (top-10, first 20 tokens, / log|V|)<br>ringed: "
                         "a branch was taken after its tool response</sup>"),
-        template="plotly_white", height=height or int(150 + 42 * n_rows), width=900,
-        legend=dict(orientation="h", yanchor="top", y=-0.08, x=0), margin=dict(l=30, r=30, t=80, b=60))
+        template="plotly_white", height=height or int(150 + 42 * n_rows),
+        legend=dict(orientation="h", yanchor="top", y=-0.08, x=0), margin=dict(l=30, r=30, t=100, b=60))
     return fig
 
 
@@ -274,7 +273,8 @@ def sampled_prompt_ids(batch: RolloutBatch, record: Recording) -> list[list[int]
     """Per row, the prompt ids its first sampled turn was generated from (the engine's input: the prompt and what
     preceded the turn, a given prefix included), or None when no recorded generation produced it. Each generation
     answers one row: rows without off-policy tokens are matched first, so a reference solution scored under the plain
-    prompt (bitwise the log-probs a sample of the same tokens got) finds the samples' generations taken."""
+    prompt (bitwise the log-probs a sample of the same tokens got) finds the samples' generations taken. (A branch
+    copied from another row, ARPO's, shares its parent's first turn: only one of the two is matched.)"""
     sampled = record.rollout_mask if record.rollout_mask is not None else batch.mask
     made: dict[tuple, list] = {}
     for gen in record.generations:
@@ -339,7 +339,8 @@ def unit_weights(batch: RolloutBatch, objective: str, **kw) -> np.ndarray:
     if batch.route is not None:
         sdpo = ((batch.route == SDPO)[:, None] & (batch.mask > 0)).numpy()
         if sdpo.any():
-            w[sdpo] = entropy_weights(batch.teacher_entropy.double()[torch.as_tensor(sdpo)], kw.get("beta", 1.0)).numpy()
+            entropy = batch.teacher_entropy.double()[torch.as_tensor(sdpo)]
+            w[sdpo] = entropy_weights(entropy, kw.get("beta", 1.0)).numpy()
     return w
 
 
@@ -430,7 +431,8 @@ def prompt_key(g: GuidedBatch, rows: Sequence[int]) -> dict[tuple, str]:
 
 
 def prompt_note(g: GuidedBatch, row: int, labels: Mapping[tuple, str]) -> str:
-    """"P1 → P0" (drawn under P1, trained under P0; "–" when nothing sampled the row), then SRPO's teacher prompt."""
+    """"P1 → P0" (drawn under P1, trained under P0; "–" when nothing sampled the row), then SRPO's teacher
+    prompt."""
     drawn = labels[tuple(g.sampled[row])] if g.sampled[row] is not None else "–"
     note = f"{drawn} → {labels[tuple(g.trained[row])]}"
     if g.teacher[row] is not None:
@@ -451,15 +453,29 @@ def key_lines(g: GuidedBatch, labels: Mapping[tuple, str], width: int = 100) -> 
 
 
 def strip_cells(g: GuidedBatch, rows: Sequence[int]) -> list[dict]:
-    """The strip's cells: x (position), y (line), role, token, weight."""
+    """The strip's cells: x (position), y (line), role, token (a space shown as "␣"), weight (None on a token the loss
+    does not read)."""
     special = set(getattr(g.tokenizer, "all_special_tokens", ()))
     cells = []
     for y, i in enumerate(rows):
         texts = token_texts(g.tokenizer, g.batch.response_ids[i][:len(g.roles[i])].tolist())
         for t, (role, token) in enumerate(zip(g.roles[i], texts)):
-            cells.append(dict(x=t, y=y, role=role, token=cell_label(token, special)[0], raw=token,
+            cells.append(dict(x=t, y=y, role=role, token=cell_label(token.replace(" ", "␣"), special)[0], raw=token,
                               weight=float(g.weights[i, t]) if role not in ("given", "masked") else None))
     return cells
+
+
+def weight_label(w: float) -> str:
+    """A weight under its cell in at most 4 characters: "1", "0.18", "<.01"."""
+    return "1" if w == 1 else f"{w:.2f}" if abs(w) >= 0.01 else "<.01"
+
+
+def strip_title(g: GuidedBatch, rows: Sequence[int]) -> str:
+    """The group, how many rows, and whether the method touched it: added it (a copy) or left it as GRPO's."""
+    group = int(g.batch.group[rows[0]])
+    how = (" (a copy the method added)" if group >= g.n_prompts else "" if set(rows) & set(guided_rows(g))
+           else " (untouched: the method did not act on it)")
+    return f"{g.key}: group {group}{how}, {len(rows)} rows"
 
 
 def row_note(g: GuidedBatch, row: int, labels) -> str:
@@ -495,7 +511,7 @@ def strip_figure(g: GuidedBatch, group: int | None = None, rows: Sequence[int] |
                           "<extra></extra>"))
     weighted = [c for c in cells if c["weight"] is not None]
     fig.add_trace(go.Scatter(x=[c["x"] for c in weighted], y=[c["y"] + 0.42 for c in weighted], mode="text",
-                             text=[f"{c['weight']:.2g}" for c in weighted], textfont=dict(size=8, color="#555555"),
+                             text=[weight_label(c["weight"]) for c in weighted], textfont=dict(size=8, color="#555555"),
                              hoverinfo="skip", showlegend=False))
     cells_wide = max((len(g.roles[i]) for i in rows), default=1)
     notes = [row_note(g, i, labels) for i in rows]
@@ -504,17 +520,16 @@ def strip_figure(g: GuidedBatch, group: int | None = None, rows: Sequence[int] |
     for y, note in enumerate(notes):
         fig.add_annotation(x=cells_wide - 0.3, y=y, text=note, showarrow=False, xanchor="left",
                            font=dict(size=11, family="monospace"))
-    lines = ["P1 → P0: drawn under P1, trained under P0 (–: nothing sampled it)"] + key_lines(
+    lines = ["A → B: drawn under prompt A, trained under B (–: nothing sampled the row)"] + key_lines(
         g, labels, width=int((fig_px - 80) / CHAR_PX))
     fig.add_annotation(x=0, y=0, xref="paper", yref="paper", yanchor="top", xanchor="left", align="left",
                        showarrow=False, text="<br>".join(lines), font=dict(size=11, family="monospace"), yshift=-12)
     fig.update_xaxes(visible=False, range=[-0.7, -0.7 + (fig_px - 90) / CELL_STEP_PX])
     fig.update_yaxes(tickvals=list(range(len(rows))), ticktext=[f"row {i}" for i in rows], showgrid=False,
                      zeroline=False, range=[len(rows) - 0.3, -0.7])
-    group_label = f"group {int(g.batch.group[rows[0]])}" if rows else ""
     fig.update_layout(
-        title=title or f"{g.key}: {group_label}, {len(rows)} rows<br><sup>colour: what the update does with each "
-                       "token; small numbers: its weight at A = 1 (d(-L)/d log π)</sup>",
+        title=title or f"{strip_title(g, rows)}<br><sup>colour: what the update does with each token; small numbers: "
+                       "its weight at A = 1 (d(-L)/d log π)</sup>",
         template="plotly_white", width=fig_px, height=height or int(150 + 36 * len(rows) + KEY_LINE_PX * len(lines)),
         legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0, font=dict(size=10)),
         margin=dict(l=70, r=20, t=95, b=24 + KEY_LINE_PX * len(lines)), plot_bgcolor="#ffffff")

@@ -98,6 +98,9 @@ print(f"\nleft out (they score the turns of a multi-turn episode, or belong to F
 # ratio into right answers), nothing more for `gui-libra` (it scales negatives down in groups that mostly fail).
 # Estimators of multi-turn episodes (`rlvmr`: steps tagged planning, exploring, reflecting) need turns that a
 # one-turn batch does not have, so they are left out here; their catalog cards list the tests that check them.
+# `rl-plus` and `ampo` take their baseline from the group's on-policy answers only, leaving out the external or
+# teacher answers their rollouts add (`offpolicy_mask`); these groups hold none, so `rl-plus` is GRPO's R - mean
+# without the std, and `ampo` GRPO's z-score (notebook 14 shows them with their extra rows).
 
 # %%
 rewards = [1, 0, 0, 1, 1, 1, 1, 1, 0, 0, 1, 0]

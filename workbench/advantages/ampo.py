@@ -35,7 +35,7 @@ import torch
 from workbench import registry
 from workbench.advantages.base import broadcast, sequence_rewards
 from workbench.advantages.group import SINGLETONS, group_index, group_stats, grpo
-from workbench.advantages.rl_plus import BASELINE_ROWS, external_rows, on_policy_baseline
+from workbench.advantages.rl_plus import BASELINE_ROWS, external_rows, on_policy_baseline, refuse_thin_groups
 from workbench.batch import RolloutBatch
 
 AMPO_TITLE = "More Than One Teacher: Adaptive Multi-Guidance Policy Optimization for Diverse Exploration"
@@ -50,20 +50,12 @@ def check_ampo_advantage(*, allow_singletons="keep", **_) -> None:
 def on_policy_std(rewards: torch.Tensor, group: torch.Tensor, on_policy: torch.Tensor) -> torch.Tensor:
     """[B] Bessel std of R over the on-policy rows of each row's group (`group_stats` of those rows alone), 0 -> 1
     (L62-64: a group whose own samples all earned the same reward is scaled by 1, not by 1 / eps). A group without
-    on-policy rows gets 1 (`refuse_groups_without_samples` stops it)."""
+    on-policy rows gets 1 (`refuse_thin_groups` stops it)."""
     dense, counts = group_index(group)
     _, std_on, _ = group_stats(rewards[on_policy], dense[on_policy])                       # [B_on]
     std = torch.ones(counts.shape[0], dtype=rewards.dtype, device=rewards.device)            # [K]
     std = std.index_copy_(0, dense[on_policy], std_on)  # a group's rows all hold its std: any one of them will do
     return torch.where(std == 0, torch.ones_like(std), std)[dense]
-
-
-def refuse_groups_without_samples(group: torch.Tensor, n_on: torch.Tensor) -> None:
-    empty = n_on < 1
-    if bool(empty.any()):
-        groups = sorted(set(group[empty].tolist()))[:10]
-        raise ValueError(f"ampo: groups {groups} hold only teacher rows (offpolicy_mask = 1): no on-policy sample to "
-                         "take the baseline from; the ampo transform's k must stay below group_size")
 
 
 def prefix_weights(offpolicy_mask: torch.Tensor, alpha: float, beta: float) -> torch.Tensor:
@@ -100,14 +92,11 @@ def ampo_advantage(batch: RolloutBatch, *, baseline_rows="on-policy", norm_by_st
     rewards = sequence_rewards(batch)                                                     # [B]
     on_policy = ~external_rows(batch)                                                     # [B]
     mean, n_on = on_policy_baseline(rewards, batch.group, on_policy)                      # [B], [B]
-    refuse_groups_without_samples(batch.group, n_on)
+    single = refuse_thin_groups(batch.group, n_on, allow_singletons, who="ampo", external="teacher rows",
+                                empty_fix="the ampo transform's k must stay below group_size",
+                                single_fix="give the transform k <= group_size - 2, or pass allow_singletons='keep' "
+                                           "(the reference's mean 0, std 1) or True (A = 0 there)")
     std = on_policy_std(rewards, batch.group, on_policy)                                  # [B]
-    single = n_on < 2
-    if bool(single.any()) and not allow_singletons:
-        rows = torch.nonzero(single).flatten().tolist()[:10]
-        raise ValueError(f"ampo: rows {rows} are in a group with one on-policy sample, which cannot be its own "
-                         "baseline; give the transform k <= group_size - 2, or pass allow_singletons='keep' (the "
-                         "reference's mean 0, std 1) or True (A = 0 there)")
     if allow_singletons == "keep":
         mean, std, single = mean.masked_fill(single, 0.0), std.masked_fill(single, 1.0), torch.zeros_like(single)
     centered = rewards - mean

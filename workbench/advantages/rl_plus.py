@@ -67,21 +67,26 @@ def on_policy_baseline(rewards: torch.Tensor, group: torch.Tensor, on_policy: to
     return mean, n_on
 
 
-def refuse_thin_groups(group: torch.Tensor, n_on: torch.Tensor, allow_singletons) -> torch.Tensor:
+def refuse_thin_groups(group: torch.Tensor, n_on: torch.Tensor, allow_singletons, *, who: str = "rl-plus",
+                       external: str = "external rows",
+                       empty_fix: str = "the policy-shaping rollout samples G - 1 responses per prompt, so set "
+                                        "group_size >= 3",
+                       single_fix: str = "set group_size >= 3 (G - 1 samples + the reference solution), or pass "
+                                         "allow_singletons=True (A = 0 there) or 'keep' (the reference's baseline 0: "
+                                         "A = R)") -> torch.Tensor:
     """[B] bool, rows whose group has exactly one on-policy row (allowed only with `allow_singletons`); a group with
-    none has no baseline at all and is refused whatever the setting."""
+    none has no baseline at all and is refused whatever the setting. `who`, `external` and the fixes word the
+    refusals for the estimator that asks (AMPO: teacher rows)."""
     empty = n_on < 1
     if bool(empty.any()):
         groups = sorted(set(group[empty].tolist()))[:10]
-        raise ValueError(f"rl-plus: groups {groups} hold only external rows (offpolicy_mask = 1): no on-policy sample "
-                         "to take the baseline from; the policy-shaping rollout samples G - 1 responses per prompt, "
-                         "so set group_size >= 3")
+        raise ValueError(f"{who}: groups {groups} hold only {external} (offpolicy_mask = 1): no on-policy sample to "
+                         f"take the baseline from; {empty_fix}")
     single = n_on < 2
     if bool(single.any()) and not allow_singletons:
         rows = torch.nonzero(single).flatten().tolist()[:10]
-        raise ValueError(f"rl-plus: rows {rows} are in a group with one on-policy sample, which cannot be its own "
-                         "baseline; set group_size >= 3 (G - 1 samples + the reference solution), or pass "
-                         "allow_singletons=True (A = 0 there) or 'keep' (the reference's baseline 0: A = R)")
+        raise ValueError(f"{who}: rows {rows} are in a group with one on-policy sample, which cannot be its own "
+                         f"baseline; {single_fix}")
     return single
 
 

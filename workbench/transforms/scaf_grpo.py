@@ -31,7 +31,7 @@ import torch
 
 from workbench import registry
 from workbench.batch import concat, replace_rows
-from workbench.tasks.guidance import HintedTask, check_template, solution_actions, solution_parts
+from workbench.tasks.guidance import check_template, hinted_copies, solution_actions, solution_parts
 
 SCAF_TITLE = "Scaf-GRPO: Scaffolded Group Relative Policy Optimization for Enhancing LLM Reasoning"
 SCAF_TEMPLATE = "Question: {prompt}\n{hint}"  # build_new_message: f'Question: {q}\n{hint_label}: {hints}'
@@ -96,7 +96,7 @@ def lowest_solving_level(scores: list[float]) -> int | None:
     reads=("scores", "group"), needs=("solution",), logs=SCAF_LOGS, check=check_scaf)
 def scaf_grpo(batch, ctx, *, warmup_steps=50, replace_num=1, plain_prompt=False, template=SCAF_TEMPLATE):
     """Reads the verifier's `scores` and `group`; samples hinted rows through `ctx.rollout(..., group_size=1,
-    task=HintedTask, rewarded=True)`, one call per level. warmup_steps: steps of plain GRPO first (the reference's
+    task=hinted copies, rewarded=True)`, one call per level. warmup_steps: steps of plain GRPO first (the reference's
     script: 50); replace_num: rows replaced by the winning sample (1; 2 = the reference's "6+1+1" strategy, the
     first under the plain prompt, the second under the hinted one); plain_prompt: with replace_num 1, train the
     hinted sample under the plain prompt (the reference's `replace_hint_prompt`, False in its script). The sample's
@@ -108,8 +108,9 @@ def scaf_grpo(batch, ctx, *, warmup_steps=50, replace_num=1, plain_prompt=False,
     tried = {g: [] for g in cliffs}  # group -> [1-row batch per level]
     for k in range(max((len(v) for v in levels.values()), default=0)):
         groups = [g for g in cliffs if k < len(levels[g])]
-        task = HintedTask(ctx.task, {ctx.examples[g]: levels[g][k] for g in groups}.__getitem__, template)
-        sampled = ctx.rollout([ctx.examples[g] for g in groups], group_size=1, task=task, rewarded=True)
+        task, copies = hinted_copies(ctx.task, [ctx.examples[g] for g in groups], [levels[g][k] for g in groups],
+                                     template)
+        sampled = ctx.rollout(copies, group_size=1, task=task, rewarded=True)
         for i, g in enumerate(groups):
             tried[g].append(sampled.select(torch.tensor([i])))
     rescued = {g: k for g in cliffs if (k := lowest_solving_level([float(b.scores[0]) for b in tried[g]])) is not None}

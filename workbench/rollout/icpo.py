@@ -83,12 +83,18 @@ def icpo_rollout(engine, task, examples, *, group_size: int, sampling, ctx=None,
     return both.select(torch.argsort(both.group, stable=True))  # each group's rows together, the steered last
 
 
+def demonstrations(task, example, n: int, rng: random.Random) -> str:
+    """n solved examples of the task drawn from `rng`, joined as one in-context hint; never the example itself (its
+    own solution would be the answer, not a demonstration). ICPO's demonstrations and XRPO's exemplars."""
+    others = [d for d in task.sample(n + 1, rng) if d.prompt != example.prompt][:n]
+    return "\n\n\n".join(demonstration(task, d) for d in others)
+
+
 def steered_samples(engine, task, examples, plain, sampling, rng: random.Random, n_demo: int):
     """One sample per example with n_demo demonstrations before it, under the group's plain prompt afterwards."""
     demos = {}
-    for example in examples:  # never the example itself: its own solution would be the answer, not a demonstration
-        others = [d for d in task.sample(n_demo + 1, rng) if d.prompt != example.prompt][:n_demo]
-        demos.setdefault(example, "\n\n\n".join(demonstration(task, d) for d in others))
+    for example in examples:
+        demos.setdefault(example, demonstrations(task, example, n_demo, rng))
     out = turns(engine, HintedTask(task, demos.__getitem__, ICL_TEMPLATE), examples, group_size=1, sampling=sampling)
     first = [int(torch.nonzero(plain.group == g)[0]) for g in out.group.tolist()]  # an on-policy row of each group
     return replace(out, prompt_ids=plain.prompt_ids[first], prompt_mask=plain.prompt_mask[first],

@@ -34,7 +34,7 @@ import torch
 from workbench import registry
 from workbench.advantages.xrpo import XRPO_TITLE
 from workbench.batch import concat
-from workbench.rollout.icpo import ICL_TEMPLATE, demonstration
+from workbench.rollout.icpo import ICL_TEMPLATE, demonstrations
 from workbench.rollout.turns import TURNS_PROVIDES, turns
 from workbench.tasks.guidance import HintedTask
 
@@ -156,8 +156,7 @@ def xrpo_rollout(engine, task, examples, *, group_size: int, sampling, ctx=None,
 def more_samples(engine, task, example, q: int, n: int, sampling, rng: random.Random, n_exemplars: int):
     """n more samples of `example` as rows of group q; with n_exemplars solved examples in its prompt when > 0."""
     if n_exemplars:
-        others = [d for d in task.sample(n_exemplars + 1, rng) if d.prompt != example.prompt][:n_exemplars]
-        exemplars = "\n\n\n".join(demonstration(task, d) for d in others)
+        exemplars = demonstrations(task, example, n_exemplars, rng)
         task = HintedTask(task, lambda _: exemplars, ICL_TEMPLATE)
     out = turns(engine, task, [example], group_size=n, sampling=sampling)
     out.group = torch.full_like(out.group, q)

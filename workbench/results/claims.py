@@ -79,6 +79,10 @@ SCREEN = ("on the text form (f4-screen: 375-step warm start, greedy 1.0, sampled
           "8 episodes) grpo reaches pass@1 0.88")
 COUNTDOWN_F4 = ("f4-countdown runs f2-countdown's setting (lr 3e-4, 80 steps, pass@8 on 100 held-out prompts), where "
                 "grpo ends at greedy 0.40, pass@1 0.38, pass@8 0.69")
+STALL = ("where GRPO stalls (f5-stall-addition: 100 SFT steps on 2-digit addition, sampled pass@1 0.015 and 91 % of "
+         "groups all wrong; 100 steps at lr 3e-4 move GRPO only to 0.018)")
+PROMPT_OOD = ("the 0.5M-parameter warm start was trained on plain prompts only: a prompt with a hint, demonstration, "
+              "critique or previous attempt in it is text it never saw, and it does not use it")
 SEARCH = ("on 3-hop search after the default warm start (f4-search: sampled pass@1 0.50, 0.30-0.70 over seeds; 55-60% "
           "of groups with no reward spread) 40 steps of grpo leave held-out sampled success where it was (0.50)")
 GIGPO_READING = ("on the grid world (state = the cell; reward 1 on reaching the goal) the step term does act: gigpo's "
@@ -537,38 +541,75 @@ CLAIMS = (
     Claim("aepo-agentic", "Splitting the budget by entropy and penalising consecutive high-entropy branches beats "
           "ARPO.", "f5-stall-calculator", metric="pass@1_after", baseline="arpo-agentic"),
     Claim("xrpo", "Giving extra rollouts to uncertain prompts and exemplars to unsolved ones beats GRPO at the same "
-          "budget.", "f5-stall-addition", metric="pass@1_after"),
+          "budget.", "f5-stall-addition", metric="pass@1_after",
+          reading=("its extra samples and exemplars act (on average 93 rows a step are drawn with solved exemplars"
+                   " in the prompt) but " + PROMPT_OOD + "; 96 % of groups stay all wrong " + STALL)),
     Claim("scalinginter-rl", "A turn cap that grows in stages trains better long-horizon agents than a fixed one.",
-          "f5-horizon-keydoor", metric="pass@1_after"),
+          "f5-horizon-keydoor", metric="pass@1_after",
+          reading=("the cap acts, and costs: at 5 turns (steps 0-13) training success is 0.00-0.07 where GRPO's is "
+                   "0.62, and held-out pass@1 falls from 0.46 to 0.10-0.35 at step 9; the 7- and 9-turn stages recover "
+                   "it (0.83 and 0.78 at step 39 on seeds 0-1, level with GRPO; 0.60 on seed 2). It runs its script's "
+                   "loss (token mean, low-variance KL 0.001, entropy bonus 0.001) where grpo has k3 KL 0.04; on the "
+                   "corridors of f4-keydoor (5-7 turns at best), not BabyAI's long missions")),
     Claim("pope", "Guided copies of hard problems let RL learn problems GRPO never solves, and the gain transfers to "
-          "the unguided problems.", "f5-stall-addition", metric="pass@k_after"),
+          "the unguided problems.", "f5-stall-addition", metric="pass@k_after",
+          reading=("the guided copies rarely exist: 92 % of groups are hard, and a prefix of the answer that "
+                   "yields a success is found for 4 % of them; " + PROMPT_OOD + " " + STALL)),
     Claim("pope", "(on tool episodes) ... the same, where the guide is the start of the expert's episode.",
           "f5-stall-calculator", metric="pass@k_after"),
     Claim("prefixrl", "RL on problems prefixed with part of a solution raises accuracy on the unprefixed problems.",
-          "f5-stall-addition", metric="pass@1_after"),
+          "f5-stall-addition", metric="pass@1_after",
+          reading=("the prefixed problems do give a signal (pass rate 0.53 with 75 % of the answer given) but it "
+                   "does not transfer: the unprefixed pass rate in training stays at 0.007, and held-out pass@1 "
+                   "falls below GRPO's " + STALL)),
     Claim("prefixrl", "(on tool episodes) ... with the expert's first turns replayed as the prefix.",
           "f5-stall-calculator", metric="pass@1_after"),
     Claim("ghpo", "Escalating solution hints on all-wrong groups gives GRPO a signal on hard prompts and raises "
-          "accuracy.", "f5-stall-addition", metric="pass@1_after"),
+          "accuracy.", "f5-stall-addition", metric="pass@1_after",
+          reading=("hints go to 94 % of groups (at 69 % of the answer on average), yet 91 % stay all wrong: "
+                   + PROMPT_OOD + "; entropy rises (1.51 against GRPO's 1.37) " + STALL)),
     Claim("scaf-grpo", "The least hint that solves a learning-cliff prompt raises accuracy over GRPO on hard "
-          "problems.", "f5-stall-addition", metric="pass@1_after"),
+          "problems.", "f5-stall-addition", metric="pass@1_after",
+          reading=("after its 50-step warm-up 94 % of groups are at the cliff and a hint rescues 0.1 % of them: "
+                   + PROMPT_OOD + " " + STALL)),
     Claim("ampo", "Teachers only when the policy fails raise accuracy and keep pass@k above GRPO's.",
-          "f5-stall-addition", metric="pass@1_after"),
-    Claim("ampo", "(same paper) ... and keep pass@k above GRPO's.", "f5-stall-addition", metric="pass@k_after"),
+          "f5-stall-addition", metric="pass@1_after",
+          reading=("teachers fill 90 % of groups (29 teacher rows a step, whole answers), which raises greedy "
+                   "accuracy to 0.033 (GRPO 0.007) but not sampled pass@1 in 100 steps; " + STALL)),
+    Claim("ampo", "(same paper) ... and keep pass@k above GRPO's.", "f5-stall-addition", metric="pass@k_after",
+          reading=("28.7 teacher rows a step make training accuracy 0.24, but held-out pass@8 falls (0.093 against"
+                   " GRPO's 0.133): at toy scale the teachers of an addition differ only in form "
+                   "(tasks/teachers.py), so they add no diversity " + STALL)),
     Claim("icpo", "Samples steered by a solved example, trained under the plain prompt, beat GRPO without an expert "
-          "model.", "f5-stall-addition", metric="pass@1_after"),
+          "model.", "f5-stall-addition", metric="pass@1_after",
+          reading=("no steered sample is ever right (0 of every step's): " + PROMPT_OOD
+                   + "; the expert bonus has nothing to reward " + STALL)),
     Claim("rl-plus", "External solutions trained with a multiple-importance ratio widen pass@k where GRPO narrows it.",
-          "f5-stall-addition", metric="pass@k_after"),
+          "f5-stall-addition", metric="pass@k_after",
+          reading=("the one key above GRPO: one reference answer per group (trained with the MIS ratio, mean "
+                   "exploration weight 0.60) lifts pass@8 to 0.153 (GRPO 0.133) and greedy to 0.040 (0.007); "
+                   "pass@1 0.021 against 0.018 is within seed noise " + STALL)),
     Claim("critique-grpo", "Refinements after a critique raise accuracy over GRPO with the reward alone.",
-          "f5-stall-addition", metric="pass@1_after"),
+          "f5-stall-addition", metric="pass@1_after",
+          reading=("refinements after a critique are right 0.1 % of the time: " + PROMPT_OOD
+                   + "; the wrong refinements trained under the plain prompt (policy shaping, no KL term) drive the "
+                   "policy far from its start (entropy 2.8, KL to the reference 199) " + STALL)),
     Claim("r3l", "Retries from the pivot with language guidance and pivotal credit beat GRPO on multi-turn tasks.",
           "f5-stall-calculator", metric="pass@1_after"),
     Claim("r3l", "(on one-turn answers, where the pivot is the first token) ... and on one-turn tasks.",
-          "f5-stall-addition", metric="pass@1_after"),
+          "f5-stall-addition", metric="pass@1_after",
+          reading=("retries with the verifier's diagnosis succeed 0.1 % of the time (4 retries a step): " + PROMPT_OOD
+                   + " " + STALL)),
     Claim("igrpo", "Conditioning the group on the best of its own drafts beats GRPO at the same budget.",
-          "f5-stall-addition", metric="pass@1_after"),
+          "f5-stall-addition", metric="pass@1_after",
+          reading=("the best of the drafts is right 5 % of the time, the refinements drawn after it 0.1 %: "
+                   + PROMPT_OOD + " " + STALL)),
     Claim("srpo-route", "Failed samples distilled from a teacher that saw a correct sibling, correct ones by GRPO, "
-          "learn faster than either alone.", "f5-stall-addition", metric="pass@1_after"),
+          "learn faster than either alone.", "f5-stall-addition", metric="pass@1_after",
+          reading=("only 0.2 % of rows are distilled (a failed sample needs a correct sibling, which 99.8 % of "
+                   "rows lack), so it is almost all GRPO, yet pass@1 falls to 0 on every seed; it differs from "
+                   "grpo also by having no KL term (KL to the reference 4.7 against 0.06) and one token mean over "
+                   "the batch, and which of these drives the fall was not isolated " + STALL)),
 )
 
 

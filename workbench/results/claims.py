@@ -81,6 +81,11 @@ COUNTDOWN_F4 = ("f4-countdown runs f2-countdown's setting (lr 3e-4, 80 steps, pa
                 "grpo ends at greedy 0.40, pass@1 0.38, pass@8 0.69")
 STALL = ("where GRPO stalls (f5-stall-addition: 100 SFT steps on 2-digit addition, sampled pass@1 0.015 and 91 % of "
          "groups all wrong; 100 steps at lr 3e-4 move GRPO only to 0.018)")
+CALC_STALL = ("no sample of any recipe succeeds (every group all wrong on every step of every seed): at 400 SFT steps on "
+              "5-operand calculator episodes (f5-stall-calculator: sampled pass@1 0.004) the stall is too deep for any "
+              "method to find a signal in 60 steps; with the default 600-step warm start (sampled 0.25) PrefixRL's "
+              "prefixes do lift the pass rate (0.19-0.63 prefixed against 0.03-0.28 unprefixed over 6 steps of seed 0), "
+              "but GRPO is not stalled there")
 PROMPT_OOD = ("the 0.5M-parameter warm start was trained on plain prompts only: a prompt with a hint, demonstration, "
               "critique or previous attempt in it is text it never saw, and it does not use it")
 SEARCH = ("on 3-hop search after the default warm start (f4-search: sampled pass@1 0.50, 0.30-0.70 over seeds; 55-60% "
@@ -537,9 +542,13 @@ CLAIMS = (
     # f5-stall-calculator: tool episodes). Claims about accuracy read held-out pass@1 (greedy is 0 almost everywhere
     # here); claims about pass@k read pass@8 (addition) or pass@4 (calculator).
     Claim("arpo-agentic", "Branching after tool calls when entropy rises beats trajectory-level sampling at the same "
-          "rollout budget, with fewer tool calls.", "f5-stall-calculator", metric="pass@1_after"),
+          "rollout budget, with fewer tool calls.", "f5-stall-calculator", metric="pass@1_after",
+          reading="it branches (3.9 branches per prompt, at 3.7 tool calls an episode), and every branch fails: "
+                  + CALC_STALL),
     Claim("aepo-agentic", "Splitting the budget by entropy and penalising consecutive high-entropy branches beats "
-          "ARPO.", "f5-stall-calculator", metric="pass@1_after", baseline="arpo-agentic"),
+          "ARPO.", "f5-stall-calculator", metric="pass@1_after", baseline="arpo-agentic",
+          reading=("its pre-monitoring keeps 3.2 global rollouts per prompt and it branches more than ARPO (4.5 per "
+                   "prompt), and every branch fails: " + CALC_STALL)),
     Claim("xrpo", "Giving extra rollouts to uncertain prompts and exemplars to unsolved ones beats GRPO at the same "
           "budget.", "f5-stall-addition", metric="pass@1_after",
           reading=("its extra samples and exemplars act (on average 93 rows a step are drawn with solved exemplars"
@@ -556,14 +565,16 @@ CLAIMS = (
           reading=("the guided copies rarely exist: 92 % of groups are hard, and a prefix of the answer that "
                    "yields a success is found for 4 % of them; " + PROMPT_OOD + " " + STALL)),
     Claim("pope", "(on tool episodes) ... the same, where the guide is the start of the expert's episode.",
-          "f5-stall-calculator", metric="pass@k_after"),
+          "f5-stall-calculator", metric="pass@k_after",
+          reading="no prefix of the expert's episode yields a success, so no guided copy is ever made: " + CALC_STALL),
     Claim("prefixrl", "RL on problems prefixed with part of a solution raises accuracy on the unprefixed problems.",
           "f5-stall-addition", metric="pass@1_after",
           reading=("the prefixed problems do give a signal (pass rate 0.53 with 75 % of the answer given) but it "
                    "does not transfer: the unprefixed pass rate in training stays at 0.007, and held-out pass@1 "
                    "falls below GRPO's " + STALL)),
     Claim("prefixrl", "(on tool episodes) ... with the expert's first turns replayed as the prefix.",
-          "f5-stall-calculator", metric="pass@1_after"),
+          "f5-stall-calculator", metric="pass@1_after",
+          reading="with half the expert's episode replayed the continuations still all fail: " + CALC_STALL),
     Claim("ghpo", "Escalating solution hints on all-wrong groups gives GRPO a signal on hard prompts and raises "
           "accuracy.", "f5-stall-addition", metric="pass@1_after",
           reading=("hints go to 94 % of groups (at 69 % of the answer on average), yet 91 % stay all wrong: "
@@ -595,7 +606,9 @@ CLAIMS = (
                    + "; the wrong refinements trained under the plain prompt (policy shaping, no KL term) drive the "
                    "policy far from its start (entropy 2.8, KL to the reference 199) " + STALL)),
     Claim("r3l", "Retries from the pivot with language guidance and pivotal credit beat GRPO on multi-turn tasks.",
-          "f5-stall-calculator", metric="pass@1_after"),
+          "f5-stall-calculator", metric="pass@1_after",
+          reading=("4 retries a step from the pivot turn (the first tool error or departure from the solution), none "
+                   "succeeds: " + CALC_STALL)),
     Claim("r3l", "(on one-turn answers, where the pivot is the first token) ... and on one-turn tasks.",
           "f5-stall-addition", metric="pass@1_after",
           reading=("retries with the verifier's diagnosis succeed 0.1 % of the time (4 retries a step): " + PROMPT_OOD

@@ -15,10 +15,15 @@
 (b) smoke: the smoke preset on the device, i.e. `make demo` (tiny Llama, 600-step SFT warm start, 200 GRPO steps on
     countdown, seed 0) through `workbench.train.train`; greedy accuracy on the 200 held-out puzzles before/after,
     checked against the CPU band (CPU_RUNS below). A rerun resumes or, when finished, only re-evaluates.
+(c) recipes: every recipe's train-kill-resume test (tests/train/test_pipeline.py) with the tests' configs on the
+    device (`pytest --device cuda`, deterministic kernels where torch has them), `--workers` processes sharing it:
+    the code paths of all components, not only GRPO's (1 minute on an H200 with 12 workers). Needs pytest and
+    pytest-xdist. Part of "all" on a GPU; on the CPU these are `make test`'s own tests (`--part recipes` runs them).
 
 The flags --steps/--prompts/--group/--new-tokens set (a), and (b) too when given; (b) is then no longer the smoke
 preset and its band check is skipped. Run folders: OUT/full-HASH and OUT/smoke-HASH (HASH: the config's).
-Exit status: 0 passed (or band check skipped), 1 accuracy outside the band, 2 --device cuda without CUDA.
+Exit status: 0 passed (or band check skipped), 1 accuracy outside the band or a recipe test failed, 2 --device cuda
+without CUDA.
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ import argparse
 import gc
 import resource
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -50,7 +56,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda", help="cuda (default), cuda:N, or cpu (a plumbing check only)")
     p.add_argument("--out", default="runs/gpu-check", help="folder for the run folders")
-    p.add_argument("--part", choices=("all", "full", "smoke"), default="all")
+    p.add_argument("--part", choices=("all", "full", "smoke", "recipes"), default="all")
+    p.add_argument("--workers", type=int, default=8, help="pytest-xdist workers of (c) (processes sharing the device)")
     p.add_argument("--steps", type=int, help="GRPO steps of (a) (default 3) and, given, of (b) (default 200)")
     p.add_argument("--prompts", type=int, help="prompts per step (default: each preset's, 32 and 16)")
     p.add_argument("--group", type=int, help="completions per prompt (default: 8 in both presets)")
@@ -149,6 +156,16 @@ def check_smoke(args) -> bool | None:
     return not problems
 
 
+def check_recipes(args) -> bool:
+    """(c): every recipe's end-to-end test (tests/train/test_pipeline.py: train a few steps, kill, resume, compare row
+    for row) with its smoke-preset config on the device (the tests' `--device` option). True when all pass."""
+    print(f"\n(c) every recipe's train-and-resume test on {args.device} ({args.workers} workers)", flush=True)
+    cmd = [sys.executable, "-m", "pytest", "tests/train/test_pipeline.py", "-k", "every_recipe or every_preference",
+           "--device", args.device, "-q", "-rf", "--tb=line", "-p", "no:cacheprovider",
+           *(["-n", str(args.workers)] if args.workers > 1 else [])]
+    return subprocess.run(cmd, cwd=Path(__file__).resolve().parents[1]).returncode == 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
@@ -161,7 +178,9 @@ def main(argv=None) -> int:
     if args.part in ("all", "full"):
         check_full(args)
     ok = check_smoke(args) if args.part in ("all", "smoke") else None
-    return 1 if ok is False else 0
+    # on the CPU, (c) is `make test`'s own test: "all" runs it on a GPU only
+    recipes_ok = check_recipes(args) if args.part == "recipes" or args.part == "all" and args.device != "cpu" else True
+    return 1 if ok is False or not recipes_ok else 0
 
 
 if __name__ == "__main__":

@@ -15,8 +15,21 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--device", default="cpu",
+                     help="device of every smoke-preset config the tests make (cpu; cuda on a GPU machine: "
+                          "`python bench/gpu_check.py --part recipes` runs the recipe tests there)")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "covers(*keys): catalog keys a test checks")
+    device = config.getoption("--device")
+    if device != "cpu":  # the smoke preset on another device, with its deterministic kernels where torch has them
+        from workbench.train.config import PRESETS
+
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        PRESETS["smoke"]["device"] = device
 
 
 def shared_dir(tmp_path_factory, name: str):

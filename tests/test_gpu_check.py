@@ -58,6 +58,24 @@ def test_cuda_without_a_cuda_device_exits_2_before_anything_runs(gpu_check, monk
     assert not (tmp_path / "out").exists()
 
 
+def test_recipes_part_runs_the_recipe_tests_on_the_device(gpu_check, monkeypatch):
+    """(c) hands the device to the tests' --device option; "all" runs it only off the CPU (on the CPU they are
+    make test's own)."""
+    calls = []
+    monkeypatch.setattr(gpu_check.subprocess, "run", lambda cmd, cwd: calls.append(cmd) or
+                        subprocess.CompletedProcess(cmd, 1))
+    assert gpu_check.main(["--device", "cpu", "--part", "recipes", "--workers", "3"]) == 1  # a failed test: exit 1
+    cmd = calls[0]
+    assert cmd[cmd.index("--device") + 1] == "cpu" and cmd[cmd.index("-n") + 1] == "3"
+    assert "every_recipe or every_preference" in cmd and "tests/train/test_pipeline.py" in cmd
+    monkeypatch.setattr(gpu_check, "check_full", lambda args: None)
+    monkeypatch.setattr(gpu_check, "check_smoke", lambda args: True)
+    assert gpu_check.main(["--device", "cpu"]) == 0 and len(calls) == 1  # "all" on the CPU: not again
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "a GPU")
+    assert gpu_check.main([]) == 1 and calls[-1][calls[-1].index("--device") + 1] == "cuda"
+
+
 def test_band_is_the_measured_cpu_runs_widened_by_the_tolerance(gpu_check):
     assert gpu_check.BAND[0] == pytest.approx((0.29, 0.41)) and gpu_check.BAND[1] == pytest.approx((0.37, 0.495))
 

@@ -108,6 +108,30 @@ def test_logprobs_and_entropy_match_reference_and_chunking():
     assert torch.allclose(ops.entropy_from_logits(logits, chunk=2).double(), -(p * p.log()).sum(-1), atol=1e-5)
     uniform = torch.zeros(2, 3, 50)
     assert torch.allclose(ops.entropy_from_logits(uniform), torch.full((2, 3), torch.log(torch.tensor(50.0))))
+    assert ops.logprobs_from_logits(logits[:0], tokens[:0]).shape == (0, 5)  # no rows: nothing to chunk
+
+
+def test_chunked_logprobs_backward_is_one_concatenation_and_the_unchunked_gradient():
+    """Chunks are split views: their gradients meet in one SplitBackward, not one full-size add per chunk (the
+    quadratic backward measured on the GPU), and the gradient is the unchunked log-softmax's."""
+    g = torch.Generator().manual_seed(5)
+    logits = torch.randn(4, 6, 13, generator=g, dtype=torch.float64, requires_grad=True)
+    tokens = torch.randint(0, 13, (4, 6), generator=g)
+    weights = torch.randn(4, 6, generator=g, dtype=torch.float64)
+    out = ops.logprobs_from_logits(logits, tokens, 0.9, chunk=5)
+    seen, todo = set(), [out.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            todo += [n for n, _ in node.next_functions]
+    nodes = {type(n).__name__ for n in seen}
+    assert "SplitWithSizesBackward0" in nodes or "SplitBackward0" in nodes
+    assert "SliceBackward0" not in nodes
+    (grad,) = torch.autograd.grad((out * weights).sum(), logits)
+    ref = torch.log_softmax(logits / 0.9, -1).gather(-1, tokens[..., None]).squeeze(-1)
+    (expected,) = torch.autograd.grad((ref * weights).sum(), logits)
+    assert torch.allclose(grad, expected, atol=1e-12)
 
 
 # Objectives whose token selection uses statistics of the whole (micro-)batch: the covariance is centred by

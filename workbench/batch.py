@@ -120,6 +120,16 @@ class RolloutBatch:
         return replace(self, **updates)
 
 
+def on_device(obj, device):
+    """A dataclass (RolloutBatch, Generation) with every tensor field on `device`; `obj` itself when all are there.
+    The batch lives on the CPU between stages (`Trainer.run_stages`); the model's passes move their inputs to its
+    device and their outputs back (`rollout.engine.on_model`)."""
+    device = torch.device(device)
+    moved = {f.name: v.to(device) for f in fields(obj)
+             if isinstance(v := getattr(obj, f.name), torch.Tensor) and v.device != device}
+    return replace(obj, **moved) if moved else obj
+
+
 LEFT_PADDED = ("prompt_ids", "prompt_mask")   # [B, P] fields padded on the left
 ID_FIELDS = ("response_ids", "prompt_ids")     # padded with the pad token id
 PAD_VALUES = {"turn": -1, "segment": -1}       # padding is never turn / segment 0; every other field pads with 0

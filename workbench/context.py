@@ -93,7 +93,7 @@ class Head:
         weight, bias = layer.weight, getattr(layer, "bias", None)
         group = next((g for g in optimizer.param_groups if any(p is weight for p in g["params"])), {})
         state = optimizer.state.get(weight, {}) if group else {}  # empty before the first step
-        return cls(hidden=hidden.detach(), weight=weight.detach(), bias=None if bias is None else bias.detach(),
+        return cls(hidden=hidden.detach().to(weight.device), weight=weight.detach(), bias=None if bias is None else bias.detach(),
                    trained=bool(group) and weight.requires_grad, lr=group.get("lr", 0.0),
                    betas=tuple(group.get("betas", ())), eps=group.get("eps", 0.0), temperature=temperature,
                    exp_avg=state.get("exp_avg"), exp_avg_sq=state.get("exp_avg_sq"), step=int(state.get("step", 0)))

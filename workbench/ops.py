@@ -155,9 +155,11 @@ def weighted(per_token: torch.Tensor, denom: Denominators | None) -> torch.Tenso
 # Log-probs and entropy from logits, in fp32, chunked over positions so a 150k vocabulary fits.
 
 
-def _chunks(n: int, chunk: int):
-    for start in range(0, n, chunk):
-        yield slice(start, min(start + chunk, n))
+def _chunks(x: torch.Tensor, chunk: int) -> tuple[torch.Tensor, ...]:
+    """x's rows `chunk` at a time, as `torch.split` views: under autograd their gradients meet in one concatenation,
+    where slices (x[a:b]) would each add a full-size gradient in backward, a cost quadratic in the number of chunks
+    (measured on an H200: ~35 % of the full preset's train-phase GPU time, in zero fills and adds)."""
+    return x.split(chunk) if x.shape[0] else ()
 
 
 def logprobs_from_logits(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0,
@@ -165,9 +167,9 @@ def logprobs_from_logits(logits: torch.Tensor, tokens: torch.Tensor, temperature
     """log softmax(logits / temperature)[tokens]; logits [..., V], tokens [...] -> [...]."""
     flat_logits, flat_tokens = logits.reshape(-1, logits.shape[-1]), tokens.reshape(-1)
     out = []
-    for s in _chunks(flat_tokens.shape[0], chunk):
-        scaled = flat_logits[s].float() / temperature
-        picked = scaled.gather(-1, flat_tokens[s, None]).squeeze(-1)
+    for rows, picks in zip(_chunks(flat_logits, chunk), _chunks(flat_tokens, chunk)):
+        scaled = rows.float() / temperature
+        picked = scaled.gather(-1, picks[:, None]).squeeze(-1)
         out.append(picked - torch.logsumexp(scaled, -1))
     return torch.cat(out).reshape(tokens.shape) if out else flat_logits.new_zeros(tokens.shape).float()
 
@@ -176,8 +178,8 @@ def entropy_from_logits(logits: torch.Tensor, temperature: float = 1.0, chunk: i
     """H = logsumexp(l) - sum softmax(l) * l per position, l = logits / temperature; [..., V] -> [...]."""
     flat = logits.reshape(-1, logits.shape[-1])
     out = []
-    for s in _chunks(flat.shape[0], chunk):
-        scaled = flat[s].float() / temperature
+    for rows in _chunks(flat, chunk):
+        scaled = rows.float() / temperature
         out.append(torch.logsumexp(scaled, -1) - (torch.softmax(scaled, -1) * scaled).sum(-1))
     return torch.cat(out).reshape(logits.shape[:-1]) if out else flat.new_zeros(logits.shape[:-1]).float()
 
@@ -187,7 +189,7 @@ def mean_logprob_from_logits(logits: torch.Tensor, temperature: float = 1.0, chu
     the log-prob a uniform choice over the vocabulary expects (ROVER's `sum_log_softmax`)."""
     flat = logits.reshape(-1, logits.shape[-1])
     out = []
-    for s in _chunks(flat.shape[0], chunk):
-        scaled = flat[s].float() / temperature
+    for rows in _chunks(flat, chunk):
+        scaled = rows.float() / temperature
         out.append(scaled.mean(-1) - torch.logsumexp(scaled, -1))
     return torch.cat(out).reshape(logits.shape[:-1]) if out else flat.new_zeros(logits.shape[:-1]).float()

@@ -88,7 +88,9 @@ def predict_token_updates(head: Head, actions: torch.Tensor, advantages: torch.T
     empty moment table returns the raw gradient, an SGD step, although its rows without moments are Adam from zero).
     """
     dtype = torch.promote_types(head.hidden.dtype, torch.float32)
-    kl = torch.zeros(valid.shape, dtype=dtype, device=valid.device)
+    home, device = valid.device, head.weight.device  # computed where the head lives, returned where the batch does
+    actions, advantages, valid = actions.to(device), advantages.to(device), valid.to(device)
+    kl = torch.zeros(valid.shape, dtype=dtype, device=device)
     shift = torch.zeros_like(kl)
     x_all = head.hidden[valid].to(dtype) / head.temperature   # [N, H]: logits / temperature = W x + b / temperature
     W = head.weight.to(dtype)
@@ -113,7 +115,7 @@ def predict_token_updates(head: Head, actions: torch.Tensor, advantages: torch.T
             out.append(predicted_kl_and_shift(x, pi, e_a, A, direction, head.lr))
     if out:
         kl[valid], shift[valid] = torch.cat([k for k, _ in out]), torch.cat([j for _, j in out])
-    return kl, shift
+    return kl.to(home), shift.to(home)
 
 
 def capo_keep(kl: torch.Tensor, shift: torch.Tensor, *, tau_fisher: float, tau_hessian: float, symmetric: bool = True):

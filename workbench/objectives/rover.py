@@ -82,9 +82,11 @@ def head_stats(head: Head, valid: torch.Tensor, tokens: tuple = ()):
     [B, T] and 0 where `valid` [B, T] is False, recomputed without gradient from the LM head: log softmax of
     (hidden W^T + b) / temperature, in float32 at least, CHUNK positions at a time."""
     dtype = torch.promote_types(head.hidden.dtype, torch.float32)
+    home, device = valid.device, head.weight.device  # computed where the head lives, returned where the batch does
+    valid = valid.to(device)
     x_all, W = head.hidden[valid].to(dtype), head.weight.to(dtype)                       # [N, H], [V, H]
     b = None if head.bias is None else head.bias.to(dtype)
-    picks = [x[valid] for x in tokens]                                                     # [N] token ids each
+    picks = [x.to(device)[valid] for x in tokens]                                          # [N] token ids each
     parts = []
     with torch.no_grad():
         for s in range(0, x_all.shape[0], CHUNK):
@@ -93,10 +95,10 @@ def head_stats(head: Head, valid: torch.Tensor, tokens: tuple = ()):
             parts.append([lp.mean(-1), lp.max(-1).values] + [lp.gather(-1, p[s:s + CHUNK, None])[:, 0] for p in picks])
     out = []
     for k in range(2 + len(tokens)):
-        full = torch.zeros(valid.shape, dtype=dtype, device=valid.device)
+        full = torch.zeros(valid.shape, dtype=dtype, device=device)
         if parts:
             full[valid] = torch.cat([p[k] for p in parts])
-        out.append(full)
+        out.append(full.to(home))
     return out[0], out[1], out[2:]
 
 

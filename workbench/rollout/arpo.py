@@ -380,7 +380,7 @@ def branching(engine, task, examples, *, group_size, sampling, ctx, initial, bea
                   logprobs=logprobs, max_turns=max_turns, max_total_tokens=max_total_tokens)
     if ctx is not None and not sampling.greedy:  # a greedy baseline's rows are not the step's rollout
         ctx.metrics.update(forest_metrics(forest))
-    return forest_batch(forest, group_size, engine.tokenizer.pad_token_id, getattr(engine, "device", None))
+    return forest_batch(forest, group_size, engine.tokenizer.pad_token_id)
 
 
 # ----------------------------------------------------------------------------- hard attribution (unverified)

@@ -10,7 +10,7 @@ from tokenizers.decoders import DecodeStream
 from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList, TopPLogitsWarper
 
 from workbench import ops
-from workbench.batch import left_pad
+from workbench.batch import left_pad, on_device
 from workbench.envs.base import Message, as_messages
 
 
@@ -200,12 +200,26 @@ def policy_forward(model, prompt_ids, prompt_mask, response_ids, mask, temperatu
     unknown = sorted(set(stats) - set(LOGIT_STATS))
     if unknown:
         raise ValueError(f"unknown logit statistics {unknown}; known: {sorted(LOGIT_STATS)}")
-    logits, hidden = response_logits(model, prompt_ids, prompt_mask, response_ids, with_hidden)
-    logp = ops.logprobs_from_logits(logits, response_ids, temperature)
-    entropy = ops.entropy_from_logits(logits, temperature) if with_entropy else None
+    home = response_ids.device
+    logits, hidden = on_model(model, response_logits, prompt_ids, prompt_mask, response_ids, with_hidden)
+    ids = response_ids.to(logits.device)
+    logp = ops.logprobs_from_logits(logits, ids, temperature).to(home)
+    entropy = ops.entropy_from_logits(logits, temperature).to(home) if with_entropy else None
+    hidden = hidden if hidden is None else hidden.to(home)
     if stats:
-        return logp, entropy, hidden, {name: LOGIT_STATS[name](logits, temperature) for name in stats}
+        return logp, entropy, hidden, {name: LOGIT_STATS[name](logits, temperature).to(home) for name in stats}
     return logp, entropy, hidden
+
+
+def model_device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def on_model(model, fn, *tensors_then_args):
+    """fn(model, *args) with the leading tensor arguments moved to the model's device: the batch lives on the CPU,
+    the model wherever the config put it."""
+    device = model_device(model)
+    return fn(model, *(x.to(device) if isinstance(x, torch.Tensor) else x for x in tensors_then_args))
 
 
 def response_logits(model, prompt_ids, prompt_mask, response_ids, with_hidden: bool = False):
@@ -379,15 +393,15 @@ class HFEngine:
 
     @property
     def device(self):
-        return next(self.model.parameters()).device
+        return model_device(self.model)
 
     def encode(self, prompts: list[Prompt], n: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
         """Prompt ids and mask [B·n, P], each prompt tokenized once and repeated n times (rows grouped). The last
         call's tokens are kept: a rollout encodes its first turn's prompts to bound the budget, then `generate`
         encodes the same prompts (tokenizing twice cost ~6 ms a step on the tiny model's bench)."""
-        key = (repr(prompts), self.device, getattr(self.tokenizer, "use_chat_template", False))
+        key = (repr(prompts), getattr(self.tokenizer, "use_chat_template", False))
         if self._last_encoded is None or self._last_encoded[0] != key:
-            self._last_encoded = key, encode_prompts(self.tokenizer, prompts, self.device)
+            self._last_encoded = key, encode_prompts(self.tokenizer, prompts)
         ids, mask = self._last_encoded[1]
         return ids.repeat_interleave(n, dim=0), mask.repeat_interleave(n, dim=0)  # new tensors, never the kept ones
 
@@ -426,7 +440,7 @@ class HFEngine:
         """One sample per token-id prompt (a multi-turn history: never re-tokenized), each with its own budget
         when `max_new_tokens` is a list. Same fields and ending rules as `generate`."""
         check_sampling_args(prompts, temperature, greedy, stop, max_new_tokens)
-        prompt_ids, prompt_mask = left_pad(prompts, self.tokenizer.pad_token_id, self.device)
+        prompt_ids, prompt_mask = left_pad(prompts, self.tokenizer.pad_token_id)
         return self.sample(prompt_ids, prompt_mask, max_new_tokens=max_new_tokens, temperature=temperature,
                            top_p=top_p, greedy=greedy, stop=stop, **self._hook(temperature_hook), **self._topk(topk))
 
@@ -458,7 +472,8 @@ class HFEngine:
         as after a constant temperature. `mu_logp` are then the log-probs at the hook's temperatures. Greedy
         decoding ignores it (a positive temperature does not move the argmax). `topk` > 0 also fills
         `topk_logp` [B, T, k + 1] from the same scores (`topk_logprobs`)."""
-        rows = prompt_ids.shape[0]
+        rows, home = prompt_ids.shape[0], prompt_ids.device
+        prompt_ids, prompt_mask = prompt_ids.to(self.device), prompt_mask.to(self.device)
         budget = max_new_tokens if isinstance(max_new_tokens, int) else max(max_new_tokens)
         was_training = self.model.training
         self.model.eval()
@@ -483,8 +498,8 @@ class HFEngine:
         scores = torch.stack(out.scores, dim=1)  # [B, T, V], already divided by the (hook's) temperature
         mu_logp = ops.logprobs_from_logits(scores, response_ids) * mask
         topk_logp = topk_logprobs(scores, response_ids, topk) if topk else None
-        return Generation(prompt_ids, prompt_mask, response_ids, mask.to(prompt_ids.device), truncated, mu_logp,
-                          texts, topk_logp)
+        return on_device(Generation(prompt_ids, prompt_mask, response_ids, mask, truncated, mu_logp, texts, topk_logp),
+                         home)
 
     @torch.no_grad()
     def logprobs(self, gen: Generation, temperature: float = 1.0) -> torch.Tensor:

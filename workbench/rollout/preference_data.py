@@ -39,8 +39,8 @@ def items_batch(engine, prompts: list, responses: list[list[str]], ends: list[li
     if any(len(r) != K for r in responses):
         raise ValueError("every item needs the same number of responses")
     rows = [r for item in responses for r in item]
-    prompt_ids, prompt_mask = encode_prompts(engine.tokenizer, [p for p in prompts for _ in range(K)], engine.device)
-    ids, mask = encode_responses(engine.tokenizer, rows, engine.device,
+    prompt_ids, prompt_mask = encode_prompts(engine.tokenizer, [p for p in prompts for _ in range(K)])
+    ids, mask = encode_responses(engine.tokenizer, rows,
                                  eos=None if ends is None else [e for item in ends for e in item])
     preference_reward = torch.tensor([v for item in (labels or {}).get("preference_reward", []) for v in item])
     batch = RolloutBatch(

@@ -19,7 +19,7 @@ import torch
 
 from workbench import ops, registry
 from workbench.advantages.group import group_stats
-from workbench.batch import RolloutBatch
+from workbench.batch import RolloutBatch, on_device
 from workbench.context import Forward, Head, StepContext
 from workbench.kl import KL_LOGS
 from workbench.models import (add_lora, check_model_name, checkpoint_state, frozen_copy,
@@ -27,7 +27,7 @@ from workbench.models import (add_lora, check_model_name, checkpoint_state, froz
 from workbench.recipes import Recipe, get_recipe, with_overrides
 from workbench.recipes.run_settings import with_preference_data, with_rollout_correction
 from workbench.rollout import make_engine, policy_forward
-from workbench.rollout.engine import Sampling, response_logits
+from workbench.rollout.engine import Sampling, on_model, response_logits
 from workbench.stages import BATCH_STAGES, SAMPLING_STAGES
 from workbench.tasks import run_task
 from workbench.tasks.preferences import read_pairs
@@ -77,7 +77,8 @@ def training_forward(model, mb: RolloutBatch, temperature: float, *, with_entrop
     if not with_logits:
         return (*policy_forward(model, mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.mask, temperature,
                                 with_entropy=with_entropy, with_hidden=with_hidden), None)
-    logits, hidden = response_logits(model, mb.prompt_ids, mb.prompt_mask, mb.response_ids, with_hidden)
+    logits, hidden = on_model(model, response_logits, mb.prompt_ids, mb.prompt_mask, mb.response_ids, with_hidden)
+    logits, hidden = logits.to(mb.mask.device), hidden if hidden is None else hidden.to(mb.mask.device)
     entropy = ops.entropy_from_logits(logits, temperature) if with_entropy else None
     return ops.logprobs_from_logits(logits, mb.response_ids, temperature), entropy, hidden, logits / temperature
 
@@ -291,10 +292,18 @@ class Trainer:
                 "reward_shaping": p.shape_rewards, "advantage": p.advantages, "token_masks": p.mask_tokens}
 
     def run_stages(self, names: tuple, batch, ctx: StepContext):
+        """The batch leaves every stage on the CPU, whatever a component made: between stages it is bookkeeping, and
+        only the model's passes run on the config's device (they move their inputs there and their outputs back)."""
         runners = self.stage_runners()
         for name in names:
             batch = runners[name](batch, ctx)
+            batch = batch if batch is None else on_device(batch, "cpu")
         return batch
+
+    def values_of(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The critic's values [B, T] of hidden states [B, T, H], on the hidden states' device (the head lives on the
+        model's)."""
+        return self.value_head(hidden.to(self.config.device)).to(hidden.device)
 
     def rollout_on(self, examples: list, *, ctx: StepContext, group_size: int, greedy: bool = False,
                    temperature: float | None = None, task=None, rewarded: bool = False) -> RolloutBatch:
@@ -325,8 +334,8 @@ class Trainer:
         """The current policy's log-probs over the whole vocabulary [B, T, V] at each response position of the batch's
         rows (its own prompts), at the run's temperature, without gradient; 0 off the mask. Before the update this is
         the old policy: SRPO's self-teacher reads it under a prompt with feedback in it."""
-        logits, _ = response_logits(self.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids)
-        logp = torch.log_softmax(logits.float() / self.config.temperature, dim=-1)
+        logits, _ = on_model(self.model, response_logits, batch.prompt_ids, batch.prompt_mask, batch.response_ids)
+        logp = torch.log_softmax(logits.float() / self.config.temperature, dim=-1).to(batch.mask.device)
         return logp * batch.mask[..., None].to(logp.dtype)
 
     def sample(self, ctx: StepContext, round: int = 0) -> RolloutBatch:
@@ -393,7 +402,7 @@ class Trainer:
             batch.old_logp, batch.entropy = old_logp * batch.mask, entropy * batch.mask
             fill_stats(batch, old_stats, stats)
             if self.value_head is not None:
-                batch.values = batch.old_values = self.value_head(hidden) * batch.mask
+                batch.values = batch.old_values = self.values_of(hidden) * batch.mask
         if self.ref is not None:
             ref_stats = pipeline.forward_stats("ref")
             ref_logp, _, _, *stats = policy_forward(self.ref, batch.prompt_ids, batch.prompt_mask, batch.response_ids,
@@ -432,7 +441,7 @@ class Trainer:
             mb.entropy = entropy.detach() * mb.mask
         if wants_head:  # this update's LM head, its input and its optimizer state (CAPO predicts its step)
             mb.head = Head.of(self.model, self.optimizer, hidden, c.temperature)
-        values = self.value_head(hidden) if self.value_head is not None else None
+        values = self.values_of(hidden) if self.value_head is not None else None
         if moves is not None:
             logp, entropy, values = (x if x is None else torch.where(moves > 0, x, x.detach())
                                      for x in (logp, entropy, values))

@@ -1,6 +1,7 @@
 """Small builders shared by the tests."""
 from __future__ import annotations
 
+import random
 import string
 
 import torch
@@ -144,6 +145,10 @@ def needs_multi_turn(recipe: str) -> bool:
 def task_for(recipe: str, **overrides):
     """(config overrides, task) for a unit-test run of `recipe`: one-turn DigitFirst, or three-turn DigitSteps for a
     recipe whose components need more (the config names keydoor, which offers every need, so the start-up check passes)."""
+    from workbench.recipes import get_recipe
+
+    if get_recipe(recipe).sampler.key == "pool":  # DigitFirst has 10 distinct training prompts: a pool of 8
+        overrides = {**overrides, "recipe_overrides": {"sampler": {"size": 8}}}
     if needs_multi_turn(recipe):
         return {**overrides, "task": "keydoor"}, DigitSteps()
     return overrides, DigitFirst()
@@ -330,3 +335,19 @@ def no_solution_task():
             return 0.0
 
     return TRLTask(Env, [{"prompt": "p"}], eval_rows=[{"prompt": "q"}])
+
+
+def sampled_step(engine, task, scores, seed=0, group_size=4, **ctx_fields):
+    """A batch of len(scores) // group_size groups of `task` sampled by `engine`, with the given verifier scores
+    (rewards = scores, as the reward stage leaves them), and its step context (`ctx_fields` added, e.g. `score`)."""
+    from workbench.rollout import Sampling, turns
+
+    examples = task.sample(len(scores) // group_size, random.Random(seed))
+    torch.manual_seed(seed)
+    batch = turns(engine, task, examples, group_size=group_size, sampling=Sampling(6))
+    batch.scores = torch.tensor(scores, dtype=torch.float32)
+    batch.rewards = batch.scores.clone()
+    ctx = StepContext(step=0, total_steps=1, seed=seed, group_size=group_size, prompts_per_step=len(examples),
+                      max_new_tokens=6, pad_id=engine.tokenizer.pad_token_id, examples=examples, task=task,
+                      engine=engine, **ctx_fields)
+    return batch, ctx

@@ -17,6 +17,7 @@ NOT_IN_CATALOG = {
     ("reward", "length-bias"),  # a hackable proxy for notebook 12, not a method
     # the pipeline's preference parts: where items come from, the loss on them, the anchors that move
     ("sampler", "none"), ("objective", "preference"), ("loss_weight", "rollout-is"),
+    ("sampler", "pool"),  # the fixed prompt pool the F5 data methods revisit (per-prompt statistics, replay)
     ("reference", "iterate"), ("reference", "previous-iterate"), ("reference", "momentum"),
     *(("rollout", key) for key in ("task-pairs", "file-pairs", "task-lists", "degraded-pairs", "advantage-steps",
                                    "sampled-pairs", "sampled-lists", "sibling-steps")),

@@ -64,6 +64,14 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_inspect(args) -> int:
+    from workbench.train.inspection import format_inspection, inspect_run
+
+    info = inspect_run(args.run, step=args.step)
+    print(json.dumps(info, indent=1) if args.json else format_inspection(info, rows=args.rows))
+    return 0
+
+
 def cmd_export(args) -> int:
     from workbench.train.export import export_run
 
@@ -286,6 +294,14 @@ def parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="(re)write DIR/report.html from a run folder")
     report.add_argument("dir")
     report.set_defaults(fn=cmd_report)
+
+    insp = sub.add_parser("inspect", help="what a run's replay buffers and prompt samplers hold at a kept checkpoint: "
+                                          "buffer entries (age, reward, prompt), pass rates per prompt, choices")
+    insp.add_argument("run", help="run folder")
+    insp.add_argument("--step", type=int, help="a kept checkpoint's step (default: the newest)")
+    insp.add_argument("--rows", type=int, default=10, help="entries, prompts and steps shown per component")
+    insp.add_argument("--json", action="store_true", help="everything, as JSON")
+    insp.set_defaults(fn=cmd_inspect)
 
     export = sub.add_parser("export", help="write a run's checkpoint as a transformers save_pretrained folder (model "
                                            "+ tokenizer; LoRA merged), or with --adapter a PEFT adapter folder")

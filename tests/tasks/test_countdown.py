@@ -64,6 +64,18 @@ def test_countdown_example_format():
         assert 0 <= int(rest) <= 99 and " " not in e.target
 
 
+def test_min_numbers_mixes_puzzle_sizes_and_leaves_the_default_stream_alone():
+    mixed = get_task("countdown", min_numbers=2, n_numbers=5)
+    sizes = [len(e.prompt.split(">")[0].split()) for e in mixed.sample(400, random.Random(0))]
+    assert set(sizes) == {2, 3, 4, 5} and all(60 <= sizes.count(n) <= 140 for n in (2, 3, 4, 5))
+    assert all(mixed.score(e.target, e) == 1.0 for e in mixed.sample(50, random.Random(1)))
+    plain, fixed = get_task("countdown"), get_task("countdown", min_numbers=3, n_numbers=3)
+    assert [e.prompt for e in plain.sample(20, random.Random(2))] == [e.prompt for e in fixed.sample(20, random.Random(2))]
+    assert plain.eval_file == "countdown.jsonl" and mixed.eval_file is None  # mixed: its own held-out draw
+    with pytest.raises(ValueError, match=r"countdown: need 2 <= min_numbers <= n_numbers=3, got min_numbers=4"):
+        get_task("countdown", min_numbers=4)
+
+
 @pytest.mark.parametrize("kw, message", [
     ({"max_number": 10**6}, r"countdown: only 0 of 2000 random expressions over n_numbers=3 numbers in "
                             r"1..max_number=1000000 land on a target in 0..99 .*; lower max_number"),

@@ -37,7 +37,8 @@ def fuzz_cases(n: int = CASES, seed: int = 0) -> list[tuple[str, dict]]:
         name = names[i % len(names)]
         kinds = knob_kinds(registry.get("env", name).fn)
         knobs = list(kinds)
-        kw = {k: rng.choice(TYPED[kinds[k].types[-1]] if rng.random() < 0.6 else VALUES)
+        typed = {k: next(t for t in reversed(kinds[k].types) if t in TYPED) for k in knobs}  # int | None: int
+        kw = {k: rng.choice(TYPED[typed[k]] if rng.random() < 0.6 else VALUES)
               for k in rng.sample(knobs, rng.randint(1, min(3, len(knobs))))}
         if rng.random() < MISSPELT:
             knob = rng.choice(knobs)

@@ -8,7 +8,8 @@ import sys
 import pytest
 import torch
 
-from workbench.train.checkpoint import CheckpointError, kept_checkpoints, load_latest_checkpoint, save_checkpoint
+from workbench.train.checkpoint import (PIPELINE_FILE, CheckpointError, kept_checkpoints, load_latest_checkpoint,
+                                       load_pipeline_state, save_checkpoint)
 
 
 def test_a_damaged_checkpoint_falls_back_to_the_previous_kept_one(tmp_path, capsys):
@@ -22,6 +23,22 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_kept_one(tmp_path, caps
                                                                           (tmp_path / "checkpoints").iterdir())
     assert (tmp_path / "checkpoints" / "step_000004.damaged" / "state.pt").exists()  # kept for inspection
     assert [p.name for p in kept_checkpoints(tmp_path)] == ["step_000002"]
+
+
+def test_the_pipeline_state_is_a_file_of_its_own_and_a_damaged_one_falls_back_too(tmp_path, capsys):
+    """Buffers and samplers (the components' state) sit in pipeline.pt beside state.pt: readable without the model,
+    restored with it, and a torn pipeline.pt sets its checkpoint aside like a torn state.pt."""
+    for step in (2, 4):
+        save_checkpoint(tmp_path, step, {"step": step, "pipeline": {"buffer:x": {"rows": [step] * 3}}}, keep=2)
+    newest = kept_checkpoints(tmp_path)[-1]
+    assert load_pipeline_state(newest) == {"buffer:x": {"rows": [4, 4, 4]}}
+    assert "pipeline" not in torch.load(newest / "state.pt", weights_only=False)
+    assert load_latest_checkpoint(tmp_path)["pipeline"] == {"buffer:x": {"rows": [4, 4, 4]}}
+    (newest / PIPELINE_FILE).write_bytes((newest / PIPELINE_FILE).read_bytes()[:50])
+    state = load_latest_checkpoint(tmp_path)
+    assert state["step"] == 2 and state["pipeline"] == {"buffer:x": {"rows": [2, 2, 2]}}
+    assert (tmp_path / "checkpoints" / "step_000004.damaged" / PIPELINE_FILE).exists()
+    assert "damaged" in capsys.readouterr().err
 
 
 def test_no_readable_checkpoint_is_an_error_that_says_what_to_do(tmp_path):

@@ -36,7 +36,7 @@ def launch(recipe: str, out: Path, launcher: str, port: int, mode: str = "ddp") 
 @pytest.mark.parametrize("recipe,launcher,port,mode", [
     ("grpo", "torchrun", 29521, "ddp"), ("dr_grpo", "accelerate", 29522, "ddp"), ("ppo", "torchrun", 29523, "ddp"),
     ("grpo", "torchrun", 29524, "fsdp"), ("ppo", "accelerate", 29525, "fsdp"), ("ppo-max", "torchrun", 29526, "ddp"),
-    ("bapo", "torchrun", 29527, "ddp"), ("vspo", "torchrun", 29528, "ddp")])
+    ("bapo", "torchrun", 29527, "ddp"), ("vspo", "torchrun", 29528, "ddp"), ("arpo-gui", "torchrun", 29529, "ddp")])
 def test_two_ranks_take_the_one_process_step(recipe, launcher, port, mode, tmp_path):
     """grpo: seq-mean-token-mean; dr_grpo: seq-mean-token-sum-norm (C = B_global L_max); ppo: token-mean with a
     critic (global value-mask counts). The union of the ranks' batches replayed in one process gives the same
@@ -53,14 +53,22 @@ def test_two_ranks_take_the_one_process_step(recipe, launcher, port, mode, tmp_p
     if recipe == "vspo":  # every rank's pass rates hold both ranks' prompts, resampled ones included
         rates = ranks[0]["pipeline_state"]["group_transform:vspo"].rate
         assert {p for r in ranks for p in r["batch"].prompts} <= set(rates)
+    if recipe == "arpo-gui":  # the pool chose before sharding and learnt every rank's pass rates; one buffer
+        pool = ranks[0]["pipeline_state"]["sampler:pool"]
+        assert {p for r in ranks for p in r["batch"].prompts} == {pool.examples[i].prompt for i in pool.chosen[-1][1]}
+        assert sum(len(h) for h in pool.pass_rates.values()) == 4 * len(pool.chosen)  # 4 prompts a step, both ranks'
+        buffer = ranks[0]["pipeline_state"]["group_transform:arpo-gui"]["buffer"]
+        assert {e.key for e in buffer.entries} <= {p for r in ranks for p in r["batch"].prompts} | {
+            pool.examples[i].prompt for _, ids in pool.chosen for i in ids}
     if recipe == "ppo-max":  # the moments saw the whole step's rewards, not one rank's half
         assert ranks[0]["pipeline_state"]["reward_shaping:ppo-max"].count == sum(r["batch"].size for r in ranks)
     assert all(torch.equal(a, b) for a, b in zip(ranks[0]["params"], ranks[1]["params"]))
     prompts = [set(map(tuple, r["batch"].prompt_ids.tolist())) for r in ranks]
     assert not prompts[0] & prompts[1]  # each rank rolled out its own prompts
 
+    pool = {"recipe_overrides": {"sampler": {"size": 8}}} if recipe == "arpo-gui" else {}  # as the worker's
     config = make_config("smoke", recipe=recipe, task="addition", steps=1, prompts_per_step=4, group_size=8,
-                         max_new_tokens=6, sft_steps=0, eval_size=8, minibatches=1, lr=1e-2)
+                         max_new_tokens=6, sft_steps=0, eval_size=8, minibatches=1, lr=1e-2, **pool)
     single = Trainer(config, tmp_path / "single", progress=False).setup()
     assert float(union_advantages(ranks).abs().max()) > 0  # the step has a policy gradient
     union = concat([r["batch"] for r in ranks], pad_id=single.tokenizer.pad_token_id)

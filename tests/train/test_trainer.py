@@ -6,6 +6,8 @@ import json
 import pytest
 import torch
 
+from workbench.batch import RolloutBatch
+
 from tests.helpers import TINY, DigitFirst, metric_rows, resumes_exactly
 from workbench.models import load_model
 from workbench.rollout import policy_forward
@@ -204,10 +206,12 @@ def test_components_can_score_and_resample_at_another_temperature(tmp_path, monk
         ctx.score(batch, 0.0)
     seen = []
     monkeypatch.setattr(trainer.pipeline, "rollout", lambda engine, task, examples, *, group_size, sampling, ctx:
-                        seen.append(sampling.temperature))
+                        seen.append(sampling.temperature) or RolloutBatch.from_rewards([0.0] * group_size))
+    trainer.rollouts = 0
     ctx.rollout(ctx.examples or [trainer.task.eval_set(1)[0]], group_size=2, temperature=1.3)
     ctx.rollout([trainer.task.eval_set(1)[0]], group_size=2)
     assert seen == [1.3, trainer.config.temperature]
+    assert trainer.rollouts == 4  # each call's rows are counted as the step's rollouts
 
 
 @pytest.mark.covers("tis")

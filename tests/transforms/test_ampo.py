@@ -7,13 +7,11 @@ import random
 import pytest
 import torch
 
-from tests.helpers import TINY, metric_rows, no_solution_task, resumes_exactly
+from tests.helpers import TINY, metric_rows, no_solution_task, resumes_exactly, sampled_step
 from workbench import registry
 from workbench.advantages.ampo import ampo_advantage
 from workbench.advantages.group import grpo
-from workbench.context import StepContext
 from workbench.models import build_tiny
-from workbench.rollout import Sampling, turns
 from workbench.rollout.engine import HFEngine, policy_forward
 from workbench.tasks import get_task
 from workbench.tasks.teachers import DEFAULT_POOL, TEACHERS, teacher_solutions
@@ -55,16 +53,8 @@ def probability_of_context(engine, probability):
 def step(engine, task_name, scores, score=None, seed=0):
     """A sampled batch of len(scores) // G groups of `task_name` with the given verifier scores (rewards = scores, as
     the reward stage leaves them), and its step context."""
-    task = get_task(task_name)
-    examples = task.sample(len(scores) // G, random.Random(seed))
-    torch.manual_seed(seed)
-    batch = turns(engine, task, examples, group_size=G, sampling=Sampling(6))
-    batch.scores = torch.tensor(scores, dtype=torch.float32)
-    batch.rewards = batch.scores.clone()
-    ctx = StepContext(step=0, total_steps=1, seed=seed, group_size=G, prompts_per_step=len(examples),
-                      max_new_tokens=6, pad_id=engine.tokenizer.pad_token_id, examples=examples, task=task,
-                      engine=engine, score=score or policy_score(engine))
-    return batch, ctx
+    return sampled_step(engine, get_task(task_name), scores, seed=seed, group_size=G,
+                        score=score or policy_score(engine))
 
 
 def test_registered_with_the_references_settings():

@@ -626,6 +626,44 @@ CLAIMS = (
                    "(3 seeds, not stored: --set recipe_overrides.regularizers=[[\"kl-penalty\", {\"beta\": 0.04, "
                    "\"estimator\": \"k3\"}]]) it still falls, to pass@1 0.005 ± 0.002: the distillation, not the "
                    "missing KL term, does it " + STALL)),
+    # F5 part 2: data selection and replay on a pool of mixed difficulty (countdown, 2-5 numbers)
+    Claim("arpo-gui", "Replaying a stored success into groups that fail throughout gives GRPO a signal there and "
+          "raises success over GRPO.", "f5-data-countdown",
+          reading=("replay acts: 37-45 % of groups fail throughout and 13-15 % get a stored success (about 300 rows "
+                   "stored), cutting groups without signal from GRPO's 61 % to 42 %; but the recipe also trains on a "
+                   "fixed pool of 64 prompts (GRPO draws fresh ones), with clip 0.3 and no KL term, and its ablation "
+                   "without replay (arpo-gui-no-replay, same 3 seeds) ends at 0.240 ± 0.013: the pool and the loss, "
+                   "not the replay, cost the held-out accuracy")),
+    Claim("arpo-gui-no-replay", "(ARPO's ablation) Without its replay, the same recipe (pool, loss) learns less.",
+          "f5-data-countdown", baseline="arpo-gui", direction=-1,
+          reading=("without replay 61 % of groups carry no signal (42 % with it), yet held-out accuracy is the same: "
+                   "the revived groups' one positive row is a success the policy already produced for that prompt")),
+    Claim("ahpo", "Expert supervision switched on only where the policy's group fails beats GRPO on hard prompts.",
+          "f5-data-countdown",
+          reading=("the gate opens for 51-56 % of groups (all wrong), whose exact countdown expression is trained "
+                   "by the SFT term (NLL 0.80 on average); at step 50 held-out accuracy is lower (0.238 vs 0.293), "
+                   "at step 100 no different")),
+    Claim("grpo-roc", "Oversampling and keeping the cleanest correct traces (with the failures' share kept) trains "
+          "better than GRPO on its plain groups.", "f5-data-countdown",
+          reading=("the trace-quality ranking cannot act here (no tool calls, no answer tags: every correct trace has "
+                   "penalty 1.5); what acts is sampling 2G and dropping the 48-52 % of groups with equal rewards, "
+                   "which reaches GRPO's accuracy with twice its rollouts (25,600 against 12,800)")),
+    Claim("pf-ppo", "Training PPO on the samples whose reward is reliable (redrawn by |R|^2) beats PPO on all of "
+          "them.", "f5-data-countdown", baseline="ppo",
+          reading=("with 0/1 verifier rewards, weights |R|^2 keep the successes only (1 against 1e-8): every redrawn "
+                   "batch is all R = 1 (zero-spread groups 100 %, 14-37 % of rows distinct), PPO never sees a "
+                   "failure and collapses (0.26 -> 0.01); the paper filters a learned reward model's unreliable "
+                   "middle, which exact rewards do not have (R^2 of rewards to the verifier: 1.0)")),
+    Claim("bfs-prover-v2", "Training only on steps inside the central perplexity band (neither trivial nor noisy) "
+          "beats training on all of them.", "f5-data-countdown",
+          reading=("the band (log-perplexity 0.13-1.10 of the sampler's) keeps 83 % of responses; dropping the tails "
+                   "changes nothing measurable in 100 steps")),
+    Claim("rl4mle-duration", "Weighting each sample by its action's duration keeps slow, rewarding actions from being "
+          "out-voted by fast ones in asynchronous actor-learner RL.",
+          why_not=("the bias it corrects comes from asynchronous actors, whose fast actions reach the learner more "
+                   "often; our rollouts are synchronous (every episode of a step finishes before the update), so "
+                   "there is no arrival bias to undo and the weight only rescales episodes by their step count "
+                   "(the recipe trains and resumes; tests simulate the queue it corrects)")),
 )
 
 

@@ -244,6 +244,17 @@ COMPARISONS = {
                                          "recipe_overrides.schedules.every=14")},
         question="Does a turn cap that grows in stages (5, 7, then 9 turns) train the key-door agent better than "
                  "GRPO with the whole horizon from the start?"),
+    # F5 part 2, data selection and replay: a pool of mixed difficulty, countdown with 2 to 5 numbers (after the smoke
+    # warm start, greedy held-out accuracy 0.76 / 0.44 / 0.20 / 0.09 for 2 / 3 / 4 / 5 numbers after 60 GRPO steps,
+    # seed 0), where GRPO's uniform sampling leaves 55-70 % of its groups with one reward (no signal). Each recipe's
+    # rows a step are logged as `rollouts` (oversampling methods pay more): accuracy against rollouts spent.
+    "f5-data-countdown": Comparison(
+        recipes=("grpo", "arpo-gui", "grpo-roc", "pf-ppo", "bfs-prover-v2", "ahpo", "ppo", "arpo-gui-no-replay"),
+        task="countdown", seeds=3,
+        sets=("task_kw.min_numbers=2", "task_kw.n_numbers=5", "steps=100", "eval_every=25", "eval_size=200",
+              "checkpoint_every=50"),
+        question="On a pool of easy, learnable and nearly impossible prompts, do data selection and replay reach "
+                 "GRPO's held-out accuracy with fewer rollouts, and how many of their groups carry no signal?"),
     # A real pretrained model on this CPU (the small preset): SmolLM2-135M-Instruct, no SFT, 1-digit products asked
     # in words, the reply's last number as its answer. TRL's GRPOTrainer from the same start is its peer
     # (bench/peer_trl.py --store small-products -> small-products-trl.jsonl).

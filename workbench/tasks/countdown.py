@@ -30,7 +30,9 @@ PROBE_DRAWS, MIN_HITS = 2000, 20  # an expression lands in 0..MAX_TARGET 1% of t
     summary="Write an expression using each given number exactly once that equals the target; reward 1 iff it is "
             "legal and exact (parsed, never evaluated as code).")
 class CountdownTask(Task):
-    """Use each of `n_numbers` numbers in [1, max_number] exactly once to make the target.
+    """Use each of `n_numbers` numbers in [1, max_number] exactly once to make the target; with `min_numbers`, each
+    puzzle has between `min_numbers` and `n_numbers` of them, drawn uniformly (a pool of mixed difficulty: the tiny
+    model solves most 2-number puzzles and few 5-number ones, the setting of the F5 data-selection comparison).
 
     The verifier (`workbench.text.arithmetic.evaluate`) parses the completion with `ast` (never `eval`): only
     integer literals, binary + - *, and parentheses are allowed; the literals must be exactly the given numbers
@@ -40,24 +42,28 @@ class CountdownTask(Task):
     """
 
     name = "countdown"
-    DEFAULTS = {"n_numbers": 3, "max_number": 9}
+    DEFAULTS = {"n_numbers": 3, "max_number": 9, "min_numbers": None}
 
-    def __init__(self, *, n_numbers: int = 3, max_number: int = 9):
+    def __init__(self, *, n_numbers: int = 3, max_number: int = 9, min_numbers: int | None = None):
         check_knob_types("countdown", locals(), knob_kinds(CountdownTask))
         check_knob_rules("countdown", [
             (not 2 <= n_numbers <= MAX_NUMBERS, f"2 <= n_numbers <= {MAX_NUMBERS}, got n_numbers={n_numbers}"),
             (max_number < 1, f"max_number >= 1, got max_number={max_number}"),
+            (min_numbers is not None and not 2 <= min_numbers <= n_numbers,
+             f"2 <= min_numbers <= n_numbers={n_numbers}, got min_numbers={min_numbers}"),
         ])
-        check_expression_length(n_numbers, max_number)
-        check_targets_reachable(n_numbers, max_number)
-        self.n_numbers = n_numbers
-        self.max_number = max_number
-        params = {"n_numbers": n_numbers, "max_number": max_number}
+        self.sizes = list(range(n_numbers if min_numbers is None else min_numbers, n_numbers + 1))
+        for n in self.sizes:
+            check_expression_length(n, max_number)
+            check_targets_reachable(n, max_number)
+        self.n_numbers, self.max_number, self.min_numbers = n_numbers, max_number, min_numbers
+        params = {"n_numbers": n_numbers, "max_number": max_number, "min_numbers": min_numbers}
         # The shipped file holds default-parameter prompts only; see AdditionTask.
         self.eval_file = "countdown.jsonl" if params == self.DEFAULTS else None
 
     def make_example(self, rng: random.Random) -> Example:
-        numbers, text, value = redraw(lambda: draw_in_range(rng, self.n_numbers, self.max_number), DRAW_TRIES,
+        n = self.n_numbers if len(self.sizes) == 1 else rng.choice(self.sizes)  # one draw: the default's stream as it was
+        numbers, text, value = redraw(lambda: draw_in_range(rng, n, self.max_number), DRAW_TRIES,
                                       f"{self!r}: no expression within 0..{MAX_TARGET} in {DRAW_TRIES} draws")
         shown = " ".join(map(str, sorted(numbers)))
         return Example(prompt=f"{shown}>{value}:", answer=f"{value}|{shown}", target=text)
@@ -68,7 +74,8 @@ class CountdownTask(Task):
         return 1.0 if result == value else 0.0
 
     def __repr__(self) -> str:
-        return f"CountdownTask(n_numbers={self.n_numbers}, max_number={self.max_number})"
+        mixed = "" if self.min_numbers is None else f", min_numbers={self.min_numbers}"
+        return f"CountdownTask(n_numbers={self.n_numbers}, max_number={self.max_number}{mixed})"
 
 
 def draw_in_range(rng: random.Random, n_numbers: int, max_number: int):

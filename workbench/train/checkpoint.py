@@ -1,4 +1,8 @@
-"""Resumable checkpoints: model, optimizer, controller state, step; written atomically, read with fallback."""
+"""Resumable checkpoints: model, optimizer, controller state, step; written atomically, read with fallback.
+
+A checkpoint folder holds `state.pt` (everything) and, apart, `pipeline.pt`: the components' state (samplers,
+buffers, controllers, running statistics), small and readable without the model (`workbench inspect`). A checkpoint
+is read whole or not at all: a damaged `pipeline.pt` sets it aside like a damaged `state.pt`."""
 from __future__ import annotations
 
 import shutil
@@ -24,6 +28,9 @@ def save_checkpoint(out: Path, step: int, state: dict, keep: int = 2) -> Path:
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    if "pipeline" in state:
+        state = dict(state)
+        save_atomic(state.pop("pipeline"), tmp / PIPELINE_FILE)
     save_atomic(state, tmp / "state.pt")
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)  # a half-written checkpoint never carries the final name
@@ -50,8 +57,22 @@ def latest_checkpoint(out: Path) -> Path | None:
     return done[-1] if done else None
 
 
+PIPELINE_FILE = "pipeline.pt"
+
+
 def load_checkpoint(path: Path) -> dict:
-    return torch.load(path / "state.pt", weights_only=False)
+    state = torch.load(path / "state.pt", weights_only=False)
+    if (path / PIPELINE_FILE).exists():  # checkpoints before session 15 hold it inside state.pt
+        state["pipeline"] = load_pipeline_state(path)
+    return state
+
+
+def load_pipeline_state(path: Path) -> dict:
+    """The components' state {"slot:key": state} of the checkpoint folder `path` (not the model's)."""
+    state = torch.load(path / PIPELINE_FILE, weights_only=False)
+    if not isinstance(state, dict):
+        raise ValueError(f"{path / PIPELINE_FILE} is not a pipeline state (a dict of component states)")
+    return state
 
 
 def load_latest_checkpoint(out: Path) -> dict | None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from workbench import ops, registry
+from workbench.batch import RolloutBatch
 from workbench.context import Forward, StepContext
 from workbench.params import check_choice, check_value, did_you_mean
 from workbench.recipes import Recipe, Use
@@ -75,6 +76,20 @@ PIPELINE_METRICS = {
     "loss/total": ("Total loss optimized: policy + KL + entropy + value terms.",
                    "Same caveat as loss/policy; the KL and entropy terms shift it."),
 }
+
+
+def step_outcomes(batch: RolloutBatch, ctx: StepContext) -> RolloutBatch:
+    """What a sampler learns from a finished step, from every rank (data parallelism; one process: the batch's own):
+    each row's prompt, score and reward, one group per prompt. A sampler selects before the step is sharded, so it
+    must see the outcomes of every rank's share."""
+    if batch is None or batch.size == 0 or not batch.prompts:
+        return batch
+    prompts = ctx.gather_objects([str(p) for p in batch.prompts])
+    ids = {p: i for i, p in enumerate(dict.fromkeys(prompts))}
+    view = RolloutBatch.from_rewards(ctx.gather(batch.rewards.double()), group=[ids[p] for p in prompts])
+    view.scores = ctx.gather((batch.scores if batch.scores is not None else batch.rewards).double())
+    view.prompts = prompts
+    return view
 
 
 @dataclass
@@ -213,6 +228,17 @@ class Pipeline:
                 raise ValueError(f"recipe {self.recipe.key!r}: {p.name} needs {registry.NEEDS[need]}; task "
                                  f"{task.name!r} has none. Train it on a task that does: --task "
                                  f"{' | '.join(tasks_offering(need))}")
+
+    def check_sampler(self, task, prompts_per_step: int) -> None:
+        """Refuse, before anything is built, a sampler that cannot give a step its prompts from this task (a pool
+        smaller than a step, a task with fewer distinct prompts than the pool): the sampler's own `check_run`."""
+        for p in self.parts["sampler"]:
+            check = getattr(p.fn, "check_run", None)
+            if check is not None:
+                try:
+                    check(task, prompts_per_step, **p.use.kw)
+                except ValueError as err:
+                    raise ValueError(f"recipe {self.recipe.key!r}, {p.name}: {err}") from None
 
     def check_engine(self, engine: str) -> None:
         """Refuse, before anything is built, an engine that lacks what a component needs of it
@@ -445,8 +471,8 @@ class Pipeline:
         batch and logged row)."""
         for p in self.parts["controllers"]:
             self.state[p.name] = p.fn.update(self.state[p.name], batch, row)
-        for p in self.parts["sampler"]:
-            self.state[p.name] = p.fn.update(self.state[p.name], batch)
+        for p in self.parts["sampler"]:  # every rank's outcomes: the samplers' state stays the same on all ranks
+            self.state[p.name] = p.fn.update(self.state[p.name], step_outcomes(batch, ctx))
         for p in self.parts["buffers"]:
             self.state[p.name] = p.fn.add(self.state[p.name], batch, row["step"])
         for p in (p for ps in self.parts.values() for p in ps if p.entry.observe is not None):

@@ -96,6 +96,10 @@ LOOP_METRICS = {
     "step": ("RL step index (one rollout batch per step), starting at 0.",
              "Counts up by one per row. A resumed run recomputes the steps after its last checkpoint, so rows are "
              "never duplicated."),
+    "rollouts": ("Rows the step's rollouts sampled, all ranks: its groups, and any resampled rounds, branches or "
+                 "baselines a component drew (what the step paid for in samples).",
+                 "prompts_per_step x group_size for plain GRPO; more where a method oversamples. Summed over steps: "
+                 "the x-axis of a sample-efficiency curve."),
     "reward/mean": ("Mean outcome reward of the sampled responses; rises as the policy improves.",
                     "Noisy but trending up. Flat at the warm-start level: no signal reaches the policy. A jump to "
                     "the maximum while entropy collapses: check for reward hacking."),
@@ -181,10 +185,12 @@ class Trainer:
         self.check_old_logp()
         self.task = run_task(config)
         self.pipeline.check_task(self.task)  # a turn-level method on one-turn episodes, MC without env copies, ...
+        self.pipeline.check_sampler(self.task, config.prompts_per_step)  # a pool smaller than a step, ...
         self.pipeline.check_rewards(self.task.sample(2, random.Random(config.seed)), config.max_new_tokens, config.steps)
         # a data_path's pairs, read (fields, JSON) now; their lengths are checked against the model before SFT
         self.data_pairs = read_pairs(config.data_path) if config.data_path else []
         self.log = run_log(self.out, config)  # metrics.jsonl (+ TensorBoard with report_to="tensorboard")
+        self.rollouts = 0  # rows the current step's rollouts sampled (`rollout_on`)
         self.parallel = DataParallel(config.distributed, config.device)  # one process unless launched with N
         self.sampling = Sampling(config.max_new_tokens, config.temperature, config.top_p,
                                  tuple(config.stop) or None)
@@ -315,6 +321,7 @@ class Trainer:
                                        temperature=self.sampling.temperature if temperature is None else temperature)
         batch = self.pipeline.rollout(self.engine, self.task if task is None else task, examples,
                                       group_size=group_size, sampling=sampling, ctx=ctx)
+        self.rollouts += batch.size  # what the step paid for in samples: resampled rounds and baselines too
         if not rewarded:
             return batch
         return self.pipeline.reward(batch, dataclasses.replace(ctx, examples=list(examples), metrics={}))
@@ -419,6 +426,7 @@ class Trainer:
         """The step's batch through every stage before the update, in `stages.STAGES` order. Metrics of the
         components (sampling rounds, win rates, filtered shares) are left in `self.rollout_info`."""
         torch.manual_seed(self.config.seed * 1_000_003 + step + 7_919 * self.parallel.rank)
+        self.rollouts = 0
         ctx = self.context(step)
         batch = self.run_stages(BATCH_STAGES, None, ctx)
         self.rollout_info = ctx.metrics
@@ -579,7 +587,8 @@ class Trainer:
         self.push_weights()  # vLLM / an FSDP replica samples the next step with these
         t2 = time.perf_counter()
         tokens = float(batch.mask.sum())
-        row = {"step": step, **self.rollout_metrics(batch), **self.rollout_info, **train_metrics,
+        row = {"step": step, "rollouts": float(self.parallel.sum([float(self.rollouts)])[0]),
+               **self.rollout_metrics(batch), **self.rollout_info, **train_metrics,
                **self.pipeline.driven_metrics(step, self.config.steps),  # the values this step used
                "time/rollout": t1 - t0, "time/train": t2 - t1, "time/step": t2 - t0,
                "tokens_per_s/rollout": float(batch.lengths.sum()) / max(t1 - t0, 1e-9),

@@ -58,6 +58,9 @@ def glossary_html(entries: Sequence[tuple[str, str, str, bool]]) -> str:
         f"<tr><td><code>{html.escape(key)}</code></td><td>{html.escape(measures)}</td>"
         f"<td>{html.escape(healthy)}</td><td>{'yes' if logged else '—'}</td></tr>"
         for key, measures, healthy, logged in entries)
-    return ('<table class="workbench-table"><thead><tr><th>metric</th><th>what it measures</th>'
+    # the column's width, whatever the longest name: columns sized here, long names wrap (inline, so JupyterLab too)
+    return ('<table class="workbench-table" style="table-layout: fixed; width: 100%; overflow-wrap: anywhere">'
+            '<colgroup><col style="width: 28%"><col style="width: 32%"><col style="width: 32%">'
+            '<col style="width: 8%"></colgroup><thead><tr><th>metric</th><th>what it measures</th>'
             "<th>a healthy curve</th><th>logged here</th></tr></thead>"
             f"<tbody>{body}</tbody></table>")

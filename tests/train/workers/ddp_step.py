@@ -13,11 +13,13 @@ import torch
 from tests.helpers import DigitFirst
 from workbench.train import make_config
 from workbench.train.distributed import full_tensor
+from workbench.recipes import get_recipe
 from workbench.train.trainer import Trainer
 
 recipe, out, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+pool = {"recipe_overrides": {"sampler": {"size": 8}}} if get_recipe(recipe).sampler.key == "pool" else {}  # DigitFirst
 config = make_config("smoke", recipe=recipe, task="addition", steps=1, prompts_per_step=4, group_size=8,
-                     max_new_tokens=6, sft_steps=0, eval_size=8, minibatches=1, lr=1e-2, distributed=mode)
+                     max_new_tokens=6, sft_steps=0, eval_size=8, minibatches=1, lr=1e-2, distributed=mode, **pool)
 
 
 def trainer_at(folder):
@@ -30,6 +32,8 @@ trainer = trainer_at(out / "run")
 batch = trainer.make_batch(0)
 metrics = trainer.train_on(batch, 0)
 trainer.push_weights()
+if pool:  # the samplers learn from the finished step (every rank's outcomes)
+    trainer.pipeline.after_step(batch, {"step": 0, **metrics}, trainer.context(0))
 params = trainer.params
 result = {"batch": batch, "metrics": metrics, "params": [full_tensor(p.detach()).clone() for p in params],
           "grads": [full_tensor(p.grad).clone() for p in params],

@@ -142,12 +142,23 @@ def needs_multi_turn(recipe: str) -> bool:
     return any(registry.get(kind, u.key).needs for kind, u in get_recipe(recipe).uses())
 
 
+def pooled(recipe: str) -> bool:
+    """The recipe's sampler draws from a fixed pool of prompts (it takes a `size`: `pool` and the samplers built on it)."""
+    import inspect
+
+    from workbench import registry
+    from workbench.recipes import get_recipe
+
+    sampler = registry.get("sampler", get_recipe(recipe).sampler.key).fn
+    return "size" in inspect.signature(getattr(sampler, "init", sampler)).parameters
+
+
 def task_for(recipe: str, **overrides):
     """(config overrides, task) for a unit-test run of `recipe`: one-turn DigitFirst, or three-turn DigitSteps for a
     recipe whose components need more (the config names keydoor, which offers every need, so the start-up check passes)."""
     from workbench.recipes import get_recipe
 
-    if get_recipe(recipe).sampler.key == "pool":  # DigitFirst has 10 distinct training prompts: a pool of 8
+    if pooled(recipe):  # DigitFirst has 10 distinct training prompts: a pool of 8
         overrides = {**overrides, "recipe_overrides": {"sampler": {"size": 8}}}
     if needs_multi_turn(recipe):
         return {**overrides, "task": "keydoor"}, DigitSteps()

@@ -56,3 +56,14 @@ def test_each_method_gets_a_panel_with_its_band_and_the_baselines():
     bands = [t for t in fig.data if t.fill == "toself"]
     assert list(bands[3].y) == pytest.approx([0.4, 0.4, 0.2, 0.4])  # b: max at steps 0, 10, then min back
     assert fig.layout.showlegend is False and "grey" in fig.layout.title.text  # the title names the colours
+
+
+def test_a_panel_can_put_another_metric_on_x_averaged_over_seeds():
+    def seed(total):  # eval rows at steps -1 (the warm start: no rollouts yet) and 10
+        return [{"step": -1, "eval/accuracy": 0.2}, {"step": 10, "eval/accuracy": 0.3, "rollouts/total": total}]
+
+    groups = {"grpo": [seed(100), seed(100)], "roc": [seed(200), seed(220)]}
+    fig = against_baseline_grid(groups, key="eval/accuracy", x_key="rollouts/total")
+    lines = [t for t in fig.data if t.mode == "lines+markers"]
+    assert list(lines[0].x) == [0, 100] and list(lines[1].x) == [0, 210]
+    assert fig.layout.xaxis.title.text == "rollouts/total"

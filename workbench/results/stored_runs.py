@@ -33,7 +33,9 @@ from workbench.train.glossary import PER_REWARD
 DATA = DATA_DIR / "stored_runs"
 KEPT = ("accuracy", "reward/mean", "entropy", "kl", "response_length/mean", "clip/region", "frac_zero_std_groups",
         "loss/preference", "rewards/margins", "rewards/accuracies", "logps/chosen", "logps/rejected",
-        "pairs", "eval/accuracy", "eval/pass@1", "eval/pass@k", "eval/entropy", "truncated_frac")  # the curves the book draws
+        "pairs", "eval/accuracy", "eval/pass@1", "eval/pass@k", "eval/entropy", "truncated_frac", "rollouts",
+        "time/step")  # the curves the book draws
+TOTAL_ROLLOUTS = "rollouts/total"  # added to each stored row: the rows sampled up to and including its step
 SUMMARY_KEPT = ("accuracy_before", "accuracy_after",  # per run; the preference ones only preference runs have
                 "preference_accuracy_before", "preference_accuracy_after", "pass_k", "pass@1_before",
                 "pass@1_after", "pass@k_before", "pass@k_after", "entropy_before", "entropy_after")
@@ -321,11 +323,13 @@ def data_lines(meta: dict, spec: Comparison, runs_dir: Path) -> list[dict]:
             summary = json.loads((folder / "summary.json").read_text())
             lines.append({"summary": {"recipe": recipe, "seed": seed,
                                       **{k: summary[k] for k in SUMMARY_KEPT if summary.get(k) is not None}}})
-            rows = read_rows(folder / "metrics.jsonl")
+            rows, total = read_rows(folder / "metrics.jsonl"), 0.0
             for row in rows:  # every k-th row, the last, and every evaluation step's
+                total += row.get("rollouts") or 0.0  # the x-axis of sample efficiency, summed over every step
                 if row["step"] % spec.every == 0 or row is rows[-1] or row.get("eval/accuracy") is not None:
                     lines.append({"row": {"recipe": recipe, "seed": seed, "step": row["step"],
-                                          **{k: v for k, v in row.items() if kept(k) and v is not None}}})
+                                          **{k: v for k, v in row.items() if kept(k) and v is not None},
+                                          **({TOTAL_ROLLOUTS: total} if "rollouts" in row else {})}})
     return lines
 
 

@@ -132,6 +132,23 @@ def down_sample_group(rewards: torch.Tensor, penalty: torch.Tensor, keep: int, *
     return sorted(chosen)
 
 
+def roc_kept(rewards: torch.Tensor, group: torch.Tensor, penalty: torch.Tensor, keep: int, *, min_negative=2,
+             min_positive=2, negatives="penalty") -> tuple[list[int], torch.Tensor]:
+    """(rows RoC keeps, [B] bool: the row's group has rewards that differ) of a batch of n traces per group: groups
+    of equal rewards dropped (rStar's reject_equal_reward; all kept as they are when every group is equal), then
+    `keep` per group by `down_sample_group`."""
+    informative = ~degenerate_groups(rewards.double(), group)
+    rows_in = torch.nonzero(informative if bool(informative.any()) else torch.ones_like(informative)).flatten()
+    dense, sizes = group_index(group[rows_in])
+    kept = []
+    for g in range(sizes.shape[0]):
+        rows = rows_in[dense == g]
+        chosen = down_sample_group(rewards[rows], penalty[rows], keep, min_negative=min_negative,
+                                   min_positive=min_positive, negatives=negatives)
+        kept += rows[chosen].tolist()
+    return kept, informative
+
+
 def check_roc(*, oversample=2, min_negative=2, min_positive=2, error_ratio=True, answer_format=True,
               negatives="penalty", group_size=None, **_) -> None:
     """Settings RoC cannot take, refused with the fix; `group_size` (the run's G, the kept traces per prompt) when
@@ -201,15 +218,8 @@ def grpo_roc(batch, ctx, *, oversample=2, min_negative=2, min_positive=2, error_
         batch = oversampled(batch, ctx, (oversample - 1) * keep)
     check_rewards(batch.rewards)
     penalty, counts = penalties(batch, error_ratio_on=error_ratio, answer_format_on=answer_format)
-    informative = ~degenerate_groups(batch.rewards.double(), batch.group)  # rStar's reject_equal_reward
-    rows_in = torch.nonzero(informative if bool(informative.any()) else torch.ones_like(informative)).flatten()
-    dense, sizes = group_index(batch.group[rows_in])
-    kept = []
-    for g in range(sizes.shape[0]):
-        rows = rows_in[dense == g]
-        chosen = down_sample_group(batch.rewards[rows], penalty[rows], keep, min_negative=min_negative,
-                                   min_positive=min_positive, negatives=negatives)
-        kept += rows[chosen].tolist()
+    kept, informative = roc_kept(batch.rewards, batch.group, penalty, keep, min_negative=min_negative,
+                                 min_positive=min_positive, negatives=negatives)
     kept_mask = torch.zeros(batch.size, dtype=torch.bool)
     kept_mask[kept] = True
     positive = (batch.rewards > 0) & informative

@@ -87,6 +87,12 @@ def bias_variance_figure(rows: Sequence[dict], title: str | None = None) -> go.F
     return fig
 
 
+def mean_at(seeds: list[list[dict]], key: str, steps: Sequence[int]) -> list[float]:
+    """The mean over seeds of `key` at each of `steps` (0 where a seed's row lacks it)."""
+    by_step = [{r["step"]: r.get(key) or 0.0 for r in rows} for rows in seeds]
+    return [sum(s.get(x, 0.0) for s in by_step) / len(by_step) for x in steps]
+
+
 def table_rows(rows: Sequence[dict]) -> list[dict]:
     """The rows rounded for a table: estimator, |bias|, variance, MSE, correlation, note."""
     return [{"estimator": r["estimator"], "|bias|": round(r["abs_bias"], 4), "variance": round(r["variance"], 4),
@@ -94,9 +100,11 @@ def table_rows(rows: Sequence[dict]) -> list[dict]:
 
 
 def against_baseline_grid(groups: Mapping[str, list[list[dict]]], key: str = "eval/pass@1", baseline: str = "grpo",
-                          title: str | None = None, cols: int = 4) -> go.Figure:
+                          title: str | None = None, cols: int = 4, x_key: str | None = None) -> go.Figure:
     """One small panel per method: its mean-over-seeds `key` (line) and min–max band against the baseline's (grey),
-    on one shared y scale, so each method is read against the same reference. `groups` as `seed_band_curves`."""
+    on one shared y scale, so each method is read against the same reference. `groups` as `seed_band_curves`.
+    x: the step, or with `x_key` the mean over seeds of that metric at the step (e.g. rollouts spent so far; 0 where
+    a row lacks it, as the warm start's row at step -1)."""
     methods = [m for m in groups if m != baseline]
     rows = max(1, math.ceil(len(methods) / cols))
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=methods, shared_yaxes=True, shared_xaxes=True,
@@ -107,14 +115,16 @@ def against_baseline_grid(groups: Mapping[str, list[list[dict]]], key: str = "ev
             steps, mean, lo, hi = seed_band(groups.get(name, []), key)
             if not steps:
                 continue
-            fig.add_trace(go.Scatter(x=steps + steps[::-1], y=hi + lo[::-1], fill="toself", fillcolor=color,
+            xs = steps if x_key is None else mean_at(groups[name], x_key, steps)
+            fig.add_trace(go.Scatter(x=xs + xs[::-1], y=hi + lo[::-1], fill="toself", fillcolor=color,
                                      opacity=0.2, mode="lines", line=dict(width=0), hoverinfo="skip"), **where)
-            fig.add_trace(go.Scatter(x=steps, y=mean, name=name, line=dict(color=color), mode="lines+markers",
+            fig.add_trace(go.Scatter(x=xs, y=mean, name=name, line=dict(color=color), mode="lines+markers",
                                      marker=dict(size=4),
-                                     hovertemplate=f"{name}<br>step %{{x}}<br>{key} %{{y:.3f}}<extra></extra>"),
+                                     hovertemplate=f"{name}<br>{x_key or 'step'} %{{x}}<br>{key} %{{y:.3f}}"
+                                                   "<extra></extra>"),
                           **where)
     for col in range(1, cols + 1):
-        fig.update_xaxes(title_text="step", row=rows, col=col)
+        fig.update_xaxes(title_text=x_key or "step", row=rows, col=col)
     fig.update_yaxes(title_text=key, col=1)
     fig.update_layout(template="plotly_white", height=110 + 200 * rows, showlegend=False,
                       margin=dict(l=10, r=10, t=100, b=40),

@@ -67,6 +67,10 @@ def cmd_report(args) -> int:
 def cmd_inspect(args) -> int:
     from workbench.train.inspection import format_inspection, inspect_run
 
+    if args.rows < 1:
+        print(f"error: --rows {args.rows}: show at least 1 entry per component (--rows 10 is the default; --json "
+              "prints everything)", file=sys.stderr)
+        return 2
     info = inspect_run(args.run, step=args.step)
     print(json.dumps(info, indent=1) if args.json else format_inspection(info, rows=args.rows))
     return 0

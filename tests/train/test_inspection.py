@@ -48,3 +48,5 @@ def test_the_command_prints_tables_or_json_and_refuses_what_is_not_there(run, tm
     assert "keeps no checkpoint at step 4; kept: 3, 6" in capsys.readouterr().err
     assert main(["inspect", str(tmp_path)]) == 2
     assert "has no kept checkpoint" in capsys.readouterr().err
+    assert main(["inspect", str(run), "--rows", "0"]) == 2
+    assert "--rows 0: show at least 1 entry" in capsys.readouterr().err

@@ -127,6 +127,9 @@ def test_an_advantage_chain_entry_reads_the_previous_advantages(probes, tmp_path
     (Recipe(key="r", title="t", summary="s", advantage=["grpo"], objective=use("ppo-clip", eps_hgh=0.3)),
      r"objective 'ppo-clip' takes no 'eps_hgh' \(did you mean 'eps_high'\?\); its parameters: \['dual_clip_c', "
          r"'eps_high', 'eps_low', 'logr_clamp'\]"),
+    (Recipe(key="r", title="t", summary="s", advantage=["grpo"], sampler=use("pool", siz=8)),
+     r"sampler 'pool' takes no 'siz' \(did you mean 'size'\?\); its parameters: \['history', 'order', 'pool_seed', "
+     r"'size'\]"),
     (Recipe(key="r", title="t", summary="s", advantage=["grpo"], objective="ppo-clipp"),
      r"slot objective: no objective named 'ppo-clipp'"),
     (Recipe(key="r", title="t", summary="s", advantage=["grpo"], controllers=[use("adaptive-kl", into="regularizer:kl-penalty.beta")]),

@@ -174,8 +174,7 @@ class Pipeline:
                 if name in entry.choices:
                     check_choice(where, name, value, entry.choices[name])
             elif not open_ended:
-                named = sorted(k for k, p in params.items()
-                               if p.kind is inspect.Parameter.KEYWORD_ONLY and k not in PIPELINE_ARGUMENTS)
+                named = sorted(k for k in settings if k not in ("conversational", "build"))  # a sampler's `init`
                 raise ValueError(f"{where} takes no {name!r}{did_you_mean(name, settings)}; its parameters: "
                                  f"{named + (['weight'] if entry.kind == 'reward' else [])}")
         try:

@@ -52,6 +52,7 @@ def test_a_component_declares_only_known_coefficients():
         registry.register("regularizer", "probe-coefficient", title="t", summary="s", coefficients={"klcoef": "b"})
     declared = {(e.kind, e.key): e.coefficients for e in registry.entries() if e.coefficients}
     assert declared == {("regularizer", "kl-penalty"): {"kl_coef": "beta"},
+                        ("regularizer", "remix"): {"kl_coef": "beta"},  # KL-Convex: beta times the convex mix
                         ("reward_shaping", "kl-in-reward"): {"kl_coef": "beta"},
                         ("objective", "preference"): {"kl_coef": "beta"},
                         ("regularizer", "entropy-bonus"): {"entropy_coef": "coef"}}

@@ -105,6 +105,7 @@ def test_a_rerun_replaces_one_recipes_runs_and_records_it(tmp_path, monkeypatch)
                              for line in lines]  # noqa: E731 (wall-clock time differs from run to run)
     assert untimed(of(after, "rloo")) == untimed(of(before, "rloo"))  # trained again by the same code: the same runs
     meta, groups, _ = stored_runs.load("tiny", data_dir=data)
+    assert meta["recipes"] == ["grpo", "rloo"]
     (record,) = meta["reruns"]
     assert record["recipes"] == ["rloo"] and record["command"].endswith("tiny --recipes rloo") and record["commit"]
     assert list(groups) == ["grpo", "rloo"]
@@ -143,3 +144,16 @@ def test_made_by_names_the_command_commit_and_every_rerun():
                        "commit": "def", "date": "2026-11-29", "machine": "2 cores"}]
     assert stored_runs.made_by(meta).splitlines()[1] == ("  re-run hapo: python -m workbench.results.stored_runs f2 "
                                                          "--recipes hapo  (commit def, 2026-11-29, 2 cores)")
+
+
+def test_a_recipe_added_to_a_stored_comparison_joins_it_by_a_rerun(tmp_path, monkeypatch):
+    monkeypatch.setitem(stored_runs.COMPARISONS, "tiny", stored_runs.Comparison(
+        recipes=("grpo",), task="addition", seeds=1, sets=TINY_SETS, every=2))
+    data = tmp_path / "data"
+    stored_runs.run("tiny", runs_root=tmp_path / "runs", data_dir=data, progress=False)
+    monkeypatch.setitem(stored_runs.COMPARISONS, "tiny", stored_runs.Comparison(
+        recipes=("grpo", "rloo"), task="addition", seeds=1, sets=TINY_SETS, every=2))
+    stored_runs.rerun("tiny", ["rloo"], runs_root=tmp_path / "runs", data_dir=data, progress=False)
+    meta, groups, summaries = stored_runs.load("tiny", data_dir=data)
+    assert meta["recipes"] == ["grpo", "rloo"] and list(groups) == ["grpo", "rloo"] and len(summaries) == 2
+    assert meta["reruns"][0]["recipes"] == ["rloo"]

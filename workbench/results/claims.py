@@ -29,6 +29,7 @@ class Claim:
     direction: int = 1       # +1 higher than the baseline, -1 lower, 0 no worse
     why_not: str = ""        # why it cannot be tested here (comparison "")
     reading: str = ""        # what explains the verdict, when we know (shown with it)
+    runs: str = ""           # the recipe whose runs test it, when not the key's own (a loss tested inside another)
 
 
 PAIRS_READING = ("the pairs (the right answer against it with one digit changed) are already ranked by the warm start "
@@ -426,9 +427,9 @@ CLAIMS = (
     Claim("hispo", "Masking sequences and tokens whose importance ratios drift keeps long agentic RL stable.",
           why_not="it acts on the mismatch between the rollout engine and the trainer (MoE, vLLM); our HF engine "
                   "samples with the trained model itself, so nothing is masked"),
-    Claim("dots-rr-clip", "Clipping replayed rollouts around the current policy makes rollout replay safe.",
-          why_not="it acts on replayed rollouts; the dots-rr replay buffer is not built yet, so every batch is fresh "
-                  "and the loss is ppo-clip's"),
+    Claim("dots-rr-clip", "Clipping replayed rollouts around the current policy, importance-corrected to the "
+          "behaviour policy (pi_old/mu), makes rollout replay safe: it learns better than the same replay under plain "
+          "PPO-clip.", "f5-data-countdown", runs="dots-rr", baseline="dots-rr-ppo"),
     Claim("safe-kl-control", "A PID-controlled KL threshold keeps RLHF from KL blow-ups.",
           why_not="the claim concerns long RLHF runs against a learned reward model; our 80-step verifier runs have no "
                   "KL blow-up to prevent"),
@@ -660,6 +661,33 @@ CLAIMS = (
           "beats training on all of them.", "f5-data-countdown",
           reading=("the band (log-perplexity 0.13-1.10 of the sampler's) keeps 83 % of responses; dropping the tails "
                    "changes nothing measurable in 100 steps")),
+    Claim("dots-rr", "Difficulty-targeted online selection with rollout replay reaches GRPO's held-out accuracy "
+          "with fewer rollouts.", "f5-data-countdown", direction=0),
+    Claim("dots-rr-ppo", "(DOTS's ablation) The same replay without the behaviour weight pi_old/mu learns less.",
+          "f5-data-countdown", baseline="dots-rr", direction=-1),
+    Claim("dots", "(DOTS alone, no replay) Selecting the prompts predicted half solved reaches GRPO's accuracy in "
+          "fewer steps.", "f5-data-countdown"),
+    Claim("pcl", "Training on the prompts whose value-model-predicted pass rate is closest to 0.5 gives more groups "
+          "with signal and reaches GRPO's accuracy in fewer steps than uniform sampling.", "f5-data-countdown"),
+    Claim("trapo", "With half the prompts labeled, adding the unlabeled prompts whose pass-rate trajectory resembles "
+          "the labeled ones' (trained on majority-vote rewards) comes close to fully supervised training.",
+          "f5-data-countdown", direction=0),
+    Claim("rapo", "Pruning prompts the whole group already solves, rescaling advantages by the share of rows that "
+          "carry a signal, and replaying a prompt's latest success into its all-fail groups train better than GRPO "
+          "under sparse rewards.", "f5-data-countdown"),
+    Claim("spear", "Replaying the policy's own above-baseline successes (A = R - p50 of recent group means) with a "
+          "self-imitation weight that rises over training raises success over plain group-relative RL.",
+          "f5-data-countdown"),
+    Claim("remix", "Mixing the last steps' rollouts into each batch, clipped to their own behaviour policy, with a "
+          "higher update-to-data ratio, a KL-Convex constraint and policy reincarnation reaches on-policy accuracy "
+          "with fewer rollouts.", "f5-data-countdown", direction=0),
+    Claim("exit", "Training on start states that revise the policy's own earlier attempts, prioritized by "
+          "learnability, plus a diversity bonus, trains a better policy than GRPO on the tasks alone.",
+          "f5-data-countdown"),
+    Claim("a3t", "Policy gradient with binarized rewards over accumulated successes and the latest failures raises "
+          "success more than training on the current samples alone.", "f5-data-countdown"),
+    Claim("dart", "Fewer rollouts for tasks already solved, training on high-entropy trajectories and truncated "
+          "importance weights reach higher success with fewer rollouts than plain GRPO.", "f5-data-countdown"),
     Claim("rl4mle-duration", "Weighting each sample by its action's duration keeps slow, rewarding actions from being "
           "out-voted by fast ones in asynchronous actor-learner RL.",
           why_not=("the bias it corrects comes from asynchronous actors, whose fast actions reach the learner more "
@@ -689,16 +717,17 @@ def verdict(claim: Claim, stored) -> tuple[str, str]:
         return "", f"not testable here: {claim.why_not}"
     if stored is None:
         return "", f"not run yet: make stored-runs ({claim.comparison})"
-    mine = values(stored, claim.key, claim.metric)
+    mine = values(stored, claim.runs or claim.key, claim.metric)
     other = (values(stored, claim.key, claim.metric.replace("_after", "_before")) if claim.baseline == "before"
              else values(stored, claim.baseline, claim.metric))
     if not mine or not other:
-        return "", f"no data for {claim.key} or {claim.baseline} in {claim.comparison}"
+        return "", f"no data for {claim.runs or claim.key} or {claim.baseline} in {claim.comparison}"
     if len(mine) != len(other):
-        return "", f"{claim.key} and {claim.baseline} have different seeds in {claim.comparison}"
+        return "", f"{claim.runs or claim.key} and {claim.baseline} have different seeds in {claim.comparison}"
     differences = [a - b for a, b in zip(mine, other)]  # paired by seed: the warm start is shared
     d, s = statistics.fmean(differences) * (claim.direction or 1), max(spread(differences), NOISE_FLOOR)
-    seen = (f"{claim.metric.removeprefix('final:')}: {statistics.fmean(mine):.3f} ± {spread(mine):.3f} vs "
+    seen = (f"{claim.metric.removeprefix('final:')}: {claim.runs + ' ' if claim.runs else ''}"
+            f"{statistics.fmean(mine):.3f} ± {spread(mine):.3f} vs "
             f"{claim.baseline} {statistics.fmean(other):.3f} ± {spread(other):.3f} ({len(mine)} seeds)")
     if claim.direction == 0:
         return seen, "contradicted" if d < -s else "reproduced (no worse)"

@@ -352,7 +352,8 @@ def run(name: str, runs_root: Path = ROOT / "runs" / "stored_runs", data_dir: Pa
 def rerun(name: str, recipes: list[str], runs_root: Path = ROOT / "runs" / "stored_runs", data_dir: Path = DATA,
           progress: bool = True) -> Path:
     """Re-train `recipes` (every seed) of the stored comparison `name` with the code of this commit and replace
-    their lines in data_dir/NAME.jsonl, keeping the other recipes' runs; the meta line records the re-run."""
+    their lines in data_dir/NAME.jsonl, keeping the other recipes' runs; the meta line records the re-run. A recipe
+    added to the comparison since it was stored is trained the same way and joins it."""
     from workbench.train.compare import compare
 
     if name not in COMPARISONS:
@@ -382,6 +383,8 @@ def rerun(name: str, recipes: list[str], runs_root: Path = ROOT / "runs" / "stor
                                                  **{k: made[k] for k in ("commit", "machine", "date")}}]
     order = {r: i for i, r in enumerate(spec.recipes)}
     body = sorted(kept_lines + fresh, key=lambda line: order[next(iter(line.values()))["recipe"]])  # stable
+    held = {next(iter(line.values()))["recipe"] for line in body}
+    meta["recipes"] = [r for r in spec.recipes if r in held]  # a recipe added to the comparison joins it here
     return write_atomic(path, "".join(json.dumps(line) + "\n" for line in [{"meta": meta}, *body]))
 
 

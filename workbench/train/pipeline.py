@@ -371,6 +371,11 @@ class Pipeline:
         p = self.parts["sampler"][0]
         return p.fn.select(self.state[p.name], task, n, rng)
 
+    def sampler_metrics(self) -> dict:
+        """What the sampler reports of its last choice and fit (its state's `metrics`, declared in its `logs`)."""
+        p = self.parts["sampler"][0]
+        return dict(getattr(self.state[p.name], "metrics", None) or {})
+
     def rollout(self, engine, task, examples: list, *, group_size: int, sampling, ctx: StepContext):
         """The recipe's rollout strategy on `examples`; like every stage's component it sees its own state and the
         parameters controllers and schedules drive (`ctx`)."""

@@ -356,6 +356,7 @@ class Trainer:
         c = self.config
         ctx.examples = self.parallel.shard(self.pipeline.select(self.task, c.prompts_per_step,
                                                                 random.Random(f"{c.seed}-{ctx.step}-{ctx.round}")))
+        ctx.metrics.update(self.pipeline.sampler_metrics())  # the same on every rank: it chose before sharding
         return batch
 
     def generate(self, batch: None, ctx: StepContext) -> RolloutBatch:

@@ -163,3 +163,16 @@ def grpo_passk(batch: RolloutBatch, *, norm_by_std=True, eps=1e-6):
             advantage = advantage / (rewards[rows].std() + eps)
         out[rows[where[0]]] = advantage
     return broadcast(out, batch.mask)
+
+
+def group_pass_rates(batch: RolloutBatch) -> tuple[torch.Tensor, list[str]]:
+    """(p_hat [K], prompt of each dense group [K]): the mean verifier score, clamped to [0, 1], of each group
+    (the pass rate for 0/1 verifiers)."""
+    if len(batch.prompts) != batch.size:
+        raise ValueError(f"pass rates are keyed by prompt text: batch.prompts has {len(batch.prompts)} entries "
+                         f"for {batch.size} rows")
+    scores = (batch.scores if batch.scores is not None else batch.rewards).double().clamp(0.0, 1.0)
+    dense, counts = group_index(batch.group)
+    sums = torch.zeros(counts.shape[0], dtype=torch.float64).index_add_(0, dense, scores)
+    first = [int(torch.nonzero(dense == g)[0]) for g in range(counts.shape[0])]
+    return sums / counts, [batch.prompts[i] for i in first]

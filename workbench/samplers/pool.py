@@ -9,7 +9,8 @@ distinct ones at random. The random streams are the step's (seed, step, round).
 State (saved in every checkpoint, `workbench inspect` shows it): the pool, its cursor, each prompt's (step, pass rate)
 history and the ids chosen at each step, both bounded by `history` (the newest entries stay).
 
-    pass rate of prompt q at step t = mean over its rows of the verifier's score in [0, 1] (`vspo.group_pass_rates`)
+    pass rate of prompt q at step t = mean over its rows of the verifier's score in [0, 1]
+                                      (`advantages.group.group_pass_rates`)
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import random
 from dataclasses import dataclass, field
 
 from workbench import registry
-from workbench.transforms.vspo import group_pass_rates
+from workbench.advantages.group import group_pass_rates
 
 @dataclass
 class PoolState:

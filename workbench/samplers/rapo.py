@@ -1,6 +1,6 @@
 """RAPO's curriculum pruning (Fathom-DeepResearch): a prompt the whole group solved is never sampled again.
 
-    p_q(t)  = mean over the group of prompt q at step t of the verifier's score    (`vspo.group_pass_rates`)
+    p_q(t)  = mean over the group of prompt q at step t of the verifier's score  (`group.group_pass_rates`)
     p_q(t) = 1  ->  q joins the pruned set P;  the step's n prompts come from the pool minus P, an epoch at a time
 
 The pool, its (step, pass rate) history and the epoch walk are `samplers.pool`'s (`ensure`, `record`, `take`); this

@@ -17,7 +17,7 @@ import torch
 
 from workbench import registry
 from workbench.advantages.baselines import degenerate_groups
-from workbench.advantages.group import group_index
+from workbench.advantages.group import group_index, group_pass_rates
 from workbench.batch import RolloutBatch, concat
 from workbench.objectives.vspo import VSPO_TITLE, task_value
 from workbench.rollout.fill_groups import keep_informative_groups
@@ -44,19 +44,6 @@ class PassRates:
         excess = len(self.rate) - max_prompts
         for prompt in sorted(self.seen, key=self.seen.get)[:max(excess, 0)]:
             del self.rate[prompt], self.seen[prompt]
-
-
-def group_pass_rates(batch: RolloutBatch) -> tuple[torch.Tensor, list[str]]:
-    """(p_hat [K], prompt of each dense group [K]): the mean verifier score, clamped to [0, 1], of each group
-    (the pass rate for 0/1 verifiers)."""
-    if len(batch.prompts) != batch.size:
-        raise ValueError(f"vspo keys its pass rates by prompt text: batch.prompts has {len(batch.prompts)} entries "
-                         f"for {batch.size} rows")
-    scores = (batch.scores if batch.scores is not None else batch.rewards).double().clamp(0.0, 1.0)
-    dense, counts = group_index(batch.group)
-    sums = torch.zeros(counts.shape[0], dtype=torch.float64).index_add_(0, dense, scores)
-    first = [int(torch.nonzero(dense == g)[0]) for g in range(counts.shape[0])]
-    return sums / counts, [batch.prompts[i] for i in first]
 
 
 def observe(state: PassRates, batch: RolloutBatch, step: int, decay: float, gather=list) -> None:

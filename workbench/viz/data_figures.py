@@ -82,8 +82,8 @@ def buffer_mix_figure(snapshots: Sequence[tuple[int, dict]], title: str = "") ->
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.65, 0.35], vertical_spacing=0.08,
                         subplot_titles=("rows held, by age (steps since added)", "what they hold"))
     for counts, name, color in zip(mix["ages"], bin_names(), AGE_COLORS):
-        fig.add_trace(go.Bar(x=mix["steps"], y=counts, name=f"age {name}", marker=dict(color=color,
-                                                                                     line=dict(color="#888", width=0.5)),
+        bar = dict(color=color, line=dict(color="#888", width=0.5))
+        fig.add_trace(go.Bar(x=mix["steps"], y=counts, name=f"age {name}", marker=bar,
                              hovertemplate=f"step %{{x}}<br>age {name}: %{{y}} rows<extra></extra>"), row=1, col=1)
     fig.add_trace(go.Scatter(x=mix["steps"], y=mix["mean_reward"], name="mean reward", mode="lines+markers",
                              line=dict(color="#d62728")), row=2, col=1)

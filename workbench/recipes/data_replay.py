@@ -3,6 +3,7 @@
 Replay by prompt and per-prompt statistics need prompts that recur: these recipes sample a fixed pool
 (`samplers.pool`, 64 prompts, an epoch at a time; `--set recipe_overrides.sampler.size=N` changes it)."""
 from workbench.recipes.base import Recipe, define, use
+from workbench.recipes.canonical import GRPO
 from workbench.transforms.arpo_gui import ARPO_GUI_TITLE
 
 # dvlab-research/ARPO, examples/osworld_subset32.sh with its verl config: GRPO (std-normalized), clip 0.2 / 0.3, no KL
@@ -23,3 +24,12 @@ define(Recipe(
             "of stored successes (the baseline its replay is measured against).",
     sampler=use("pool", size=64), advantage=["grpo"], objective=use("ppo-clip", eps_low=0.2, eps_high=0.3),
     agg="token-mean"))
+
+# The control of every pool-based recipe: GRPO exactly (z-score, clip 0.2, k3 KL 0.04, per-sequence token mean) on the
+# same pool of 64 prompts. The papers compare against GRPO on their dataset; here `grpo` draws fresh prompts each
+# step, so a pool recipe against grpo also measures the pool. Against grpo-pool only the method differs.
+define(Recipe(
+    key="grpo-pool", title="DeepSeekMath: Pushing the Limits of Mathematical Reasoning in Open Language Models",
+    summary="GRPO on a fixed pool of 64 prompts (an epoch at a time): the control the pool-based data recipes "
+            "(DOTS, PCL, TraPO, RAPO, ExIt, A3T, DART, ARPO-GUI) are read against.",
+    sampler=use("pool", size=64), **GRPO))

@@ -661,6 +661,8 @@ CLAIMS = (
           "beats training on all of them.", "f5-data-countdown",
           reading=("the band (log-perplexity 0.13-1.10 of the sampler's) keeps 83 % of responses; dropping the tails "
                    "changes nothing measurable in 100 steps")),
+    Claim("grpo-pool", "(the control of the pool-based recipes) GRPO on a fixed pool of 64 prompts learns as much as "
+          "GRPO on fresh prompts.", "f5-data-countdown", direction=0),
     Claim("dots-rr", "Difficulty-targeted online selection with rollout replay reaches GRPO's held-out accuracy "
           "with fewer rollouts.", "f5-data-countdown", direction=0),
     Claim("dots-rr-ppo", "(DOTS's ablation) The same replay without the behaviour weight pi_old/mu learns less.",

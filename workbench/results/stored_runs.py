@@ -251,7 +251,9 @@ COMPARISONS = {
     # seed 0), where GRPO's uniform sampling leaves 55-70 % of its groups with one reward (no signal). Each recipe's
     # rows a step are logged as `rollouts` (oversampling methods pay more): accuracy against rollouts spent.
     "f5-data-countdown": Comparison(
-        recipes=("grpo", "arpo-gui", "grpo-roc", "pf-ppo", "bfs-prover-v2", "ahpo", "ppo", "arpo-gui-no-replay"),
+        recipes=("grpo", "arpo-gui", "grpo-roc", "pf-ppo", "bfs-prover-v2", "ahpo", "ppo", "arpo-gui-no-replay",
+                 "grpo-pool", "dots-rr", "dots-rr-ppo", "dots", "pcl", "trapo", "rapo", "spear", "remix", "exit", "a3t",
+                 "dart"),
         task="countdown", seeds=3,
         sets=("task_kw.min_numbers=2", "task_kw.n_numbers=5", "steps=100", "eval_every=25", "eval_size=200",
               "checkpoint_every=50"),

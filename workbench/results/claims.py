@@ -36,6 +36,10 @@ PAIRS_READING = ("the pairs (the right answer against it with one digit changed)
                  "(92-99%); the margin grows by pushing both answers down, which costs exact answers; no setting of "
                  "about 60 tried (lr, beta, pairs, steps, warm start) avoided it")
 
+POOL_READING = ("a fixed pool of 64 prompts, revisited 25 times each in 100 steps, generalises less to the 200 "
+                "held-out puzzles than 1,600 fresh ones (grpo-pool 0.247 ± 0.010 against grpo 0.283 ± 0.026), so "
+                "every pool-based recipe is read against grpo-pool, GRPO on the same pool, as the papers compare on "
+                "one dataset")
 NO_KL_READING = ("the recipe follows its paper's script: no KL term, where grpo has k3 KL 0.04; with grpo's KL added "
                  "(f3-entropy-kl, same 3 seeds) clip_cov, kl_cov and dcpo end at train entropy 0.41 (grpo 0.39) and "
                  "pass@8 0.69-0.70 (grpo 0.67): here the missing KL term, not the mechanism, lowers entropy")
@@ -427,9 +431,6 @@ CLAIMS = (
     Claim("hispo", "Masking sequences and tokens whose importance ratios drift keeps long agentic RL stable.",
           why_not="it acts on the mismatch between the rollout engine and the trainer (MoE, vLLM); our HF engine "
                   "samples with the trained model itself, so nothing is masked"),
-    Claim("dots-rr-clip", "Clipping replayed rollouts around the current policy, importance-corrected to the "
-          "behaviour policy (pi_old/mu), makes rollout replay safe: it learns better than the same replay under plain "
-          "PPO-clip.", "f5-data-countdown", runs="dots-rr", baseline="dots-rr-ppo"),
     Claim("safe-kl-control", "A PID-controlled KL threshold keeps RLHF from KL blow-ups.",
           why_not="the claim concerns long RLHF runs against a learned reward model; our 80-step verifier runs have no "
                   "KL blow-up to prevent"),
@@ -629,12 +630,11 @@ CLAIMS = (
                    "missing KL term, does it " + STALL)),
     # F5 part 2: data selection and replay on a pool of mixed difficulty (countdown, 2-5 numbers)
     Claim("arpo-gui", "Replaying a stored success into groups that fail throughout gives GRPO a signal there and "
-          "raises success over GRPO.", "f5-data-countdown",
+          "raises success over GRPO.", "f5-data-countdown", baseline="grpo-pool",
           reading=("replay acts: 37-45 % of groups fail throughout and 13-15 % get a stored success (about 300 rows "
-                   "stored), cutting groups without signal from GRPO's 61 % to 42 %; but the recipe also trains on a "
-                   "fixed pool of 64 prompts (GRPO draws fresh ones), with clip 0.3 and no KL term, and its ablation "
-                   "without replay (arpo-gui-no-replay, same 3 seeds) ends at 0.240 ± 0.013: the pool and the loss, "
-                   "not the replay, cost the held-out accuracy")),
+                   "stored), cutting groups without signal from 61 % to 42 %; yet it ends where GRPO on the same pool "
+                   "does, and so does its ablation without replay (arpo-gui-no-replay, 0.240 ± 0.013). Against GRPO "
+                   "on fresh prompts (0.283) all three are lower: " + POOL_READING)),
     Claim("arpo-gui-no-replay", "(ARPO's ablation) Without its replay, the same recipe (pool, loss) learns less.",
           "f5-data-countdown", baseline="arpo-gui", direction=-1,
           reading=("without replay 61 % of groups carry no signal (42 % with it), yet held-out accuracy is the same: "
@@ -662,34 +662,86 @@ CLAIMS = (
           reading=("the band (log-perplexity 0.13-1.10 of the sampler's) keeps 83 % of responses; dropping the tails "
                    "changes nothing measurable in 100 steps")),
     Claim("grpo-pool", "(the control of the pool-based recipes) GRPO on a fixed pool of 64 prompts learns as much as "
-          "GRPO on fresh prompts.", "f5-data-countdown", direction=0),
+          "GRPO on fresh prompts.", "f5-data-countdown", direction=0, reading=POOL_READING),
     Claim("dots-rr", "Difficulty-targeted online selection with rollout replay reaches GRPO's held-out accuracy "
-          "with fewer rollouts.", "f5-data-countdown", direction=0),
+          "with fewer rollouts.", "f5-data-countdown", baseline="grpo-pool", direction=0,
+          reading=("it spends half the rollouts (6,528 against 12,800: after the first round half of each step's 16 "
+                   "groups are replayed, 12.7 steps old on average) and selects as the paper says (its fresh draws "
+                   "lean to 3- and 4-number puzzles, the 16 most drawn prompts are 53 % of draws), but groups without "
+                   "spread stay at 67 % (a replayed group keeps its old rewards) and held-out accuracy is lower; the "
+                   "same replay without the behaviour weight (dots-rr-ppo) ends at grpo-pool's level with half its "
+                   "rollouts: the weight, not the replay, costs (see dots-rr-clip)")),
+    Claim("dots-rr-clip", "Clipping replayed rollouts around the current policy, importance-corrected to the "
+          "behaviour policy (pi_old/mu), makes rollout replay safe: it learns better than the same replay under plain "
+          "PPO-clip.", "f5-data-countdown", runs="dots-rr", baseline="dots-rr-ppo",
+          reading=("the untruncated weight pi_old/mu of replayed rows reaches 3.2-3.4 at every step (rows 12 steps "
+                   "old on average; its mean stays 1.0), in a token-mean loss without KL: a few heavily weighted "
+                   "tokens move the policy further than fresh rows can. In the paper replayed rows are a few steps "
+                   "old; here, with a pool of 64 and half of each step replayed, they are older")),
     Claim("dots-rr-ppo", "(DOTS's ablation) The same replay without the behaviour weight pi_old/mu learns less.",
-          "f5-data-countdown", baseline="dots-rr", direction=-1),
+          "f5-data-countdown", baseline="dots-rr", direction=-1,
+          reading="it learns more than dots-rr, as much as grpo-pool (0.247) with half its rollouts (6,528)"),
     Claim("dots", "(DOTS alone, no replay) Selecting the prompts predicted half solved reaches GRPO's accuracy in "
-          "fewer steps.", "f5-data-countdown"),
+          "fewer steps.", "f5-data-countdown", baseline="grpo-pool",
+          reading=("the selection acts: groups without spread fall from grpo-pool's 64 % to 51 % and the draws lean "
+                   "to 3- and 4-number puzzles; held-out accuracy is within seed noise of grpo-pool's, lower at "
+                   "every evaluation")),
     Claim("pcl", "Training on the prompts whose value-model-predicted pass rate is closest to 0.5 gives more groups "
-          "with signal and reaches GRPO's accuracy in fewer steps than uniform sampling.", "f5-data-countdown"),
+          "with signal and reaches GRPO's accuracy in fewer steps than uniform sampling.", "f5-data-countdown",
+          baseline="grpo-pool",
+          reading=("the first half holds: groups without spread fall from grpo-pool's 64 % to 37 % (V fits the pass "
+                   "rates, MSE 0.035; the chosen prompts' |V - 0.5| is 0.31 against 0.42 for the candidates); the "
+                   "second does not: training concentrates on the prompts V puts near 0.5 (the 16 most drawn are 65 % "
+                   "of draws; 3- and 4-number puzzles 74 %, 2-number ones 11 %), and held-out accuracy over all "
+                   "sizes falls")),
     Claim("trapo", "With half the prompts labeled, adding the unlabeled prompts whose pass-rate trajectory resembles "
           "the labeled ones' (trained on majority-vote rewards) comes close to fully supervised training.",
-          "f5-data-countdown", direction=0),
+          "f5-data-countdown", baseline="grpo-pool", direction=0,
+          reading=("fully supervised training is grpo-pool (every prompt of the pool labeled). The pseudo-labels are "
+                   "poor at this policy's accuracy: 47 % of unlabeled groups have no majority answer, and the "
+                   "majority answer is right 32 % of the time (36 % for the selected ones), so the unlabeled prompts "
+                   "it keeps (9 % of unlabeled groups over the run) are mostly trained towards wrong answers; the "
+                   "paper's policies answer its unlabeled math prompts well above chance")),
     Claim("rapo", "Pruning prompts the whole group already solves, rescaling advantages by the share of rows that "
           "carry a signal, and replaying a prompt's latest success into its all-fail groups train better than GRPO "
-          "under sparse rewards.", "f5-data-countdown"),
+          "under sparse rewards.", "f5-data-countdown", baseline="grpo-pool",
+          reading=("all three parts act: solved prompts are pruned (2-number puzzles fall to 2 % of draws), 22 % of "
+                   "groups get a stored success, groups without spread fall to 33 %, and the batch-level advantage "
+                   "scale (N / rows with A != 0) multiplies the step by about 1.5 (1 / 0.67). The held-out set keeps "
+                   "its easy puzzles, which the policy no longer practises, and the scale acts as a larger step size: "
+                   "the lowest accuracy of the comparison")),
     Claim("spear", "Replaying the policy's own above-baseline successes (A = R - p50 of recent group means) with a "
           "self-imitation weight that rises over training raises success over plain group-relative RL.",
-          "f5-data-countdown"),
+          "f5-data-countdown",
+          reading=("on fresh prompts, as GRPO: the buffer fills past its trigger every few steps and replays 11 rows "
+                   "a step on average (6 % of rows) with A = R - 0.02 (the p50 of group means is near 0: most groups "
+                   "fail); the replay weight rises to 1 by step 50. Within seed noise of GRPO, with the widest "
+                   "spread of the comparison (± 0.049)")),
     Claim("remix", "Mixing the last steps' rollouts into each batch, clipped to their own behaviour policy, with a "
           "higher update-to-data ratio, a KL-Convex constraint and policy reincarnation reaches on-policy accuracy "
-          "with fewer rollouts.", "f5-data-countdown", direction=0),
+          "with fewer rollouts.", "f5-data-countdown", direction=0,
+          reading=("as implemented the replayed groups are added to the step's fresh ones (a share p = 0.5 of the "
+                   "batch until the reincarnation at step 50, then none), so it samples GRPO's 12,800 rollouts and "
+                   "trains on more rows, twice (UTD 2): there is no rollout saving to measure, and it ends lower "
+                   "than GRPO (KL to the base 0.12 on average over the run)")),
     Claim("exit", "Training on start states that revise the policy's own earlier attempts, prioritized by "
           "learnability, plus a diversity bonus, trains a better policy than GRPO on the tasks alone.",
-          "f5-data-countdown"),
+          "f5-data-countdown", baseline="grpo-pool",
+          reading=("up to half the start states carry a previous attempt ('Previous attempt: ...' before the "
+                   "puzzle), text the character-level warm start never saw: groups without spread rise to 78 % (grpo-pool 64 %); "
+                   "the diversity bonus scales correct answers by 1.16 on average. " + PROMPT_OOD)),
     Claim("a3t", "Policy gradient with binarized rewards over accumulated successes and the latest failures raises "
-          "success more than training on the current samples alone.", "f5-data-countdown"),
+          "success more than training on the current samples alone.", "f5-data-countdown", baseline="grpo-pool",
+          reading=("its loss is REINFORCE with A = +1 / -1 and no baseline, clip or KL (the paper's form), over the "
+                   "step's rows plus 16 stored successes; with 70 % of rows failing, most of each step pushes "
+                   "failures down, and held-out accuracy falls below grpo-pool's")),
     Claim("dart", "Fewer rollouts for tasks already solved, training on high-entropy trajectories and truncated "
-          "importance weights reach higher success with fewer rollouts than plain GRPO.", "f5-data-countdown"),
+          "importance weights reach higher success with fewer rollouts than plain GRPO.", "f5-data-countdown",
+          baseline="grpo-pool",
+          reading=("with 16 % fewer rollouts (10,735: 6.7 a prompt on average, 2 for the prompts it solves) and half "
+                   "of each step's rows trained (the higher-entropy half) it ends above GRPO on the same pool, though "
+                   "not above GRPO on fresh prompts (0.283); its loss also differs (clip 0.1 / 0.28, dual clip, k3 "
+                   "KL 0.1)")),
     Claim("rl4mle-duration", "Weighting each sample by its action's duration keeps slow, rewarding actions from being "
           "out-voted by fast ones in asynchronous actor-learner RL.",
           why_not=("the bias it corrects comes from asynchronous actors, whose fast actions reach the learner more "

@@ -362,3 +362,33 @@ def sampled_step(engine, task, scores, seed=0, group_size=4, **ctx_fields):
                       max_new_tokens=6, pad_id=engine.tokenizer.pad_token_id, examples=examples, task=task,
                       engine=engine, **ctx_fields)
     return batch, ctx
+
+
+KILLED_AFTER_CHECKPOINT = """
+import os, signal, sys
+import workbench.train.checkpoint as checkpoint
+real = checkpoint.save_checkpoint
+def save_then_die(out, step, state, keep=2):  # SIGKILL right after the checkpoint of step KILL_AT is on disk
+    path = real(out, step, state, keep)
+    if step == int(os.environ["KILL_AT"]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return path
+checkpoint.save_checkpoint = save_then_die
+import workbench.train.steps as steps
+steps.save_checkpoint = save_then_die
+from workbench.cli import main
+main(sys.argv[1:])
+"""
+
+
+def killed_after_checkpoint(args: list[str], step: int) -> None:
+    """Run `workbench ARGS` in a real process that SIGKILLs itself right after the checkpoint of `step` is written."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "KILL_AT": str(step)}
+    killed = subprocess.run([sys.executable, "-c", KILLED_AFTER_CHECKPOINT, *args], capture_output=True, text=True,
+                            env=env)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]

@@ -76,3 +76,26 @@ def test_a_run_killed_before_its_last_rotation_keeps_keep_checkpoints_once_resum
     assert [p.name for p in kept_checkpoints(tmp_path / "run")] == ["step_000002", "step_000003"]
     assert cli.main(args) == 0, capsys.readouterr().err  # resumes at its last step: no checkpoint is written
     assert [p.name for p in kept_checkpoints(tmp_path / "run")] == ["step_000003"]
+
+
+@pytest.mark.skipif(__import__("sys").platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("recipe, state_key", [("dots-rr", "replay/replayed_share"), ("pcl", "pcl/value_mse")])
+def test_a_killed_data_recipe_resumes_its_sampler_and_buffer_to_the_straight_runs_rows(recipe, state_key, tmp_path):
+    """A real process killed (SIGKILL) after its step-3 checkpoint and run again: the sampler's state (DOTS's
+    difficulty round, PCL's value model and Adam moments) and DOTS's replay buffer come back from pipeline.pt, so every
+    later row is the uninterrupted run's."""
+    from tests.helpers import killed_after_checkpoint, metric_rows
+    from workbench import cli
+
+    def args(out):
+        return ["run", recipe, "--task", "addition", "--quiet", "--out", str(out), "--set", "steps=6", "--set",
+                "checkpoint_every=3", "--set", "sft_steps=0", "--set", "eval_size=4", "--set", "max_new_tokens=4",
+                "--set", "prompts_per_step=4", "--set", "group_size=4", "--set", "lr=1e-3",
+                "--set", "recipe_overrides.sampler.size=8"]
+
+    killed_after_checkpoint(args(tmp_path / "resumed"), step=3)
+    assert len(metric_rows(tmp_path / "resumed")) == 3
+    assert cli.main(args(tmp_path / "resumed")) == 0 and cli.main(args(tmp_path / "straight")) == 0
+    rows = metric_rows(tmp_path / "straight")
+    assert metric_rows(tmp_path / "resumed") == rows and len(rows) == 6
+    assert all(r[state_key] > 0 for r in rows[3:])  # the component acted after the resume

@@ -71,33 +71,13 @@ def test_registration_and_bad_settings():
         check_arpo_gui(per_task=0)
 
 
-KILLED_AFTER_CHECKPOINT = """
-import os, signal, sys
-import workbench.train.checkpoint as checkpoint
-real = checkpoint.save_checkpoint
-def save_then_die(out, step, state, keep=2):  # SIGKILL right after the checkpoint of step 3 is on disk
-    path = real(out, step, state, keep)
-    if step == 3:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return path
-checkpoint.save_checkpoint = save_then_die
-import workbench.train.steps as steps
-steps.save_checkpoint = save_then_die
-from workbench.cli import main
-main(sys.argv[1:])
-"""
 
 
 @pytest.mark.skipif(__import__("sys").platform == "win32", reason="POSIX signals")
 def test_a_killed_process_resumes_with_the_same_pool_and_buffer_and_logs_the_straight_runs_rows(tmp_path):
     """A real process killed (SIGKILL) after its step-3 checkpoint and run again: the pool's epoch order and the
     buffer come back from pipeline.pt, so every later row (replays included) is the uninterrupted run's."""
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    from tests.helpers import metric_rows
+    from tests.helpers import killed_after_checkpoint, metric_rows
     from workbench import cli
 
     def args(out):
@@ -106,10 +86,7 @@ def test_a_killed_process_resumes_with_the_same_pool_and_buffer_and_logs_the_str
                 "--set", "prompts_per_step=4", "--set", "group_size=4", "--set", "lr=1e-3",
                 "--set", "recipe_overrides.sampler.size=8",  # an untrained model: store every row (reward > -1)
                 "--set", "recipe_overrides.group_transforms.success=-1.0"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    killed = subprocess.run([sys.executable, "-c", KILLED_AFTER_CHECKPOINT, *args(tmp_path / "resumed")],
-                            capture_output=True, text=True, env=env)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    killed_after_checkpoint(args(tmp_path / "resumed"), step=3)
     assert len(metric_rows(tmp_path / "resumed")) == 3
     assert cli.main(args(tmp_path / "resumed")) == 0 and cli.main(args(tmp_path / "straight")) == 0
     rows = metric_rows(tmp_path / "straight")

@@ -29,9 +29,9 @@ from __future__ import annotations
 import torch
 
 from workbench import registry
+from workbench.advantages.group import group_pass_rates
 from workbench.batch import concat
 from workbench.rollout.turns import TURNS_PROVIDES, turns
-from workbench.advantages.group import group_pass_rates
 
 DART_TITLE = "Efficient Multi-turn RL for GUI Agents via Decoupled Training and Adaptive Data Curation"
 

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 import torch
 
 from workbench import registry
+from workbench.advantages.group import group_pass_rates
 from workbench.samplers.features import DIM, prompt_features
 from workbench.samplers.pool import PoolState, PromptPool, check_pool, ensure, record, take
-from workbench.advantages.group import group_pass_rates
 
 PCL_TITLE = "Prompt Curriculum Learning for Efficient LLM Post-Training"
 BETAS, ADAM_EPS = (0.9, 0.999), 1e-8

@@ -120,6 +120,13 @@ class RolloutBatch:
         return replace(self, **updates)
 
 
+def on_policy_rows(batch: RolloutBatch) -> torch.Tensor:
+    """[B] bool: the policy's own samples (no off-policy token)."""
+    if batch.offpolicy_mask is None:
+        return torch.ones(batch.size, dtype=torch.bool)
+    return ~(batch.offpolicy_mask > 0).any(-1)
+
+
 def on_device(obj, device):
     """A dataclass (RolloutBatch, Generation) with every tensor field on `device`; `obj` itself when all are there.
     The batch lives on the CPU between stages (`Trainer.run_stages`); the model's passes move their inputs to its

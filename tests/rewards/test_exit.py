@@ -6,7 +6,7 @@ import torch
 from tests.helpers import group_batch, step_context
 from workbench import registry
 from workbench.rewards.exit import centroid_distances, check_exit_bonus, diversity_factor, exit_bonus
-from workbench.samplers.features import prompt_features
+from workbench.text.features import prompt_features
 
 pytestmark = pytest.mark.covers("exit")
 

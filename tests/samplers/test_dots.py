@@ -13,7 +13,7 @@ from tests.helpers import DigitFirst, group_batch
 from workbench import registry
 from workbench.samplers.dots import (Dots, check_dots, draw_without_replacement, predicted_difficulty,
                                      selection_logits)
-from workbench.samplers.features import prompt_features
+from workbench.text.features import prompt_features
 
 pytestmark = pytest.mark.covers("dots-rr")
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tests.helpers import TINY, DigitFirst, group_batch, resumes_exactly, task_for
-from workbench.samplers.features import prompt_features
+from workbench.text.features import prompt_features
 from workbench.samplers.pcl import (PromptCurriculum, check_pcl, closest_to_tau, effective_ratio, init_params,
                                     value)
 from workbench.samplers.pool import PromptPool, ensure

@@ -24,7 +24,8 @@ import torch
 from workbench import registry
 from workbench.advantages.group import group_index
 from workbench.batch import RolloutBatch
-from workbench.samplers.rapo import RAPO_TITLE
+
+RAPO_TITLE = "Fathom-DeepResearch: Unlocking Long Horizon Information Retrieval and Synthesis for SLMs"
 
 SCOPES = ("batch", "group")
 

@@ -20,9 +20,9 @@ import torch
 from workbench import registry
 from workbench.advantages.base import broadcast
 from workbench.advantages.group import grpo
-from workbench.batch import RolloutBatch
-from workbench.transforms.ahpo_expert import on_policy_rows
-from workbench.transforms.spear import SPEAR_TITLE
+from workbench.batch import RolloutBatch, on_policy_rows
+from workbench.rewards.tools import SPEAR_TITLE
+
 
 
 def check_spear_advantage(*, norm_by_std=False, **_) -> None:

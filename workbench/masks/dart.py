@@ -24,7 +24,8 @@ import torch
 
 from workbench import ops, registry
 from workbench.batch import RolloutBatch
-from workbench.rollout.dart import DART_TITLE
+
+DART_TITLE = "Efficient Multi-turn RL for GUI Agents via Decoupled Training and Adaptive Data Curation"
 
 DART_MASK_LOGS = {
     "filtered_frac/dart": ("DART: share of rollouts masked out by the entropy filter (the lowest mean-entropy ones).",

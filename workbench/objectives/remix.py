@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from workbench import registry
 from workbench.objectives.ppo import CLIP_LOGS, DUAL_CLIP_LOGS, ppo_clip
-from workbench.references.remix import REMIX_TITLE
+
+REMIX_TITLE = ("Squeeze the Soaked Sponge: Efficient Off-policy Reinforcement Finetuning for Large Language Model")
 
 
 def check_utd(*, utd=2, **_) -> None:

@@ -1,7 +1,7 @@
 """F5 recipes, data that teaches (off-policy reuse): ReMix's mix-policy replay and DART's adaptive data curation."""
 from workbench.recipes.base import Recipe, define, use
-from workbench.references.remix import REMIX_TITLE
-from workbench.rollout.dart import DART_TITLE
+from workbench.objectives.remix import REMIX_TITLE
+from workbench.masks.dart import DART_TITLE
 
 # ReMix (arXiv 2507.06892): no code or config located, the abstract gives the mechanisms only; the settings are the
 # catalog card's decisions. GRPO's advantage and aggregation; a buffer of the last k = 2 steps' groups added at share

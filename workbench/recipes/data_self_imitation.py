@@ -5,8 +5,8 @@ put back into a later failed group; `spear` keeps the batch's above-average rows
 with a recalibrated advantage and a rising loss weight, on fresh prompts."""
 from workbench.recipes.base import Recipe, define, use
 from workbench.recipes.canonical import GRPO
-from workbench.samplers.rapo import RAPO_TITLE
-from workbench.transforms.spear import SPEAR_TITLE
+from workbench.advantages.rapo import RAPO_TITLE
+from workbench.rewards.tools import SPEAR_TITLE
 
 # No training code (FractalAIResearchLabs/Fathom-DeepResearch @ cdc2010b ships inference and serving only): GRPO's
 # settings (the grpo recipe: group z-score, per-sequence token mean, k3 KL 0.04) with RAPO's three parts, our

@@ -6,7 +6,7 @@ histories revise pooled prompts, and A^3T's rounds revisit one training set."""
 from workbench.advantages.a3t import A3T_TITLE
 from workbench.recipes.base import Recipe, define, use
 from workbench.recipes.canonical import GRPO
-from workbench.samplers.exit import EXIT_TITLE
+from workbench.rewards.exit import EXIT_TITLE
 
 # No reference implementation located (REFERENCES-AGENTS.md section 5). The paper trains GRPO on the start states; the
 # card's decide for what it does not give: learnability p(1 - p), PLR rank sampling at temperature 0.3, buffer

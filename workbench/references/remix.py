@@ -17,8 +17,8 @@ Reference: none located (arXiv 2507.06892, abstract and project page only).
 from __future__ import annotations
 
 from workbench import registry
+from workbench.objectives.remix import REMIX_TITLE
 
-REMIX_TITLE = ("Squeeze the Soaked Sponge: Efficient Off-policy Reinforcement Finetuning for Large Language Model")
 
 
 def reincarnation_step(total: int, at: float | None) -> int | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from workbench import kl, ops, registry
-from workbench.references.remix import REMIX_TITLE
+from workbench.objectives.remix import REMIX_TITLE
 
 KL_CONVEX_LOGS = {
     "remix/kl_base": ("ReMix: mean per-token estimate (k2) of KL(pi || pi_base), base = the reference (the warm start, "

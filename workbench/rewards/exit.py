@@ -10,7 +10,7 @@ get the larger GRPO advantage: it up-weights successful responses that explore a
 
 Decisions (the card: "formula not known"; its reading R (1 + kappa d / mean d) for R > 0, kappa = 0.2): d is the
 Euclidean distance to the centroid of all the group's answers (right and wrong), dbar the mean of d over the same
-answers; identical answers (dbar = 0) give factor 1. The embedding is `workbench.samplers.features.prompt_features`
+answers; identical answers (dbar = 0) give factor 1. The embedding is `workbench.text.features.prompt_features`
 on the answer texts (hashed character 1-3-gram counts, unit length): the paper embeds with a model, which at our
 scale means a fixed text embedding; on countdown it separates answers by which numbers and operators they use and in
 what order. Groups are the batch's `group` ids.
@@ -25,8 +25,9 @@ import torch
 
 from workbench import registry
 from workbench.advantages.group import group_index
-from workbench.samplers.exit import EXIT_TITLE
-from workbench.samplers.features import prompt_features
+from workbench.text.features import prompt_features
+
+EXIT_TITLE = "Bootstrapping Task Spaces for Self-Improvement"
 
 EXIT_BONUS_LOGS = {
     "exit/diversity_factor": ("ExIt: mean multiplier 1 + kappa d / mean d over the rewarded answers (R > 0).",

@@ -25,7 +25,7 @@ import math
 from workbench import registry
 from workbench.rewards import base
 from workbench.rewards.tools import steps_of, written_calls
-from workbench.samplers.rapo import RAPO_TITLE
+from workbench.advantages.rapo import RAPO_TITLE
 
 RAPO_STEP_LOGS = {
     "rewards/rapo/novel_calls": ("RAPO: mean tool calls per row that returned content new to the episode.",

@@ -31,9 +31,9 @@ import torch
 from workbench import registry
 from workbench.advantages.group import group_pass_rates
 from workbench.batch import concat
+from workbench.masks.dart import DART_TITLE
 from workbench.rollout.turns import TURNS_PROVIDES, turns
 
-DART_TITLE = "Efficient Multi-turn RL for GUI Agents via Decoupled Training and Adaptive Data Curation"
 
 DART_ROLLOUT_LOGS = {
     "dart/rollouts_per_prompt": ("DART: mean rollouts sampled per prompt this step, n(p_hat) averaged over the step's "

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 import torch
 
 from workbench import registry
-from workbench.samplers.features import prompt_features
+from workbench.text.features import prompt_features
 from workbench.samplers.pool import PoolState, check_pool, ensure, record, take, build_pool
 
 DOTS_TITLE = ("Improving Data Efficiency for LLM Reinforcement Fine-tuning Through Difficulty-targeted Online Data "

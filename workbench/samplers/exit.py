@@ -45,11 +45,11 @@ import random
 from dataclasses import dataclass, field
 
 from workbench import registry
+from workbench.rewards.exit import EXIT_TITLE
 from workbench.samplers.pool import PoolState, PromptPool, check_pool, ensure, next_in_epoch, record, take
 from workbench.tasks.base import Example
 from workbench.tasks.guidance import check_template
 
-EXIT_TITLE = "Bootstrapping Task Spaces for Self-Improvement"
 EXIT_TEMPLATE = "Previous attempt: {hint}\n{prompt}"
 
 

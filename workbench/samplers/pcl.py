@@ -7,7 +7,7 @@
     after it:    phi <- phi - lr Adam(grad_phi (1/m) sum_x (V_phi(x) - p_hat(x))^2)   p_hat: the step's mean reward
 
 Decisions (the paper gives no code, no k, no architecture for V beyond "a value model"):
-- V_phi(x) = sigmoid(w2 . relu(W1 phi(x) + b1) + b2) on `samplers.features.prompt_features` (hashed character
+- V_phi(x) = sigmoid(w2 . relu(W1 phi(x) + b1) + b2) on `text.features.prompt_features` (hashed character
   n-grams, unit rows: the stand-in for a frozen LM embedding, see there), `hidden` = 32 units, float64. Initial
   weights ~ N(0, 1/fan_in) from a generator seeded by `pool_seed` (never the global RNG), b = 0, so V ~ 0.5 before
   any fit.
@@ -34,7 +34,7 @@ import torch
 
 from workbench import registry
 from workbench.advantages.group import group_pass_rates
-from workbench.samplers.features import DIM, prompt_features
+from workbench.text.features import DIM, prompt_features
 from workbench.samplers.pool import PoolState, PromptPool, check_pool, ensure, record, take
 
 PCL_TITLE = "Prompt Curriculum Learning for Efficient LLM Post-Training"

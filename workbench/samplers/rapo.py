@@ -26,9 +26,9 @@ import random
 from dataclasses import dataclass, field
 
 from workbench import registry
+from workbench.advantages.rapo import RAPO_TITLE
 from workbench.samplers.pool import PoolState, PromptPool, check_pool, ensure, record, take
 
-RAPO_TITLE = "Fathom-DeepResearch: Unlocking Long Horizon Information Retrieval and Synthesis for SLMs"
 
 
 @dataclass

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from workbench import registry
-from workbench.transforms.spear import SPEAR_TITLE
+from workbench.rewards.tools import SPEAR_TITLE
 
 
 def check_sil_coefficient(*, coef=1.0, max_replay_loss_steps=200, max_replay_loss_frac=None, **_) -> None:

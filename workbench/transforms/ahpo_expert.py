@@ -22,7 +22,7 @@ from dataclasses import replace
 import torch
 
 from workbench import registry
-from workbench.batch import RolloutBatch, concat
+from workbench.batch import RolloutBatch, concat, on_policy_rows
 from workbench.regularizers.ahpo import AHPO_TITLE
 from workbench.rollout.offpolicy_guidance import reference_batch
 from workbench.transforms.vspo import total
@@ -40,13 +40,6 @@ def check_ahpo_gate(*, r_hat=1, **_) -> None:
         raise ValueError(f"r_hat={r_hat!r} is the success count below which a group gets its expert trace: give an "
                          "integer >= 0 (the card's 1: all-fail groups; 0: never, plain GRPO; above group_size: "
                          "always, the static-coefficient variant)")
-
-
-def on_policy_rows(batch: RolloutBatch) -> torch.Tensor:
-    """[B] bool: the policy's own samples (no off-policy token)."""
-    if batch.offpolicy_mask is None:
-        return torch.ones(batch.size, dtype=torch.bool)
-    return ~(batch.offpolicy_mask > 0).any(-1)
 
 
 def successes(scores: torch.Tensor, group: torch.Tensor, on_policy: torch.Tensor) -> dict[int, int]:

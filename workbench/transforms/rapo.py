@@ -19,7 +19,7 @@ replayed: the recipe samples a fixed pool (`sampler:rapo`, which prunes solved p
 from __future__ import annotations
 
 from workbench import registry
-from workbench.samplers.rapo import RAPO_TITLE
+from workbench.advantages.rapo import RAPO_TITLE
 from workbench.transforms.arpo_gui import REPLAY_LOGS, arpo_gui, check_arpo_gui
 
 

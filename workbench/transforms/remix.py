@@ -28,7 +28,8 @@ import torch
 from workbench import registry
 from workbench.batch import concat
 from workbench.buffers.replay import ReplayBuffer, check_buffer, entries_of, rows_of
-from workbench.references.remix import REMIX_TITLE, check_at, reincarnated
+from workbench.objectives.remix import REMIX_TITLE
+from workbench.references.remix import check_at, reincarnated
 
 REMIX_LOGS = {
     "remix/offpolicy_frac": ("ReMix: share of the step's rows replayed from the last k steps' rollouts.",

@@ -66,10 +66,8 @@ from workbench import registry
 from workbench.advantages.group import group_stats
 from workbench.batch import concat
 from workbench.buffers.replay import ReplayBuffer, check_buffer, entries_of, rows_of
-from workbench.rewards.tools import calls
+from workbench.rewards.tools import SPEAR_TITLE, calls
 
-SPEAR_TITLE = ("Learn the Ropes, Then Trust the Wins: Self-imitation with Progressive Exploration for Agentic "
-               "Reinforcement Learning")
 MAX_TOLERATE = 10   # TrajectoryBufferBatch: self.tolerate_steps = min(tolerate_steps, 10)
 HOLD = 8            # stored rows at most HOLD x capacity (a memory bound; the age rule keeps it from binding)
 EPS = 1e-6          # compute_grpo_outcome_advantage's epsilon

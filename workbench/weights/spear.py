@@ -19,9 +19,8 @@ import math
 import torch
 
 from workbench import registry
-from workbench.batch import RolloutBatch
-from workbench.transforms.ahpo_expert import on_policy_rows
-from workbench.transforms.spear import SPEAR_TITLE
+from workbench.batch import RolloutBatch, on_policy_rows
+from workbench.rewards.tools import SPEAR_TITLE
 
 SPEAR_WEIGHT_LOGS = {
     "spear/sil_coef": ("SPEAR: this step's self-imitation coefficient c_SIL(t) on the replayed rows' loss.",

@@ -1,7 +1,7 @@
 """Prompt features: deterministic, unit length, equal for equal text, closer for texts that share their n-grams."""
 import torch
 
-from workbench.samplers.features import prompt_features
+from workbench.text.features import prompt_features
 
 
 def test_features_are_unit_rows_and_deterministic():

@@ -36,8 +36,19 @@ def test_without_replayed_rows_it_is_grpo():
 
 def test_registration_and_bad_settings():
     entry = registry.get("advantage", "spear")
-    assert entry.defaults == {"norm_by_std": False}
+    assert entry.defaults == {"norm_by_std": False, "allow_singletons": False}
     with pytest.raises(ValueError, match="norm_by_std must be True or False"):
         check_spear_advantage(norm_by_std="group")
     with pytest.raises(ValueError, match=r"baseline_rewards"):
         spear_advantage(make_batch([1.0, 0.0], [0, 0]))
+
+
+def test_a_fresh_row_alone_in_its_group_is_refused_unless_singletons_are_allowed():
+    from tests.helpers import group_batch
+
+    batch = group_batch([1.0, 0.0, 1.0], [0, 0, 1])
+    batch.baseline_rewards = torch.zeros(3)
+    with pytest.raises(ValueError, match="group of one"):
+        spear_advantage(batch)
+    A = spear_advantage(batch, allow_singletons=True)
+    assert torch.equal(A[2], torch.zeros_like(A[2])) and A[0, 0] > 0 > A[1, 0]  # GRPO's, and 0 for the lone row

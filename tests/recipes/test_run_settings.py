@@ -2,7 +2,7 @@
 preference data source, data_path swaps the task's pairs for a file's."""
 import pytest
 
-from workbench.recipes import get_recipe
+from workbench.recipes import get_recipe, with_overrides
 from workbench.recipes.run_settings import with_preference_data, with_rollout_correction
 
 
@@ -28,3 +28,6 @@ def test_pairs_sizes_an_offline_source_and_data_path_swaps_in_the_files_pairs():
         with_preference_data(online, pairs=24, data_path="p.jsonl")
     with pytest.raises(ValueError, match="which reads none"):
         with_preference_data(get_recipe("grpo"), pairs=24, data_path="p.jsonl")
+    overridden = with_overrides(get_recipe("lipo"), {"rollout": {"pairs": 8}})  # the run's pairs would replace it
+    with pytest.raises(ValueError, match=r"pairs=8 through recipe_overrides is not used: .* --set pairs=N"):
+        with_preference_data(overridden, pairs=24, data_path="")

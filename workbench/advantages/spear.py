@@ -25,7 +25,7 @@ from workbench.rewards.tools import SPEAR_TITLE
 
 
 
-def check_spear_advantage(*, norm_by_std=False, **_) -> None:
+def check_spear_advantage(*, norm_by_std=False, allow_singletons=False, **_) -> None:
     if not isinstance(norm_by_std, bool):
         raise ValueError(f"norm_by_std must be True or False (verl's norm_adv_by_std_in_grpo; SPEAR's Dr.BoT: False), "
                          f"got {norm_by_std!r}")
@@ -39,15 +39,17 @@ def check_spear_advantage(*, norm_by_std=False, **_) -> None:
     equation=r"A_i = \begin{cases} R_i - \mathrm{mean}_g R & i \text{ fresh}\\ R_i - b & i \text{ replayed},\ "
              r"b = \mathrm{p50}\{\bar r_g\}_{g \in H}\end{cases}",
     reads=("rewards", "group", "offpolicy_mask", "baseline_rewards"), check=check_spear_advantage)
-def spear_advantage(batch: RolloutBatch, *, norm_by_std=False):
+def spear_advantage(batch: RolloutBatch, *, norm_by_std=False, allow_singletons=False):
     """A [B, T]. Reads `rewards`, `group`, `mask`, `offpolicy_mask` (which rows were replayed) and `baseline_rewards`
-    (their effective baseline, from transform:spear)."""
+    (their effective baseline, from transform:spear). allow_singletons: GRPO's (a fresh row alone in its group gets
+    A = 0 instead of an error)."""
     check_spear_advantage(norm_by_std=norm_by_std)
     batch.require("rewards", "baseline_rewards")
     fresh = on_policy_rows(batch)
     index = torch.nonzero(fresh).flatten()
     out = torch.zeros(batch.mask.shape, dtype=torch.float64)
-    out[index] = grpo(batch.select(index), scale="group" if norm_by_std else "none").double()
+    out[index] = grpo(batch.select(index), scale="group" if norm_by_std else "none",
+                      allow_singletons=allow_singletons).double()
     replayed = torch.nonzero(~fresh).flatten()
     sil = batch.rewards.double() - batch.baseline_rewards.double()
     out[replayed] = broadcast(sil, batch.mask.double())[replayed]

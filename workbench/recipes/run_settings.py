@@ -33,5 +33,8 @@ def with_preference_data(recipe: Recipe, *, pairs: int, data_path: str) -> Recip
                              f"ipo, ...) or leave data_path empty")
         return dataclasses.replace(recipe, rollout=use("file-pairs", path=data_path))
     if "pairs" in registry.get("rollout", rollout.key).defaults:
+        if "pairs" in rollout.kw:  # the run's setting would replace it without a word
+            raise ValueError(f"recipe {recipe.key!r}: rollout {rollout.key!r}: pairs={rollout.kw['pairs']!r} through "
+                             f"recipe_overrides is not used: the dataset's size is the run's setting, --set pairs=N")
         return dataclasses.replace(recipe, rollout=use(rollout.key, **{**rollout.kw, "pairs": pairs}))
     return recipe

@@ -90,7 +90,7 @@ def buffer_mix_figure(snapshots: Sequence[tuple[int, dict]], title: str = "") ->
     fig.add_trace(go.Scatter(x=mix["steps"], y=mix["success"], name="share with reward > 0", mode="lines+markers",
                              line=dict(color="#2ca02c", dash="dot")), row=2, col=1)
     fig.update_layout(barmode="stack", template="plotly_white", height=520, title=title,
-                      margin=dict(l=10, r=10, t=90, b=40), legend=dict(orientation="h", y=-0.12))
+                      margin=dict(l=10, r=10, t=90, b=40))
     fig.update_xaxes(title_text="step of the checkpoint", row=2, col=1)
     fig.update_yaxes(title_text="rows", row=1, col=1)
     fig.update_yaxes(range=[0, 1.05], row=2, col=1)
@@ -134,8 +134,8 @@ def roc_figure(groups: list[dict], title: str = "") -> go.Figure:
     fig.update_yaxes(title="group (prompt)", tickvals=list(range(len(groups))),
                      ticktext=[str(g["group"]) for g in groups], autorange="reversed")
     fig.update_xaxes(title="trace, in rollout order", dtick=1)
-    fig.update_layout(template="plotly_white", height=120 + 34 * len(groups), title=title,
-                      margin=dict(l=10, r=10, t=80, b=40), legend=dict(orientation="h", y=-0.15))
+    fig.update_layout(template="plotly_white", height=max(320, 120 + 34 * len(groups)), title=title,
+                      margin=dict(l=10, r=10, t=80, b=40))
     return fig
 
 

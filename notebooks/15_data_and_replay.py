@@ -271,7 +271,7 @@ else:
 #   held-out set keeps every size: their curves end below the band;
 # - replay saves rollouts: DOTS's half-replayed steps sample 6,528 rows instead of 12,800, and without the behaviour
 #   weight (`dots-rr-ppo`) it ends at `grpo-pool`'s accuracy; with `dots-rr-clip`'s untruncated $\pi_{old}/\mu$ (up to
-#   3.4 on rows 12 steps old) it ends lower;
+#   3.4 on rows 12 steps old) it ends lower, and truncated at 1 (`cap=1.0`, 3 seeds not stored) it is back at 0.247;
 # - DART is the one method above its baseline: 16 % fewer rollouts (2 a prompt for the prompts it solves) and the
 #   higher-entropy half of each step trained, 0.270 against `grpo-pool`'s 0.247.
 #

@@ -392,3 +392,24 @@ def killed_after_checkpoint(args: list[str], step: int) -> None:
     killed = subprocess.run([sys.executable, "-c", KILLED_AFTER_CHECKPOINT, *args], capture_output=True, text=True,
                             env=env)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+
+
+def grouped_step(transform, groups: dict, n_step: int = 0, state=None, group_size: int = 4):
+    """A group transform's output and context on one step of `groups` {prompt: rewards} (one group per prompt, in
+    order; rewards = scores; completions "prompt:step:i"), with `state` carried from an earlier step."""
+    rewards = [r for rs in groups.values() for r in rs]
+    batch = group_batch(rewards, [g for g, rs in enumerate(groups.values()) for _ in rs])
+    batch.scores, batch.prompts = batch.rewards.clone(), [p for p, rs in groups.items() for _ in rs]
+    batch.completions = [f"{p}:{n_step}:{i}" for p, rs in groups.items() for i in range(len(rs))]
+    ctx = step_context(step=n_step, group_size=group_size, prompts_per_step=len(groups),
+                       state={} if state is None else state)
+    return transform(batch, ctx), ctx
+
+
+def small_run_args(recipe: str, out) -> list[str]:
+    """`workbench run` arguments of a 6-step run (checkpoints at 3 and 6) of `recipe` on addition, from an untrained
+    model, sampling a pool of 8 prompts: the real-process resume tests' run."""
+    return ["run", recipe, "--task", "addition", "--quiet", "--out", str(out), "--set", "steps=6", "--set",
+            "checkpoint_every=3", "--set", "sft_steps=0", "--set", "eval_size=4", "--set", "max_new_tokens=4",
+            "--set", "prompts_per_step=4", "--set", "group_size=4", "--set", "lr=1e-3",
+            "--set", "recipe_overrides.sampler.size=8"]

@@ -24,6 +24,7 @@ OPTIONAL_TYPES = {  # parameters whose default None turns them off, and the type
     "reasoning_delimiters": list, "checklist": list, "mode_costs": dict, "offline_values": dict,
     "n_drafts": int, "initial_rollouts": int, "global_rollouts": int,  # None: the method sets them from the group
     "reincarnate_step": int, "max_replay_loss_frac": float,  # None: the schedule sets them from the run's length
+    "cap": float,  # dots-rr-clip's optional truncation of its behaviour weight (None: untruncated, the paper's)
     # Python objects a recipe's code passes (a judge, a scorer, a random generator): never a JSON value
     **dict.fromkeys(("oracle", "judge", "detector", "scorer", "reflector", "count_tokens", "generator"), callable),
 }

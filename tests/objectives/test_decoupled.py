@@ -86,3 +86,19 @@ def test_the_behaviour_weight_carries_no_gradient_and_mu_shape_is_checked():
     assert torch.autograd.grad(loss, mu, allow_unused=True)[0] is None
     with pytest.raises(ValueError, match="mu_logp has shape"):
         dots_rr_clip(logp, old, A, mask, mu_logp=mu[:, :3])
+
+
+@pytest.mark.covers("dots-rr-clip")
+@pytest.mark.parametrize("seed", range(2))
+def test_a_cap_truncates_the_behaviour_weight_and_an_infinite_one_is_the_papers(seed):
+    """cap (ours): min(pi_old/mu, cap) in place of the weight; None (the default) leaves it untruncated, the paper's
+    form."""
+    logp, old, A, mask, mu = replayed(seed)
+    assert dots_rr_clip(logp, old, A, mask, mu_logp=mu, cap=1e9)[0].item() == \
+        dots_rr_clip(logp, old, A, mask, mu_logp=mu)[0].item()
+    capped, _ = dots_rr_clip(logp, old, A, mask, mu_logp=mu, cap=1.0)
+    w = torch.clamp(torch.exp(old - mu), max=1.0) * mask
+    r = torch.exp(logp - old)
+    per_token = w * torch.maximum(-A * r, -A * torch.clamp(r, 1 - EPS, 1 + EPS))
+    torch.testing.assert_close(capped, (per_token * mask).sum() / mask.sum(), rtol=1e-12, atol=1e-14)
+    assert registry.get("objective", "dots-rr-clip").defaults["cap"] is None

@@ -84,14 +84,11 @@ def test_a_killed_data_recipe_resumes_its_sampler_and_buffer_to_the_straight_run
     """A real process killed (SIGKILL) after its step-3 checkpoint and run again: the sampler's state (DOTS's
     difficulty round, PCL's value model and Adam moments) and DOTS's replay buffer come back from pipeline.pt, so every
     later row is the uninterrupted run's."""
-    from tests.helpers import killed_after_checkpoint, metric_rows
+    from tests.helpers import killed_after_checkpoint, metric_rows, small_run_args
     from workbench import cli
 
     def args(out):
-        return ["run", recipe, "--task", "addition", "--quiet", "--out", str(out), "--set", "steps=6", "--set",
-                "checkpoint_every=3", "--set", "sft_steps=0", "--set", "eval_size=4", "--set", "max_new_tokens=4",
-                "--set", "prompts_per_step=4", "--set", "group_size=4", "--set", "lr=1e-3",
-                "--set", "recipe_overrides.sampler.size=8"]
+        return small_run_args(recipe, out)
 
     killed_after_checkpoint(args(tmp_path / "resumed"), step=3)
     assert len(metric_rows(tmp_path / "resumed")) == 3

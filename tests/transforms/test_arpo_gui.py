@@ -3,7 +3,7 @@ any success are untouched; the buffer holds at most 8 rows per prompt, each with
 import pytest
 import torch
 
-from tests.helpers import group_batch, step_context
+from tests.helpers import grouped_step
 from workbench import registry
 from workbench.advantages.group import grpo
 from workbench.buffers.replay import ReplayBuffer
@@ -15,12 +15,7 @@ G = 4
 
 def step(groups: dict, n_step: int = 0, state=None):
     """groups {prompt: rewards}: one group per prompt, in order; rewards = scores."""
-    rewards = [r for rs in groups.values() for r in rs]
-    batch = group_batch(rewards, [g for g, rs in enumerate(groups.values()) for _ in rs])
-    batch.scores, batch.prompts = batch.rewards.clone(), [p for p, rs in groups.items() for _ in rs]
-    batch.completions = [f"{p}:{n_step}:{i}" for p, rs in groups.items() for i in range(len(rs))]
-    ctx = step_context(step=n_step, group_size=G, prompts_per_step=len(groups), state={} if state is None else state)
-    return arpo_gui(batch, ctx), ctx
+    return grouped_step(arpo_gui, groups, n_step, state, G)
 
 
 def test_an_all_fail_group_gets_one_stored_success_and_then_one_positive_advantage():
@@ -77,15 +72,11 @@ def test_registration_and_bad_settings():
 def test_a_killed_process_resumes_with_the_same_pool_and_buffer_and_logs_the_straight_runs_rows(tmp_path):
     """A real process killed (SIGKILL) after its step-3 checkpoint and run again: the pool's epoch order and the
     buffer come back from pipeline.pt, so every later row (replays included) is the uninterrupted run's."""
-    from tests.helpers import killed_after_checkpoint, metric_rows
+    from tests.helpers import killed_after_checkpoint, metric_rows, small_run_args
     from workbench import cli
 
-    def args(out):
-        return ["run", "arpo-gui", "--task", "addition", "--quiet", "--out", str(out), "--set", "steps=6", "--set",
-                "checkpoint_every=3", "--set", "sft_steps=0", "--set", "eval_size=4", "--set", "max_new_tokens=4",
-                "--set", "prompts_per_step=4", "--set", "group_size=4", "--set", "lr=1e-3",
-                "--set", "recipe_overrides.sampler.size=8",  # an untrained model: store every row (reward > -1)
-                "--set", "recipe_overrides.group_transforms.success=-1.0"]
+    def args(out):  # an untrained model: store every row (reward > -1)
+        return small_run_args("arpo-gui", out) + ["--set", "recipe_overrides.group_transforms.success=-1.0"]
     killed_after_checkpoint(args(tmp_path / "resumed"), step=3)
     assert len(metric_rows(tmp_path / "resumed")) == 3
     assert cli.main(args(tmp_path / "resumed")) == 0 and cli.main(args(tmp_path / "straight")) == 0

@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from tests.helpers import group_batch, step_context
+from tests.helpers import group_batch, grouped_step
 from workbench import registry
 from workbench.advantages.group import group_stats, grpo
 from workbench.transforms.rapo import check_rapo_replay, rapo_replay
@@ -15,12 +15,7 @@ G = 4
 
 def step(groups: dict, n_step: int = 0, state=None):
     """groups {prompt: rewards}: one group per prompt, in order; rewards = scores."""
-    rewards = [r for rs in groups.values() for r in rs]
-    batch = group_batch(rewards, [g for g, rs in enumerate(groups.values()) for _ in rs])
-    batch.scores, batch.prompts = batch.rewards.clone(), [p for p, rs in groups.items() for _ in rs]
-    batch.completions = [f"{p}:{n_step}:{i}" for p, rs in groups.items() for i in range(len(rs))]
-    ctx = step_context(step=n_step, group_size=G, prompts_per_step=len(groups), state={} if state is None else state)
-    return rapo_replay(batch, ctx), ctx
+    return grouped_step(rapo_replay, groups, n_step, state, G)
 
 
 def test_an_injected_success_makes_an_all_fail_groups_std_positive():

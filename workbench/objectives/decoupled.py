@@ -34,16 +34,18 @@ DOTS_TITLE = ("Improving Data Efficiency for LLM Reinforcement Fine-tuning Throu
              r"\mathrm{sg}(\tfrac{\pi_{old}}{\mu})\,\ell^{\mathrm{PPO}}(\tfrac{\pi}{\pi_{old}})",
     reads=("mu_logp",), logs={**CLIP_LOGS, **DUAL_CLIP_LOGS})
 def dots_rr_clip(logp, old_logp, advantages, mask, *, mu_logp, agg="token-mean", denom=None, eps_low=0.2,
-                 eps_high=0.2, dual_clip_c=None, logr_clamp=None):
+                 eps_high=0.2, dual_clip_c=None, logr_clamp=None, cap=None):
     """DOTS rollout-replay surrogate. `mu_logp` [B, T]: the behaviour log-probs stored with each rollout.
 
     Defaults: one clip range 0.2 on both sides (the reference's `clip_ratio`, verl `ppo_trainer.yaml`), token-mean
     aggregation, no dual clip and no log-ratio clamp (the reference has neither). mu = old gives exactly `ppo-clip`.
     Metrics: PPO's clip fractions on pi/pi_old; the weight pi_old/mu itself is the trainer's `mismatch/is_ratio_*`.
+    cap: ours, not the paper's (which leaves the weight untruncated: None, the default): min(pi_old/mu, cap), as TIS
+    truncates it (cap = 1: DART's), for replayed rows much older than the policy.
     """
     check_inputs(logp, old_logp, advantages, mask)
     if mu_logp.shape != logp.shape:
         raise ValueError(f"mu_logp has shape {tuple(mu_logp.shape)} but old_logp has shape {tuple(old_logp.shape)}")
-    w = tis_weights(old_logp, mu_logp, mask, cap=float("inf"))  # the untruncated behaviour weight sg(pi_old / mu)
+    w = tis_weights(old_logp, mu_logp, mask, cap=float("inf") if cap is None else cap)  # sg(pi_old / mu)
     return ppo_clip(logp, old_logp.detach(), advantages, mask, agg=agg, denom=with_weights(denom, mask, w),
                     eps_low=eps_low, eps_high=eps_high, dual_clip_c=dual_clip_c, logr_clamp=logr_clamp)

@@ -142,6 +142,14 @@ def needs_multi_turn(recipe: str) -> bool:
     return any(registry.get(kind, u.key).needs for kind, u in get_recipe(recipe).uses())
 
 
+def plays_games(recipe: str) -> bool:
+    """Does `recipe` play a multi-agent game (its rollout needs `agents`)?"""
+    from workbench import registry
+    from workbench.recipes import get_recipe
+
+    return "agents" in registry.get("rollout", get_recipe(recipe).rollout.key).needs
+
+
 def pooled(recipe: str) -> bool:
     """The recipe's sampler draws from a fixed pool of prompts (it takes a `size`: `pool` and the samplers built on it)."""
     import inspect
@@ -155,11 +163,16 @@ def pooled(recipe: str) -> bool:
 
 def task_for(recipe: str, **overrides):
     """(config overrides, task) for a unit-test run of `recipe`: one-turn DigitFirst, or three-turn DigitSteps for a
-    recipe whose components need more (the config names keydoor, which offers every need, so the start-up check passes)."""
+    recipe whose components need more (the config names keydoor, which offers every need, so the start-up check passes),
+    or Kuhn poker for a recipe that plays games."""
     from workbench.recipes import get_recipe
 
     if pooled(recipe):  # DigitFirst has 10 distinct training prompts: a pool of 8
         overrides = {**overrides, "recipe_overrides": {"sampler": {"size": 8}}}
+    if plays_games(recipe):
+        from workbench.envs.poker import KuhnTask
+
+        return {**overrides, "task": "kuhn"}, KuhnTask()
     if needs_multi_turn(recipe):
         return {**overrides, "task": "keydoor"}, DigitSteps()
     return overrides, DigitFirst()

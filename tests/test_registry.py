@@ -14,6 +14,7 @@ NOT_IN_CATALOG = {
     ("reward_shaping", "kl-in-reward"), ("group_transform", "greedy-baseline"), ("token_mask", "min-abs-advantage"),
     ("controller", "adaptive-kl"), ("env", "addition"), ("env", "countdown"), ("env", "calculator"), ("env", "search"),
     ("env", "gridworld"), ("env", "keydoor"), ("env", "screen"),
+    ("rollout", "agents"), ("env", "kuhn"), ("env", "tictactoe"),  # the multi-agent games and the rollout playing them
     ("reward", "length-bias"),  # a hackable proxy for notebook 12, not a method
     # the pipeline's preference parts: where items come from, the loss on them, the anchors that move
     ("sampler", "none"), ("objective", "preference"), ("loss_weight", "rollout-is"),

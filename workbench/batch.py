@@ -67,6 +67,9 @@ class RolloutBatch:
     teacher_ids: torch.Tensor | None = None      # [B, T, K] long, vocabulary ids of teacher_logp's top-K entries
     #                                              (None: teacher_logp covers the whole vocabulary in id order)
     teacher_entropy: torch.Tensor | None = None  # [B, T] the self-teacher's full-vocabulary entropy; 0 where none
+    agent: torch.Tensor | None = None            # [B] long, the agent (role / player id) whose view the row is
+    episode: torch.Tensor | None = None          # [B] long, the multi-agent episode the row belongs to (the rows of
+    #                                              one episode's agents share it; unique across the batch)
     completions: list[str] = field(default_factory=list)  # decoded responses, len B
     prompts: list[str] = field(default_factory=list)      # prompt text per row, len B
     turn_info: list[list[dict]] = field(default_factory=list)  # per row, per turn: {"state": hashable, ...}

@@ -197,8 +197,30 @@ def test_a_component_that_needs_what_the_task_lacks_is_refused_before_anything_r
         pipeline.check_task(DigitFirst())
     pipeline.check_task(DigitSteps())  # three turns, actions() listed
     assert task_capabilities(DigitSteps()) == {"multi_turn": True, "env_copy": True, "env_actions": True,
-                                               "expert": True, "subgoals": True, "solution": True}
+                                               "expert": True, "subgoals": True, "solution": True, "agents": False}
     assert task_capabilities(DigitFirst())["multi_turn"] is False
+
+
+def test_games_and_multi_agent_recipes_refuse_what_does_not_fit_before_anything_runs():
+    from workbench.envs.poker import KuhnTask
+
+    with pytest.raises(ValueError, match=r"rollout:agents needs several agents taking turns .* task 'digit_first' has "
+                                         r"none\. Train it on a task that does: --task .*kuhn"):
+        Pipeline(get_recipe("self-play")).check_task(DigitFirst())
+    with pytest.raises(ValueError, match=r"task 'kuhn' is a game of several agents: recipe 'grpo' has no rollout that "
+                                         r"plays one; use a multi-agent recipe .*--recipe .*self-play"):
+        Pipeline(get_recipe("grpo")).check_task(KuhnTask())
+    seated = with_overrides(get_recipe("self-play-vs-scripted"), {"rollout": {"seat": "dealer"}})
+    with pytest.raises(ValueError, match=r"rollout:agents: unknown agent 'dealer': this game's agents are "
+                                         r"\['player0', 'player1'\]"):
+        Pipeline(seated).check_task(KuhnTask())
+    Pipeline(with_overrides(get_recipe("self-play-vs-scripted"), {"rollout": {"seat": 1}})).check_task(KuhnTask())
+
+
+def test_a_game_is_evaluated_by_playing_it_so_pass_k_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"pass_k=4 samples answers to held-out prompts; task 'kuhn' is a game"):
+        Trainer(make_config("smoke", recipe="self-play", task="kuhn", pass_k=4), tmp_path / "run")
+    assert not (tmp_path / "run" / "config.json").exists()
 
 
 @pytest.mark.parametrize("recipe", RL_RECIPES)

@@ -20,7 +20,7 @@ from workbench import ops, registry
 from workbench.batch import RolloutBatch
 from workbench.context import Forward, StepContext
 from workbench.params import check_choice, check_value, did_you_mean
-from workbench.recipes import Recipe, Use
+from workbench.recipes import RECIPES, Recipe, Use
 from workbench.rewards import aggregate, interop
 from workbench.rewards.stage import (check_return, mask_unscorable, probe_columns, reward_columns, reward_metrics,
                                      run_reward)
@@ -28,6 +28,7 @@ from workbench.rollout.engine import ENGINE_OFFERS
 from workbench.stages import BATCH_STAGES, PASSED, SLOTS, STAGES
 from workbench.tasks import get_task
 from workbench.tasks.base import Task
+from workbench.envs.multiagent import MultiAgentEnv
 from workbench.tasks.guidance import has_solutions
 from workbench.probe import probe_settings
 
@@ -55,8 +56,10 @@ def providers(fields: list[str]) -> list[str]:
 
 
 def tasks_offering(need: str) -> list[str]:
-    """The registered tasks that offer `need` (a key of `registry.NEEDS`)."""
-    return [e.key for e in registry.entries("env") if task_capabilities(get_task(e.key))[need]]
+    """The registered tasks that offer `need` (a key of `registry.NEEDS`); games only where the need is theirs (a
+    one-agent method never trains on a game)."""
+    offers = [task_capabilities(get_task(e.key)) for e in registry.entries("env")]
+    return [e.key for e, can in zip(registry.entries("env"), offers) if can[need] and (need == "agents" or not can["agents"])]
 
 
 def task_capabilities(task) -> dict[str, bool]:
@@ -65,7 +68,8 @@ def task_capabilities(task) -> dict[str, bool]:
     return {"multi_turn": env.max_turns > 1, "env_copy": bool(getattr(env, "copyable", False)),
             "env_actions": callable(getattr(env, "actions", None)),
             "expert": env.max_turns > 1 and type(task).expert_actions is not Task.expert_actions,
-            "subgoals": bool(getattr(env, "subgoals", False)), "solution": has_solutions(task)}
+            "subgoals": bool(getattr(env, "subgoals", False)), "solution": has_solutions(task),
+            "agents": isinstance(env, MultiAgentEnv)}
 
 
 # What the pipeline logs itself (`Pipeline.loss`); the components' metrics are declared by each (`logs=`).
@@ -221,12 +225,24 @@ class Pipeline:
         multi-turn episodes for a turn-level method, copyable environments for Monte Carlo continuations, ..."""
         needing = [(p, need) for parts in self.parts.values() for p in parts for need in p.entry.needs
                    if need in registry.NEEDS]
-        offers = task_capabilities(task) if needing else {}
+        offers = task_capabilities(task)
         for p, need in needing:
             if not offers[need]:
                 raise ValueError(f"recipe {self.recipe.key!r}: {p.name} needs {registry.NEEDS[need]}; task "
                                  f"{task.name!r} has none. Train it on a task that does: --task "
                                  f"{' | '.join(tasks_offering(need))}")
+        if offers["agents"] and not any(need == "agents" for _, need in needing):
+            games = sorted(key for key, recipe in RECIPES.items() if recipe.rollout.key == "agents")
+            raise ValueError(f"task {task.name!r} is a game of several agents: recipe {self.recipe.key!r} has no "
+                             f"rollout that plays one; use a multi-agent recipe (rollout `agents`), e.g. --recipe "
+                             f"{' | '.join(games) or 'self-play'}")
+        for p in self.parts["rollout"]:
+            check = getattr(p.fn, "check_task", None)
+            if check is not None:
+                try:
+                    check(task, **p.use.kw)
+                except ValueError as err:
+                    raise ValueError(f"recipe {self.recipe.key!r}, {p.name}: {err}") from None
 
     def check_sampler(self, task, prompts_per_step: int) -> None:
         """Refuse, before anything is built, a sampler that cannot give a step its prompts from this task (a pool

@@ -23,20 +23,30 @@ from workbench.files import remove_stale_temps, write_atomic
 from workbench.models import BUILTIN_MODELS, IN_CODE_MODELS, load_model, save_model_atomically
 from workbench.paths import cache_dir
 from workbench.rollout.engine import check_prompt_lengths, encode_prompts, policy_forward, prompt_texts
-from workbench.rollout.turns import encode_expert, pad_episodes, prompt_of
+from workbench.batch import left_pad
+from workbench.envs.multiagent import GameTask
+from workbench.rollout.agents import expert_rows
+from workbench.rollout.turns import encode_expert, pad_episodes, prompt_of, unpadded
 from workbench.tasks import Task
 from workbench.tasks.dataset import file_sha256
 
 
 def expert_batch(tokenizer, task: Task, examples, device=None):
     """(prompt_ids, prompt_mask [B, P], response_ids, mask [B, T]) of the examples' expert episodes; mask is 1
-    on action tokens (a one-turn task: target + EOS)."""
-    opened, episodes = [], []
+    on action tokens (a one-turn task: target + EOS). A game gives one row per agent of a game its expert Python
+    player plays in every seat (`rollout.agents.expert_rows`)."""
+    prompts, episodes = [], []
     for e in examples:
-        messages, episode = encode_expert(tokenizer, task.make_env(), e, task.expert_actions(e), episode_seed(e, 0))
-        opened.append(prompt_of(messages))
-        episodes.append(episode)
-    prompt_ids, prompt_mask = encode_prompts(tokenizer, opened, device)
+        if isinstance(task, GameTask):
+            rows = expert_rows(tokenizer, task, e, episode_seed(e, 0))
+        else:
+            messages, episode = encode_expert(tokenizer, task.make_env(), e, task.expert_actions(e),
+                                              episode_seed(e, 0))
+            ids, mask = encode_prompts(tokenizer, [prompt_of(messages)])
+            rows = [(unpadded(ids, mask)[0], episode)]
+        prompts += [ids for ids, _ in rows]
+        episodes += [episode for _, episode in rows]
+    prompt_ids, prompt_mask = left_pad(prompts, tokenizer.pad_token_id, device)
     response_ids, mask, _, _ = pad_episodes(episodes, tokenizer.pad_token_id, device)
     return prompt_ids, prompt_mask, response_ids, mask
 

@@ -21,12 +21,14 @@ from workbench import ops, registry
 from workbench.advantages.group import group_stats
 from workbench.batch import RolloutBatch, on_device
 from workbench.context import Forward, Head, StepContext
+from workbench.envs.multiagent import GameTask
 from workbench.kl import KL_LOGS
 from workbench.models import (add_lora, check_model_name, checkpoint_state, frozen_copy,
                               frozen_reference, load_checkpoint_state, load_model)
 from workbench.recipes import Recipe, get_recipe, with_overrides
 from workbench.recipes.run_settings import with_preference_data, with_rollout_correction
 from workbench.rollout import make_engine, policy_forward
+from workbench.rollout.agents import GamePolicy
 from workbench.rollout.engine import Sampling, on_model, response_logits
 from workbench.stages import BATCH_STAGES, SAMPLING_STAGES
 from workbench.tasks import run_task
@@ -191,6 +193,10 @@ class Trainer:
         self.data_pairs = read_pairs(config.data_path) if config.data_path else []
         self.log = run_log(self.out, config)  # metrics.jsonl (+ TensorBoard with report_to="tensorboard")
         self.rollouts = 0  # rows the current step's rollouts sampled (`rollout_on`)
+        self.game_metrics = {}  # a game's evaluation beside its accuracy (`evaluate`)
+        if isinstance(self.task, GameTask) and config.pass_k:
+            raise ValueError(f"pass_k={config.pass_k} samples answers to held-out prompts; task {config.task!r} is a "
+                             "game, evaluated by playing it (exploitability, win rates): set pass_k=0")
         self.parallel = DataParallel(config.distributed, config.device)  # one process unless launched with N
         self.sampling = Sampling(config.max_new_tokens, config.temperature, config.top_p,
                                  tuple(config.stop) or None)
@@ -598,6 +604,7 @@ class Trainer:
         self.move_anchors(step)
         if self.config.eval_every and (step + 1) % self.config.eval_every == 0:
             row["eval/accuracy"], _ = self.evaluate()
+            row.update({f"eval/{k}": v for k, v in self.game_metrics.items()})
             row.update({f"eval/{k}": v for k, v in self.evaluate_sampled().items()})
         return row
 
@@ -610,6 +617,13 @@ class Trainer:
                                   **self.pipeline.kwargs(reference, step, self.config.steps))
 
     def evaluate(self):
+        """(accuracy, per-example records) on the held-out set; a game plays itself instead (`GameTask.evaluate`:
+        exploitability, win rates against Python players), its other results kept in `game_metrics`."""
+        if isinstance(self.task, GameTask):
+            policy = GamePolicy(self.engine, self.model, self.tokenizer,
+                                dataclasses.replace(self.sampling, greedy=True), seed=self.config.seed)
+            accuracy, records, self.game_metrics = self.task.evaluate(policy)
+            return accuracy, records
         examples = self.task.eval_set(self.config.eval_size)
         return greedy_accuracy(self.engine, self.task, examples, max_new_tokens=self.config.max_new_tokens,
                                stop=self.config.stop)
@@ -617,7 +631,7 @@ class Trainer:
     def held_out(self) -> dict:
         """Held-out results beside greedy accuracy: pass@1 / pass@k / entropy of samples (when pass_k > 0) and, on a
         one-turn task, preference accuracy (the verified answer's log-prob above a near miss's)."""
-        c, out = self.config, self.evaluate_sampled()
+        c, out = self.config, {**self.evaluate_sampled(), **self.game_metrics}  # a game's: from the last `evaluate`
         if self.task.make_env().max_turns == 1:
             out["preference_accuracy"] = preference_accuracy(self.model, self.tokenizer, self.task, c.eval_size,
                                                              c.temperature)

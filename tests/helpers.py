@@ -172,6 +172,8 @@ def task_for(recipe: str, **overrides):
     if plays_games(recipe):
         from workbench.envs.poker import KuhnTask
 
+        if get_recipe(recipe).policies == "separate":  # LoRA adapters, one per agent
+            overrides = {**overrides, "lora_r": 4}
         return {**overrides, "task": "kuhn"}, KuhnTask()
     if needs_multi_turn(recipe):
         return {**overrides, "task": "keydoor"}, DigitSteps()

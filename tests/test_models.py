@@ -326,3 +326,72 @@ def test_a_system_prompt_counts_towards_the_context_before_anything_trains(tmp_p
                                          r"it needs .* positions, and the model takes 8192"):
         Trainer(config, tmp_path / "run").setup()
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+# ----------------------------------------------------------------------------- separate policies on one base
+
+def two_policies(seed=0):
+    from workbench.models import add_policies
+
+    torch.manual_seed(seed)
+    model, tok = build_tiny(seed=seed)
+    model = add_policies(add_lora(model.double(), r=4, alpha=8), 2)
+    with torch.no_grad():  # B = 0 at init: give each adapter its own delta so the policies differ
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)
+    return model, tok
+
+
+def test_each_policy_is_its_own_adapter_and_switching_freezes_nothing():
+    from workbench.models import active_policy, policy_count, policy_names, policy_params
+
+    model, tok = two_policies()
+    assert policy_count(model) == 2 and policy_names(2) == ("default", "policy1")
+    first, second = policy_params(model, 0), policy_params(model, 1)
+    assert first and second and not {id(p) for p in first} & {id(p) for p in second}
+    ids, mask = encode_prompts(tok, ["12+34="])
+    outs = []
+    for k in (0, 1):
+        with active_policy(model, k):
+            outs.append(model(input_ids=ids, attention_mask=mask).logits)
+    assert not torch.allclose(outs[0], outs[1])  # two different policies
+    assert all(p.requires_grad for p in first + second)  # peft's set_adapter would have frozen one of them
+    with model.disable_adapter():
+        base = model(input_ids=ids, attention_mask=mask).logits
+    assert not torch.allclose(base, outs[0])
+
+
+def test_per_policy_runs_each_row_under_its_own_adapter_and_gradients_stay_in_it():
+    from workbench.models import active_policy, per_policy, policy_params
+
+    model, tok = two_policies()
+    prompts, responses = encode_prompts(tok, ["1+1=", "2+2=", "3+3="]), encode_prompts(tok, ["2", "4", "6"])
+    policy = torch.tensor([1, 0, 1])
+    logp, _, _ = per_policy(model, policy, policy_forward, *prompts, responses[0], responses[1].double())
+    for row, k in enumerate(policy.tolist()):
+        with active_policy(model, k):
+            alone, _, _ = policy_forward(model, prompts[0][row:row + 1], prompts[1][row:row + 1],
+                                         responses[0][row:row + 1], responses[1][row:row + 1].double())
+        torch.testing.assert_close(logp[row:row + 1], alone)
+    logp[policy == 1].sum().backward()  # only policy 1's rows: only its adapter gets a gradient
+    assert all(p.grad is None or torch.all(p.grad == 0) for p in policy_params(model, 0))
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in policy_params(model, 1))
+
+
+def test_separate_policies_round_trip_through_a_checkpoint():
+    from workbench.models import checkpoint_state, load_checkpoint_state, policy_params
+
+    model, _ = two_policies(seed=0)
+    other, _ = two_policies(seed=1)
+    load_checkpoint_state(other, checkpoint_state(model))
+    for k in (0, 1):
+        for a, b in zip(policy_params(model, k), policy_params(other, k)):
+            assert torch.equal(a, b)
+
+
+def test_add_policies_needs_a_lora_model():
+    from workbench.models import add_policies
+
+    with pytest.raises(ValueError, match="LoRA adapters on one base: set lora_r > 0"):
+        add_policies(build_tiny(seed=0)[0], 2)

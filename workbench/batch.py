@@ -70,6 +70,8 @@ class RolloutBatch:
     agent: torch.Tensor | None = None            # [B] long, the agent (role / player id) whose view the row is
     episode: torch.Tensor | None = None          # [B] long, the multi-agent episode the row belongs to (the rows of
     #                                              one episode's agents share it; unique across the batch)
+    policy: torch.Tensor | None = None           # [B] long, the trained policy that played the row: its LoRA adapter
+    #                                              when a game's agents have separate policies (all 0 when shared)
     completions: list[str] = field(default_factory=list)  # decoded responses, len B
     prompts: list[str] = field(default_factory=list)      # prompt text per row, len B
     turn_info: list[list[dict]] = field(default_factory=list)  # per row, per turn: {"state": hashable, ...}

@@ -26,8 +26,8 @@ def cmd_run(args) -> int:
                                         f"s{config.seed}")
     print(f"run folder: {out}")
     summary = train(config, out, progress=not args.quiet)
-    print(f"greedy accuracy on {summary['eval_size']} held-out prompts: "
-          f"before {summary['accuracy_before']:.3f} -> after {summary['accuracy_after']:.3f}")
+    what = summary.get("accuracy_is") or f"greedy accuracy on {summary['eval_size']} held-out prompts"  # a game's own
+    print(f"{what}: before {summary['accuracy_before']:.3f} -> after {summary['accuracy_after']:.3f}")
     if "report" in summary:  # rank 0 only in a data-parallel run
         print(f"report: {summary['report']}")
     return 0

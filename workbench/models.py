@@ -7,6 +7,7 @@ memory of a 0.5B model where no weights can be downloaded (it learns nothing use
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import shutil
@@ -244,12 +245,96 @@ def is_peft(model) -> bool:
     return hasattr(model, "disable_adapter")
 
 
+# ----------------------------------------------------------------------------- separate policies on one base
+
+def policy_names(n: int) -> tuple[str, ...]:
+    """The LoRA adapter of each of n separate policies: peft's first adapter is "default"."""
+    return ("default",) + tuple(f"policy{k}" for k in range(1, n))
+
+
+def add_policies(model, n: int):
+    """A LoRA model with n adapters of the first one's configuration on its one base (policy k trains adapter
+    `policy_names(n)[k]`, initialized afresh: A random, B = 0, so every policy starts as the base); all of them
+    trainable (peft trains only the active one; here each policy's rows choose theirs, `per_policy`)."""
+    if not is_peft(model):
+        raise ValueError("separate policies are LoRA adapters on one base: set lora_r > 0")
+    for name in policy_names(n)[1:]:
+        model.add_adapter(name, model.peft_config["default"])
+    for name, param in model.named_parameters():
+        if ".lora_" in name:
+            param.requires_grad_(True)
+    return model
+
+
+def policy_count(model) -> int:
+    return len(getattr(model, "peft_config", None) or {}) or 1
+
+
+def policy_params(model, index: int) -> list:
+    """The trainable parameters of policy `index` (its adapter's A and B matrices)."""
+    name = policy_names(policy_count(model))[index]
+    return [p for n, p in model.named_parameters() if p.requires_grad and f".{name}." in n]
+
+
+@contextlib.contextmanager
+def active_policy(model, index: int):
+    """Forward passes and generation inside use policy `index`'s adapter. The layers' active adapter is set
+    directly: peft's `set_adapter` would also freeze every other adapter's weights (requires_grad False)."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    name = policy_names(policy_count(model))[index]
+    layers = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
+    before = [layer._active_adapter for layer in layers]
+    for layer in layers:
+        layer._active_adapter = name
+    try:
+        yield
+    finally:
+        for layer, active in zip(layers, before):
+            layer._active_adapter = active
+
+
+def per_policy(model, policy, fn, *rows, **kw):
+    """fn(model, *rows, **kw), each policy's rows run under its adapter when the model holds several
+    (`policy` [B]: each row's policy; `rows`: the tensors [B, ...] among the arguments are cut to those rows, other
+    arguments passed as they are); the outputs (tensors [B, ...], None, or tuples, lists and dicts of them) put back
+    in row order. One policy (or `policy` None): one call."""
+    if policy is None or policy_count(model) == 1:
+        return fn(model, *rows, **kw)
+    order, parts = [], []
+    for index in torch.unique(policy).tolist():
+        idx = torch.nonzero(policy == index).flatten()
+        cut = [r[idx.to(r.device)] if isinstance(r, torch.Tensor) and r.dim() and len(r) == len(policy) else r
+               for r in rows]
+        with active_policy(model, index):
+            parts.append(fn(model, *cut, **kw))
+        order.append(idx)
+    inverse = torch.argsort(torch.cat(order))
+    return _stitch(parts, inverse)
+
+
+def _stitch(parts: list, inverse: torch.Tensor):
+    first = parts[0]
+    if first is None:
+        return None
+    if isinstance(first, torch.Tensor):
+        return torch.cat(parts)[inverse.to(first.device)]
+    if isinstance(first, dict):
+        return {k: _stitch([p[k] for p in parts], inverse) for k in first}
+    if isinstance(first, (tuple, list)):
+        return type(first)(_stitch(list(column), inverse) for column in zip(*parts))
+    raise TypeError(f"per_policy cannot put back an output of type {type(first).__name__}")
+
+
 def checkpoint_state(model) -> dict:
     """What a checkpoint keeps of a model: only the adapter of a LoRA model (its base never changes; 0.5 GB
-    saved per checkpoint for a 135M model otherwise), else the whole state dict."""
+    saved per checkpoint for a 135M model otherwise), each adapter of separate policies, else the whole state dict."""
     if is_peft(model):
         from peft import get_peft_model_state_dict
 
+        if policy_count(model) > 1:
+            return {"adapters": {name: get_peft_model_state_dict(model, adapter_name=name, save_embedding_layers=False)
+                                 for name in policy_names(policy_count(model))}}
         return get_peft_model_state_dict(model, save_embedding_layers=False)  # LoRA targets no embedding
     return model.state_dict()
 
@@ -259,7 +344,11 @@ def load_checkpoint_state(model, state: dict) -> None:
     if is_peft(model):
         from peft import set_peft_model_state_dict
 
-        set_peft_model_state_dict(model, state)
+        if "adapters" in state:
+            for name, adapter in state["adapters"].items():
+                set_peft_model_state_dict(model, adapter, adapter_name=name)
+        else:
+            set_peft_model_state_dict(model, state)
     else:
         model.load_state_dict(state)
 

@@ -25,6 +25,7 @@ OPTIONAL_TYPES = {  # parameters whose default None turns them off, and the type
     "n_drafts": int, "initial_rollouts": int, "global_rollouts": int,  # None: the method sets them from the group
     "reincarnate_step": int, "max_replay_loss_frac": float,  # None: the schedule sets them from the run's length
     "cap": float,  # dots-rr-clip's optional truncation of its behaviour weight (None: untruncated, the paper's)
+    "swap_every": int,  # separate policies swap roles every k steps (None: never; CORY's T)
     # Python objects a recipe's code passes (a judge, a scorer, a random generator): never a JSON value
     **dict.fromkeys(("oracle", "judge", "detector", "scorer", "reflector", "count_tokens", "generator"), callable),
 }
@@ -41,6 +42,7 @@ ALTERNATIVES = {  # parameters that take more than one type: each a type or a li
     "gamma_beta_ratio": (float, None),    # SimPO's margin as gamma / beta; None: the absolute gamma convention
     "prob_threshold": (float, None),      # SPO's probability mask; None: no mask (the advantage and the token mask)
     "guard": (str, None),                 # VL-DAC's ratio guard scope; None: plain PPO clip
+    "seat": (None, int, str),             # the multi-agent rollout's seat for the policy: drawn per episode, an id or role
 }
 
 

@@ -34,9 +34,9 @@ def test_every_hand_pays_kuhns_payoff_zero_sum(cards, history):
     assert "".join(seen[0]) == history[1::2] and "".join(seen[1]) == history[0::2]  # each sees the other's actions
 
 
-def test_an_illegal_action_forfeits_the_hand_and_the_mover_is_told():
+def test_an_illegal_action_forfeits_the_hand_pays_a_penalty_and_the_mover_is_told():
     env, total, seen, done, info, mover = play("KJ", "pz")
-    assert mover == 1 and done and total == [1.0, -1.0]
+    assert mover == 1 and done and total == [1.0, -2.0]  # the forfeit's -1 and the penalty's -1
     assert seen[1][-1].startswith(" illegal:") and "forfeits" in info["tool_error"]
     assert env.step("p")[2] is True  # a step after the end changes nothing
 
@@ -58,7 +58,7 @@ class StrategyPolicy:
         self.bet = {**s0, **s1}
         self.illegal = illegal
 
-    def action_probs(self, task, contexts, actions):
+    def action_probs(self, task, contexts, actions, agents=None):
         from workbench.envs.base import Message  # noqa: F401  (contexts are messages)
         out = []
         for messages, turns in contexts:
@@ -89,7 +89,9 @@ def test_the_task_draws_every_deal_and_holds_nothing_out():
     task = get_task("kuhn")
     drawn = {e.answer for e in task.sample(200, random.Random(0))}
     assert drawn == {kuhn.CARDS[a] + kuhn.CARDS[b] for a, b in kuhn.DEALS}
-    with pytest.raises(ValueError, match="expert must be one of"):
+    with pytest.raises(ValueError, match=r"kuhn: need expert one of \['random', 'scripted', 'solver'\], got 'cfr'"):
         get_task("kuhn", expert="cfr")
+    with pytest.raises(ValueError, match="illegal_penalty >= 0"):
+        get_task("kuhn", illegal_penalty=-1.0)
     with pytest.raises(TypeError, match="is a game"):
         task.score("b", task.sample(1, random.Random(0))[0])

@@ -37,7 +37,7 @@ def test_a_draw_pays_nothing():
 @pytest.mark.parametrize("bad", ["4", "9", "a", ""])
 def test_an_illegal_move_forfeits_and_is_explained(bad):
     env, _, total, seen, done, info = game(["4", bad])  # O moves into the taken centre, off the board, or no cell
-    assert done and total == [1.0, -1.0] and seen[1][-1].startswith(" illegal:") and "forfeits" in info["tool_error"]
+    assert done and total == [1.0, -2.0] and seen[1][-1].startswith(" illegal:") and "forfeits" in info["tool_error"]
 
 
 def test_scripted_player_wins_then_blocks_and_solver_never_loses():
@@ -55,7 +55,8 @@ def test_scripted_player_wins_then_blocks_and_solver_never_loses():
 
 
 def test_task_knobs_are_checked():
-    with pytest.raises(ValueError, match="even number"):
+    with pytest.raises(ValueError, match="eval_games an even number >= 2"):
         get_task("tictactoe", eval_games=3)
-    with pytest.raises(ValueError, match="expert must be one of"):
+    with pytest.raises(ValueError, match="expert one of"):
         get_task("tictactoe", expert="alphazero")
+    assert get_task("tictactoe", illegal_penalty=0.0).make_env().penalty == 0.0

@@ -61,7 +61,7 @@ def test_an_illegal_action_forfeits_with_a_penalty_and_a_row_that_never_acted_is
     batch = agents(ScriptedEngine(TOK, lambda history: "x<eos>"), KuhnTask(), [deal("KJ")], group_size=2,
                    sampling=SAMPLING)
     assert batch.agent.tolist() == [0, 0]  # player 1 never acted: no row
-    assert batch.rewards.tolist() == [-1.0, -1.0]
+    assert batch.rewards.tolist() == [-2.0, -2.0]  # the forfeit and the penalty
     assert [info[0]["tool_error"] for info in batch.turn_info] == [kuhn.step((2, 0), "", "x").illegal] * 2
 
 

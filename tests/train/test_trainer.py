@@ -444,3 +444,28 @@ def test_loss_overrides_and_kl_coef_reach_the_preference_loss_or_are_refused(tmp
     with pytest.raises(ValueError, match=r"unknown recipe override 'loss'"):
         Trainer(make_config("smoke", recipe="dpo", **PREF, recipe_overrides={"loss": {}}), tmp_path)
     assert not (tmp_path / "config.json").exists()
+
+
+# ----------------------------------------------------------------------------- separate policies
+
+def test_separate_policies_need_lora_a_game_and_the_hf_engine_before_the_folder_exists(tmp_path):
+    with pytest.raises(ValueError, match=r"recipe 'self-play-separate' trains separate policies, which needs lora_r > 0 "
+                                         r"\(each policy is a LoRA adapter on the one base; e\.g\. --set lora_r=8\)$"):
+        Trainer(make_config("smoke", recipe="self-play-separate", task="kuhn"), tmp_path / "run")
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+def test_each_separate_policy_learns_only_from_its_agents_rows(tmp_path):
+    from workbench.models import policy_params
+
+    config = make_config("smoke", recipe="self-play-separate",
+                         **{**TINY, "task": "kuhn", "lora_r": 4, "steps": 1, "sft_steps": 40})  # legal moves: both act
+    trainer = Trainer(config, tmp_path / "run", progress=False).setup()
+    start = [[p.detach().clone() for p in policy_params(trainer.model, k)] for k in (0, 1)]
+    assert len(trainer.optimizer.param_groups) == 2  # one group (clipped on its own) per policy
+    batch = trainer.make_batch(0)
+    assert set(batch.policy.tolist()) == {0, 1} and torch.equal(batch.policy, batch.agent)
+    only_player0 = batch.select(torch.nonzero(batch.agent == 0).flatten())
+    trainer.train_on(only_player0, 0)
+    moved = [any(not torch.equal(a, b) for a, b in zip(start[k], policy_params(trainer.model, k))) for k in (0, 1)]
+    assert moved == [True, False]

@@ -81,7 +81,7 @@ class GameTask(Task):
     """
 
     expert: str = "random"
-    eval_games: int = 64
+    accuracy_is: str = ""  # what the accuracy `evaluate` returns measures (e.g. "share of games not lost to minimax")
 
     def held_out_prompts(self) -> set[str]:
         return set()

@@ -8,8 +8,10 @@ player 0 acts first). Agent k is player k. Each agent's row, e.g. player 0 holdi
 
 An action is one letter, "p" (pass: check or fold) or "b" (bet or call); both are stop strings, so a sampled turn
 ends at the first of them. Anything else is illegal: the mover forfeits the hand (reward -1, the other +1, as if it
-had folded; `kuhn.step`) and is told so in an observation. Rewards come at the end of the hand, one per agent:
-u_0 and -u_0 (zero-sum).
+had folded; `kuhn.step`), pays `illegal_penalty` more (default 1: without it an illegal answer facing a bet costs
+what a fold costs, and a policy drifts into it for free, measured: 24 % illegal mass after 150 self-play steps) and
+is told so in an observation. Rewards come at the end of the hand, one per agent: u_0 and -u_0 (zero-sum, except
+for the penalty).
 
 Evaluation is exact: the policy's probability of "b" and "p" at each of the 12 information sets is read off the
 model (the action tokens' probabilities after that information set's context, encoded as the rollout encodes it),
@@ -28,7 +30,7 @@ import random
 from fractions import Fraction
 
 from workbench import registry
-from workbench.envs.base import tool, user
+from workbench.envs.base import check_knob_rules, tool, user
 from workbench.envs.games import kuhn
 from workbench.envs.multiagent import GameTask, MultiAgentEnv
 from workbench.tasks.base import Example
@@ -67,6 +69,7 @@ class KuhnEnv(MultiAgentEnv):
 
     def __init__(self, task=None):
         self.task, self.cards, self.history, self.done = task, None, "", False
+        self.penalty = task.illegal_penalty if task is not None else 1.0
 
     def reset(self, example: Example, seed: int | None = None):
         self.cards = deal_of(example)
@@ -93,6 +96,8 @@ class KuhnEnv(MultiAgentEnv):
         else:
             observations[1 - mover] = [tool(action.strip())]
         rewards = [float(r) for r in result.rewards] if result.rewards else [0.0, 0.0]
+        if result.illegal:
+            rewards[mover] -= self.penalty
         return observations, rewards, self.done, {"state": self.state(), "tool_error": result.illegal}
 
 
@@ -133,14 +138,15 @@ class KuhnTask(GameTask):
     """Examples are the six deals, drawn uniformly (each a prompt group: rows of one deal share their cards).
 
     Knobs (`task_kw`): expert, the Python player whose hands warm-start the policy ("random": the uniform strategy,
-    exploitability 0.458; "scripted"; "solver")."""
+    exploitability 0.458; "scripted"; "solver"); illegal_penalty, what an illegal action costs beyond the forfeit (1)."""
 
     name = "kuhn"
+    accuracy_is = "1 - exploitability / the uniform strategy's"
 
-    def __init__(self, *, expert: str = "random"):
-        if expert not in STRATEGIES:
-            raise ValueError(f"kuhn: expert must be one of {sorted(STRATEGIES)}, got {expert!r}")
-        self.expert = expert
+    def __init__(self, *, expert: str = "random", illegal_penalty: float = 1.0):
+        check_knob_rules("kuhn", [(expert not in STRATEGIES, f"expert one of {sorted(STRATEGIES)}, got {expert!r}"),
+                                  (illegal_penalty < 0, f"illegal_penalty >= 0, got {illegal_penalty}")])
+        self.expert, self.illegal_penalty = expert, float(illegal_penalty)
 
     def make_example(self, rng: random.Random) -> Example:
         c0, c1 = rng.choice(kuhn.DEALS)
@@ -154,7 +160,8 @@ class KuhnTask(GameTask):
         """The policy's two strategies (probability of "b" at each information set, renormalized over p and b) and
         its mean probability of an illegal action over the 12 information sets."""
         names = [name for player in (0, 1) for name in kuhn.INFOSETS[player]]
-        probs = policy.action_probs(self, [infoset_context(name) for name in names], list(kuhn.ACTIONS))  # [12, 2]: p, b
+        probs = policy.action_probs(self, [infoset_context(name) for name in names], list(kuhn.ACTIONS),
+                                    [kuhn.to_act(name[1:]) for name in names])  # [12, 2]: p, b
         legal = [p + b for p, b in probs]
         q = {name: b / max(total, 1e-12) for name, (_, b), total in zip(names, probs, legal)}
         return [{n: q[n] for n in kuhn.INFOSETS[k]} for k in (0, 1)], 1.0 - sum(legal) / len(legal)

@@ -7,8 +7,9 @@ is X, agent 1 is O. A row starts from the empty board and sees the board after e
     O   prompt "O.........:....X....:"      action "0"   observation "O...X...X:"   ...
 
 An action is one digit (every digit is a stop string). A move into a taken cell, off the board ("9") or no digit
-at all is illegal: the mover forfeits the game (reward -1, the other +1; `tictactoe.step`) and is told why in an
-observation. Rewards come at the end, one per agent: +1 win, 0 draw, -1 loss (zero-sum).
+at all is illegal: the mover forfeits the game (reward -1, the other +1; `tictactoe.step`), pays `illegal_penalty`
+more (default 1, so a forfeit is never as good as a lost game played out) and is told why in an observation. Rewards
+come at the end, one per agent: +1 win, 0 draw, -1 loss (zero-sum, except for the penalty).
 
 Evaluation plays `eval_games` games against each of two Python players, the policy taking X in half of them:
 accuracy = the share not lost against the minimax player ("solver": perfect, never loses; a draw is the best
@@ -23,7 +24,7 @@ from __future__ import annotations
 import random
 
 from workbench import registry
-from workbench.envs.base import tool, user
+from workbench.envs.base import check_knob_rules, tool, user
 from workbench.envs.games import tictactoe as ttt
 from workbench.envs.multiagent import GameTask, MultiAgentEnv
 from workbench.tasks.base import Example
@@ -65,6 +66,7 @@ class TicTacToeEnv(MultiAgentEnv):
 
     def __init__(self, task=None):
         self.task, self.board, self.result = task, None, None
+        self.penalty = task.illegal_penalty if task is not None else 1.0
 
     def reset(self, example: Example, seed: int | None = None):
         self.board, self.result = example.answer, None
@@ -87,7 +89,10 @@ class TicTacToeEnv(MultiAgentEnv):
         else:
             observations[1 - mover] = [tool(board_view(self.board))]
         points = ttt.rewards(self.result) if self.result else {mark: 0 for mark in ttt.MARKS}
-        return (observations, [float(points[mark]) for mark in ttt.MARKS], self.result is not None,
+        rewards = [float(points[mark]) for mark in ttt.MARKS]
+        if result.illegal:
+            rewards[mover] -= self.penalty
+        return (observations, rewards, self.result is not None,
                 {"state": self.board, "tool_error": result.illegal, "outcome": self.result})
 
 
@@ -114,16 +119,18 @@ class TicTacToeTask(GameTask):
     """Every example is the empty board (one prompt group per draw of the step).
 
     Knobs (`task_kw`): expert, the Python player whose games warm-start the policy ("random": legal moves only,
-    "scripted", "solver"); eval_games, games against each evaluation opponent (half of them as X)."""
+    "scripted", "solver"); eval_games, games against each evaluation opponent (half of them as X); illegal_penalty,
+    what an illegal move costs beyond the forfeit (1)."""
 
     name = "tictactoe"
+    accuracy_is = "share of games not lost against the minimax player"
 
-    def __init__(self, *, expert: str = "random", eval_games: int = 64):
-        if expert not in TicTacToeEnv.players:
-            raise ValueError(f"tictactoe: expert must be one of {sorted(TicTacToeEnv.players)}, got {expert!r}")
-        if eval_games < 2 or eval_games % 2:
-            raise ValueError(f"tictactoe: eval_games must be an even number >= 2 (half as X), got {eval_games}")
-        self.expert, self.eval_games = expert, eval_games
+    def __init__(self, *, expert: str = "random", eval_games: int = 64, illegal_penalty: float = 1.0):
+        check_knob_rules("tictactoe", [
+            (expert not in TicTacToeEnv.players, f"expert one of {sorted(TicTacToeEnv.players)}, got {expert!r}"),
+            (eval_games < 2 or eval_games % 2, f"eval_games an even number >= 2 (half as X), got {eval_games}"),
+            (illegal_penalty < 0, f"illegal_penalty >= 0, got {illegal_penalty}")])
+        self.expert, self.eval_games, self.illegal_penalty = expert, eval_games, float(illegal_penalty)
 
     def make_example(self, rng: random.Random) -> Example:
         return Example(prompt="X" + board_view(ttt.EMPTY), answer=ttt.EMPTY, target="")

@@ -28,7 +28,8 @@ def use(key: str, *, into: str = "", **kw) -> Use:
     return Use(key, kw, into)
 
 
-SCALARS = ("agg", "task_reward", "reward_aggregation")  # recipe fields an override sets directly
+SCALARS = ("agg", "task_reward", "reward_aggregation", "policies")  # recipe fields an override sets directly
+POLICIES = ("shared", "separate")  # one policy plays every agent of a game, or one LoRA adapter per agent
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,11 @@ class Recipe:
     reference: Use = Use("sft")        # what the policy starts from and the KL reference is
     rollout: Use = Use("turns")        # how samples are generated over the task's environment
     sampler: Use = Use("uniform")      # which examples enter the step
+    policies: str = "shared"           # a game's agents: one shared policy, or "separate" LoRA adapters on one base
 
     def __post_init__(self):
+        if self.policies not in POLICIES:
+            raise ValueError(f"recipe {self.key!r}: policies must be one of {POLICIES}, got {self.policies!r}")
         for name in SLOTS:  # accept lists and bare keys; store tuples of Use
             value = getattr(self, name)
             if name in SINGLE:

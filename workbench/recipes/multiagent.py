@@ -19,3 +19,9 @@ define(Recipe(
     key="self-play-vs-scripted", title="GRPO against a fixed scripted opponent (the fixed-opponent control)",
     summary="The policy plays one seat drawn per episode from its seed; the game's scripted Python player plays the "
             "other; GRPO over the policy's rows.", **{**SELF_PLAY, "rollout": use("agents", opponent="scripted")}))
+
+define(Recipe(
+    key="self-play-separate", title="Self-play with a separate policy per agent (two LoRA adapters on one base)",
+    summary="As self-play, but player k is policy k: its own LoRA adapter on the shared frozen base, trained only on "
+            "its rows, with its own optimizer state and gradient clipping (needs lora_r > 0).",
+    **SELF_PLAY, policies="separate"))

@@ -24,6 +24,7 @@ players' games with the same bookkeeping (`expert_rows`), and held-out evaluatio
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import torch
@@ -32,6 +33,7 @@ from workbench import registry
 from workbench.batch import RolloutBatch, left_pad
 from workbench.envs.multiagent import MultiAgentEnv, agent_id, seat_rng
 from workbench.episodes import group_seeds
+from workbench.models import per_policy
 from workbench.rollout.engine import Sampling, encode_prompts, plain_text, policy_forward
 from workbench.rollout.turns import (TURNS_PROVIDES, Episode, action_ids, merged_stop, observation_ids, pad_episodes,
                                      padded, prompt_of, unpadded)
@@ -71,6 +73,7 @@ class Game:
     seats: list                   # per agent: POLICY or a Python player's name
     rows: dict                    # agent -> Row, for the agents whose rows are kept
     rng: object                   # the Python players' random stream
+    policies: list = field(default_factory=list)  # per agent: the trained policy that plays it (separate policies)
     over: bool = False
 
     def apply(self, agent: int, action: str) -> None:
@@ -88,8 +91,9 @@ class Game:
         self.over = done
 
 
-def make_games(task, examples, group_size: int, seats_of) -> list[Game]:
-    """Reset one game per row of the grouped examples; `seats_of(seed, n_agents)` -> (seats, kept agents)."""
+def make_games(task, examples, group_size: int, seats_of, shift: int = 0) -> list[Game]:
+    """Reset one game per row of the grouped examples; `seats_of(seed, n_agents)` -> (seats, kept agents); agent k
+    is played by policy (k + shift) mod n (separate policies swap roles as `shift` moves)."""
     games = []
     for example, seed in zip([e for e in examples for _ in range(group_size)], group_seeds(examples, group_size)):
         env = task.make_env()
@@ -97,9 +101,10 @@ def make_games(task, examples, group_size: int, seats_of) -> list[Game]:
             raise ValueError(f"task {task.name!r} is not a multi-agent game; the rollout `agents` plays games such as "
                              "kuhn or tictactoe (use `turns` for a one-agent task)")
         views, info = env.reset(example, seed)
-        seats, kept = seats_of(seed, len(env.agents))
+        n = len(env.agents)
+        seats, kept = seats_of(seed, n)
         rows = {k: Row(k, list(views[k]), state_info=info) for k in kept}
-        games.append(Game(env, seats, rows, seat_rng(seed, "players")))
+        games.append(Game(env, seats, rows, seat_rng(seed, "players"), [(k + shift) % n for k in range(n)]))
     return games
 
 
@@ -174,21 +179,34 @@ def play_games(engine, games: list[Game], sampling: Sampling, *, max_turns: int 
         for g, r in cut:
             g.over, r.episode.truncated = True, True
         go = [i for i, left in enumerate(room) if left is None or left >= 1]
-        if not go:
-            continue
-        gen = engine.generate_ids([rows[i].prompt_ids + rows[i].episode.ids for i in go],
-                                  max_new_tokens=[sampling.max_new_tokens if room[i] is None
-                                                  else min(sampling.max_new_tokens, room[i]) for i in go],
-                                  temperature=sampling.temperature, top_p=sampling.top_p, greedy=sampling.greedy,
-                                  stop=stop)
-        response, mu_logp, truncated = gen.response_ids.tolist(), gen.mu_logp.tolist(), gen.truncated.tolist()
-        lengths = gen.mask.sum(-1).long().tolist()
-        for j, i in enumerate(go):
+        budgets = {i: sampling.max_new_tokens if room[i] is None else min(sampling.max_new_tokens, room[i])
+                   for i in go}
+        sampled = {}
+        for policy, share in by_policy(engine, [(i, pending[i][0].policies[pending[i][1]]) for i in go]):
+            with policy:  # separate policies: each one's rows with its own adapter
+                gen = engine.generate_ids([rows[i].prompt_ids + rows[i].episode.ids for i in share],
+                                          max_new_tokens=[budgets[i] for i in share],
+                                          temperature=sampling.temperature, top_p=sampling.top_p,
+                                          greedy=sampling.greedy, stop=stop)
+            response, mu_logp, truncated = gen.response_ids.tolist(), gen.mu_logp.tolist(), gen.truncated.tolist()
+            lengths = gen.mask.sum(-1).long().tolist()
+            for j, i in enumerate(share):
+                sampled[i] = (response[j][:lengths[j]], gen.texts[j], mu_logp[j][:lengths[j]], truncated[j])
+        for i in go:  # in the pending order: the environments step the same way whatever the split
             (g, k), row = pending[i], rows[i]
-            row.episode.act(response[j][:lengths[j]], gen.texts[j], mu_logp[j][:lengths[j]])
+            ids, text, mu, cut_short = sampled[i]
+            row.episode.act(ids, text, mu)
             g.apply(k, row.episode.action)
-            if truncated[j]:
-                row.episode.truncated = True
+            row.episode.truncated |= cut_short
+
+
+def by_policy(engine, requests: list[tuple[int, int]]):
+    """[(context, request ids)]: all requests in one call when the engine holds one policy, else one call per
+    policy inside the engine's context for it (`HFEngine.policy`)."""
+    if getattr(engine, "policies", 1) == 1:
+        return [(contextlib.nullcontext(), [i for i, _ in requests])] if requests else []
+    policies = sorted({p for _, p in requests})
+    return [(engine.policy(p), [i for i, q in requests if q == p]) for p in policies]
 
 
 def learner_seats(opponent: str, seat):
@@ -209,15 +227,15 @@ def games_batch(games: list[Game], group_size: int, pad_id: int) -> RolloutBatch
         for k in sorted(g.rows):
             if g.rows[k].episode.steps:
                 rows.append(g.rows[k])
-                meta.append((e // group_size, k, e))
+                meta.append((e // group_size, k, e, g.policies[k]))
     if not rows:
         raise ValueError("no agent played by the policy acted in any game")
     episodes = [r.episode for r in rows]
     response_ids, mask, turn, mu_logp = pad_episodes(episodes, pad_id)
     prompt_ids, prompt_mask = left_pad([r.prompt_ids for r in rows], pad_id)
-    group, agent, episode = (torch.tensor(col, dtype=torch.long) for col in zip(*meta))
+    group, agent, episode, policy = (torch.tensor(col, dtype=torch.long) for col in zip(*meta))
     return RolloutBatch(
-        response_ids=response_ids, mask=mask, group=group, agent=agent, episode=episode,
+        response_ids=response_ids, mask=mask, group=group, agent=agent, episode=episode, policy=policy,
         rewards=torch.tensor([ep.episode_return for ep in episodes], dtype=torch.float32),
         prompt_ids=prompt_ids, prompt_mask=prompt_mask, mu_logp=mu_logp, turn=turn,
         turn_rewards=padded([ep.rewards for ep in episodes], max(len(ep.rewards) for ep in episodes), 0.0,
@@ -230,7 +248,10 @@ def games_batch(games: list[Game], group_size: int, pad_id: int) -> RolloutBatch
 OPPONENTS = ("self", "random", "scripted", "solver")  # the policy itself, or a game's Python player
 
 
-def check_agents(*, opponent="self", seat=None, max_turns=None, **_) -> None:
+def check_agents(*, opponent="self", seat=None, swap_every=None, max_turns=None, **_) -> None:
+    if swap_every is not None and (isinstance(swap_every, bool) or not isinstance(swap_every, int) or swap_every < 1):
+        raise ValueError(f"swap_every must be None (roles never swap) or an integer >= 1 (steps between swaps), got "
+                         f"{swap_every!r}")
     if opponent not in OPPONENTS:
         raise ValueError(f"opponent must be one of {OPPONENTS} (the policy itself, or a Python player every game "
                          f"offers), got {opponent!r}")
@@ -246,18 +267,21 @@ def check_agents(*, opponent="self", seat=None, max_turns=None, **_) -> None:
     summary="Plays games of a multi-agent environment: self-play (the policy in every seat) or the policy in one "
             "seeded seat against a Python player (random, scripted, the exact solver); each agent's row holds its "
             "actions (mask 1) and what it observed between them (mask 0), with `agent` and `episode` ids.",
-    reads=(), provides=TURNS_PROVIDES + ("agent", "episode"), check=check_agents, needs=("agents",),
+    reads=(), provides=TURNS_PROVIDES + ("agent", "episode", "policy"), check=check_agents, needs=("agents",),
     choices={"opponent": OPPONENTS})
 def agents(engine, task, examples, *, group_size: int, sampling: Sampling, ctx=None, opponent: str = "self",
-           seat=None, max_turns: int | None = None, max_total_tokens: int | None = None) -> RolloutBatch:
-    """`group_size` games per example; rows of the policy's agents (see the module docstring)."""
+           seat=None, swap_every: int | None = None, max_turns: int | None = None,
+           max_total_tokens: int | None = None) -> RolloutBatch:
+    """`group_size` games per example; rows of the policy's agents (see the module docstring). Separate policies:
+    policy k plays agent k, or agent (k + step // swap_every) mod n when roles swap every `swap_every` steps."""
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
     if not examples:
         raise ValueError("agents needs at least one example")
     env = task.make_env()
     fixed = seat if seat is None or not isinstance(env, MultiAgentEnv) else agent_id(env, seat)
-    games = make_games(task, examples, group_size, learner_seats(opponent, fixed))  # refuses a one-agent task
+    shift = (ctx.step // swap_every) if swap_every and ctx is not None else 0
+    games = make_games(task, examples, group_size, learner_seats(opponent, fixed), shift)  # refuses a one-agent task
     play_games(engine, games, sampling, max_turns=max_turns, max_total_tokens=max_total_tokens)
     return games_batch(games, group_size, engine.tokenizer.pad_token_id)
 
@@ -300,10 +324,10 @@ class GamePolicy:
         return out
 
     @torch.no_grad()
-    def action_probs(self, task, contexts: list, actions: list[str]) -> list[list[float]]:
+    def action_probs(self, task, contexts: list, actions: list[str], agents: list[int] | None = None) -> list:
         """[N][A] probability of each action text (its tokens, EOS or the stop string that ends it included) at each
         context of `task`'s game: (prompt messages, [(own action, observations after it), ...]), what a row holds
-        when it acts there."""
+        when it acts there; `agents[i]`: who acts at context i (separate policies: policy k plays agent k)."""
         tok, stop = self.tokenizer, task.make_env().stop
         prompts, responses, masks = [], [], []
         for messages, turns in contexts:
@@ -323,7 +347,8 @@ class GamePolicy:
         width = max(map(len, responses))
         response_ids = padded(responses, width, tok.pad_token_id, torch.long, device)
         mask = padded(masks, width, 0.0, torch.float32, device)
-        logp, _, _ = policy_forward(self.model, prompt_ids, prompt_mask, response_ids, mask)
+        policy = torch.tensor([a for a in (agents or [0] * len(contexts)) for _ in actions], device=device)
+        logp, _, _ = per_policy(self.model, policy, policy_forward, prompt_ids, prompt_mask, response_ids, mask)
         return (logp.float().cpu() * mask.cpu()).sum(-1).exp().view(len(contexts), len(actions)).tolist()
 
 

@@ -1,6 +1,7 @@
 """The engine protocol (generate, generate_ids, logprobs, load_weights) and its HF `generate` implementation."""
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from typing import Union
@@ -12,6 +13,7 @@ from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteria
 from workbench import ops
 from workbench.batch import left_pad, on_device
 from workbench.envs.base import Message, as_messages
+from workbench.models import active_policy, policy_count
 
 
 @dataclass(frozen=True)
@@ -394,6 +396,15 @@ class HFEngine:
     @property
     def device(self):
         return model_device(self.model)
+
+    @property
+    def policies(self) -> int:
+        """How many separate policies (LoRA adapters) the model holds: 1 when one policy plays every agent."""
+        return policy_count(self.model)
+
+    def policy(self, index: int):
+        """A context in which generation uses policy `index`'s adapter (nothing to switch with one policy)."""
+        return active_policy(self.model, index) if self.policies > 1 else contextlib.nullcontext()
 
     def encode(self, prompts: list[Prompt], n: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
         """Prompt ids and mask [B·n, P], each prompt tokenized once and repeated n times (rows grouped). The last

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import random
 import time
 from pathlib import Path
@@ -23,8 +24,9 @@ from workbench.batch import RolloutBatch, on_device
 from workbench.context import Forward, Head, StepContext
 from workbench.envs.multiagent import GameTask
 from workbench.kl import KL_LOGS
-from workbench.models import (add_lora, check_model_name, checkpoint_state, frozen_copy,
-                              frozen_reference, load_checkpoint_state, load_model)
+from workbench.models import (add_lora, add_policies, check_model_name, checkpoint_state, frozen_copy,
+                              frozen_reference, load_checkpoint_state, load_model, per_policy, policy_count,
+                              policy_params)
 from workbench.recipes import Recipe, get_recipe, with_overrides
 from workbench.recipes.run_settings import with_preference_data, with_rollout_correction
 from workbench.rollout import make_engine, policy_forward
@@ -75,14 +77,22 @@ def training_forward(model, mb: RolloutBatch, temperature: float, *, with_entrop
                      with_logits: bool) -> tuple:
     """(logp, entropy, hidden, logits) of the training forward over a minibatch: `policy_forward`'s outputs and, when
     `with_logits`, the live logits / temperature [B, T, V] they are computed from (None otherwise), with their
-    gradient: for a component reading the whole next-token distribution (SRPO's forward KL to a self-teacher)."""
+    gradient: for a component reading the whole next-token distribution (SRPO's forward KL to a self-teacher). Rows of
+    separate policies each run under their own adapter (`per_policy`)."""
+    return per_policy(model, mb.policy, _training_forward, mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.mask,
+                      temperature=temperature, with_entropy=with_entropy, with_hidden=with_hidden,
+                      with_logits=with_logits)
+
+
+def _training_forward(model, prompt_ids, prompt_mask, response_ids, mask, *, temperature, with_entropy, with_hidden,
+                      with_logits) -> tuple:
     if not with_logits:
-        return (*policy_forward(model, mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.mask, temperature,
+        return (*policy_forward(model, prompt_ids, prompt_mask, response_ids, mask, temperature,
                                 with_entropy=with_entropy, with_hidden=with_hidden), None)
-    logits, hidden = on_model(model, response_logits, mb.prompt_ids, mb.prompt_mask, mb.response_ids, with_hidden)
-    logits, hidden = logits.to(mb.mask.device), hidden if hidden is None else hidden.to(mb.mask.device)
+    logits, hidden = on_model(model, response_logits, prompt_ids, prompt_mask, response_ids, with_hidden)
+    logits, hidden = logits.to(mask.device), hidden if hidden is None else hidden.to(mask.device)
     entropy = ops.entropy_from_logits(logits, temperature) if with_entropy else None
-    return ops.logprobs_from_logits(logits, mb.response_ids, temperature), entropy, hidden, logits / temperature
+    return ops.logprobs_from_logits(logits, response_ids, temperature), entropy, hidden, logits / temperature
 
 
 def fill_stats(batch: RolloutBatch, fields: dict[str, str], stats: list) -> None:
@@ -198,12 +208,29 @@ class Trainer:
             raise ValueError(f"pass_k={config.pass_k} samples answers to held-out prompts; task {config.task!r} is a "
                              "game, evaluated by playing it (exploitability, win rates): set pass_k=0")
         self.parallel = DataParallel(config.distributed, config.device)  # one process unless launched with N
+        self.check_policies()
         self.sampling = Sampling(config.max_new_tokens, config.temperature, config.top_p,
                                  tuple(config.stop) or None)
         self.dead_gradient, self.nonfinite = DeadGradientGuard(), NonFiniteGuard(config.nonfinite)
         if self.parallel.sharded and self.pipeline.reads_anywhere("head"):
             raise ValueError(f"recipe {config.recipe!r} reads the LM head's optimizer state (`head`), which FSDP shards "
                              "across ranks; use distributed='ddp' or 'none'")
+
+    def check_policies(self) -> None:
+        """Separate policies are LoRA adapters on one base, one per agent of a game, sampled by the HF engine (which
+        switches adapters) on one process or DDP: anything else is refused before the run folder is touched."""
+        c = self.config
+        if self.recipe.policies != "separate":
+            return
+        problems = [text for broken, text in [
+            (c.lora_r <= 0, "lora_r > 0 (each policy is a LoRA adapter on the one base; e.g. --set lora_r=8)"),
+            (not isinstance(self.task, GameTask), f"a game of several agents (task {c.task!r} has one agent; e.g. "
+                                                  "--task kuhn)"),
+            (c.engine != "hf", f"engine='hf' (it switches adapters between the agents' rows; {c.engine!r} serves "
+                               "one set of weights)"),
+            (self.parallel.sharded, "distributed='ddp' or 'none' (FSDP shards the adapters)")] if broken]
+        if problems:
+            raise ValueError(f"recipe {c.recipe!r} trains separate policies, which needs " + "; ".join(problems))
 
     # ------------------------------------------------------------------ set-up
 
@@ -220,6 +247,8 @@ class Trainer:
         self.model = reference.fn(self.model, start, **reference.use.kw)
         if c.lora_r > 0:
             self.model = add_lora(self.model, r=c.lora_r, alpha=2 * c.lora_r)
+        if self.recipe.policies == "separate":  # one adapter per agent of the game, each its own optimizer group
+            self.model = add_policies(self.model, len(self.task.make_env().agents))
         # anchors a reference moves need weights of their own; a fixed one under LoRA is the adapter-disabled base
         self.anchors = {name: frozen_copy(self.model) for name in pipeline.anchors}
         self.ref = (self.anchors["ref"] if "ref" in self.anchors
@@ -229,11 +258,16 @@ class Trainer:
         make_head = getattr(critic.fn, "head", lambda hidden, **_: ValueHead(hidden)) if critic else None
         self.value_head = make_head(self.model.config.hidden_size, **critic.use.kw).to(c.device) if critic else None
         replica = self.parallel.wrap(self.model)  # FSDP: shards the policy, returns a full copy to sample from
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        if self.value_head is not None:
-            params += list(self.value_head.parameters())
-        self.params = params
-        self.optimizer = torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
+        # parameter groups clipped one by one: each separate policy's adapter (else the whole policy), the value head
+        self.groups = ([policy_params(self.model, k) for k in range(policy_count(self.model))]
+                       if self.recipe.policies == "separate" else [[p for p in self.model.parameters() if p.requires_grad]])
+        if self.value_head is not None and self.recipe.policies == "separate":
+            self.groups.append(list(self.value_head.parameters()))  # the agents' shared critic (MARFT's)
+        elif self.value_head is not None:
+            self.groups[-1] = self.groups[-1] + list(self.value_head.parameters())
+        self.params = [p for group in self.groups for p in group]
+        self.optimizer = torch.optim.AdamW([{"params": group} for group in self.groups], lr=c.lr,
+                                           weight_decay=c.weight_decay)
         self.engine = make_engine(c, self.model, self.tokenizer, replica)
 
     def trained_modules(self) -> torch.nn.ModuleList:
@@ -338,8 +372,8 @@ class Trainer:
         `temperature` (0 off the mask)."""
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
-        logp, _, _ = policy_forward(self.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.mask,
-                                    temperature)
+        logp, _, _ = per_policy(self.model, batch.policy, policy_forward, batch.prompt_ids, batch.prompt_mask,
+                                batch.response_ids, batch.mask, temperature)
         return logp * batch.mask
 
     @torch.no_grad()
@@ -347,7 +381,8 @@ class Trainer:
         """The current policy's log-probs over the whole vocabulary [B, T, V] at each response position of the batch's
         rows (its own prompts), at the run's temperature, without gradient; 0 off the mask. Before the update this is
         the old policy: SRPO's self-teacher reads it under a prompt with feedback in it."""
-        logits, _ = on_model(self.model, response_logits, batch.prompt_ids, batch.prompt_mask, batch.response_ids)
+        logits, _ = per_policy(self.model, batch.policy, lambda model, *rows: on_model(model, response_logits, *rows),
+                               batch.prompt_ids, batch.prompt_mask, batch.response_ids)
         logp = torch.log_softmax(logits.float() / self.config.temperature, dim=-1).to(batch.mask.device)
         return logp * batch.mask[..., None].to(logp.dtype)
 
@@ -410,9 +445,10 @@ class Trainer:
             batch.old_logp, batch.entropy = batch.mu_logp * batch.mask, None  # entropies: the training forwards'
         elif not self.on_policy:
             old_stats = pipeline.forward_stats("old")
-            old_logp, entropy, hidden, *stats = policy_forward(
-                self.model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.mask, c.temperature,
-                with_entropy=True, with_hidden=self.value_head is not None, stats=tuple(old_stats.values()))
+            old_logp, entropy, hidden, *stats = per_policy(
+                self.model, batch.policy, policy_forward, batch.prompt_ids, batch.prompt_mask, batch.response_ids,
+                batch.mask, c.temperature, with_entropy=True, with_hidden=self.value_head is not None,
+                stats=tuple(old_stats.values()))
             batch.old_logp, batch.entropy = old_logp * batch.mask, entropy * batch.mask
             fill_stats(batch, old_stats, stats)
             if self.value_head is not None:
@@ -424,8 +460,8 @@ class Trainer:
             batch.ref_logp = ref_logp * batch.mask
             fill_stats(batch, ref_stats, stats)
         if self.prev is not None:
-            prev_logp, _, _ = policy_forward(self.prev, batch.prompt_ids, batch.prompt_mask, batch.response_ids,
-                                             batch.mask, c.temperature)
+            prev_logp, _, _ = per_policy(self.prev, batch.policy, policy_forward, batch.prompt_ids, batch.prompt_mask,
+                                         batch.response_ids, batch.mask, c.temperature)
             batch.prev_logp = prev_logp * batch.mask
         return batch
 
@@ -541,7 +577,8 @@ class Trainer:
                     if fill_entropy and mb.entropy is not None:
                         batch.entropy[idx] = mb.entropy
                     parallel.sum_gradients(self.params)
-                    metrics["grad_norm"] = parallel.clip_grad_norm(self.params, c.grad_clip)
+                    norms = [parallel.clip_grad_norm(group, c.grad_clip) for group in self.groups]
+                    metrics["grad_norm"] = math.sqrt(sum(n * n for n in norms))  # over every group, before clipping
                     if not self.nonfinite.allows(step, parallel.sum([loss.item()])[0], metrics["grad_norm"]):
                         continue  # every rank sees the same summed loss and norm, so all of them skip
                     moved = moved or metrics["grad_norm"] > 0
@@ -707,6 +744,7 @@ class Trainer:
         accuracy_after, records = self.evaluate()
         summary = {"recipe": c.recipe, "task": c.task, "model": c.model, "preset": c.preset, "seed": c.seed,
                    "steps": c.steps, "accuracy_before": accuracy_before, "accuracy_after": accuracy_after,
+                   **({"accuracy_is": self.task.accuracy_is} if isinstance(self.task, GameTask) else {}),
                    "eval_size": len(records), "train_seconds_this_session": time.perf_counter() - t_start,
                    "ranks": self.parallel.world}
         if c.pass_k:  # pass@1 / pass@k / entropy of n samples per held-out prompt, before and after

@@ -72,15 +72,17 @@ MULTI_TURN = {"turn", "turn_info", "turn_rewards"}  # fields only a multi-turn e
 
 
 def one_turn(e) -> bool:
-    """Does the estimator score a one-turn batch? (Credit assignment's turn-level ones: notebook 13.)"""
-    return not MULTI_TURN & set(e.reads) and "multi_turn" not in e.needs and e.family != "credit"
+    """Does the estimator score a one-turn batch of one agent? (Credit assignment's turn-level ones: notebook 13; the
+    multi-agent ones: notebook 16.)"""
+    return not MULTI_TURN & set(e.reads) and "multi_turn" not in e.needs and e.family not in ("credit", "multiagent")
 
 
 estimators = [e for e in registry.entries("advantage") if one_turn(e)]
 for e in estimators:
     print(f"{e.key:30} {e.summary[:90]}")
 left_out = [e.key for e in registry.entries("advantage") if not one_turn(e)]
-print(f"\nleft out (they score the turns of a multi-turn episode, or belong to F4's credit assignment, notebook 13): "
+print(f"\nleft out (they score the turns of a multi-turn episode, or belong to F4's credit assignment, notebook 13, "
+      f"or to many agents, notebook 16): "
       f"{left_out}")
 
 # %% [markdown]

@@ -142,12 +142,23 @@ def needs_multi_turn(recipe: str) -> bool:
     return any(registry.get(kind, u.key).needs for kind, u in get_recipe(recipe).uses())
 
 
+GAMES = ("kuhn", "tictactoe", "spy", "werewolf")  # smallest first
+
+
 def plays_games(recipe: str) -> bool:
     """Does `recipe` play a multi-agent game (its rollout needs `agents`)?"""
     from workbench import registry
     from workbench.recipes import get_recipe
 
     return "agents" in registry.get("rollout", get_recipe(recipe).rollout.key).needs
+
+
+def poses_questions(recipe: str) -> bool:
+    """Does a component of `recipe` need a proposer task (SSP's search-propose)?"""
+    from workbench import registry
+    from workbench.recipes import get_recipe
+
+    return any("proposer" in registry.get(kind, u.key).needs for kind, u in get_recipe(recipe).uses())
 
 
 def pooled(recipe: str) -> bool:
@@ -169,12 +180,21 @@ def task_for(recipe: str, **overrides):
 
     if pooled(recipe):  # DigitFirst has 10 distinct training prompts: a pool of 8
         overrides = {**overrides, "recipe_overrides": {"sampler": {"size": 8}}}
-    if plays_games(recipe):
-        from workbench.envs.poker import KuhnTask
+    if poses_questions(recipe):
+        from workbench.tasks import get_task
 
+        return {**overrides, "task": "search-propose"}, get_task("search-propose")
+    if plays_games(recipe):  # the first game offering everything the recipe needs (Kuhn poker, the smallest)
+        from workbench import registry
+        from workbench.tasks import get_task
+        from workbench.train.pipeline import task_capabilities
+
+        needs = {need for kind, u in get_recipe(recipe).uses() for need in registry.get(kind, u.key).needs
+                 if need in registry.NEEDS}
+        game = next(name for name in GAMES if all(task_capabilities(get_task(name))[need] for need in needs))
         if get_recipe(recipe).policies == "separate":  # LoRA adapters, one per agent
             overrides = {**overrides, "lora_r": 4}
-        return {**overrides, "task": "kuhn"}, KuhnTask()
+        return {**overrides, "task": game}, get_task(game)
     if needs_multi_turn(recipe):
         return {**overrides, "task": "keydoor"}, DigitSteps()
     return overrides, DigitFirst()

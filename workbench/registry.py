@@ -42,6 +42,9 @@ NEEDS = {
     "env_actions": "an enumerable action set in every state (`Env.actions()`, for random-policy rollouts)",
     "expert": "an expert trajectory per example (`Task.expert_actions`) to follow or patch from",
     "subgoals": "subgoal windows reported by the environment (`info['subgoal']` each step, `Env.subgoals`)",
+    "proposer": "episodes that pose questions for a solver task (`solver`, `question(completion, opening)`: "
+                "search-propose)",
+    "phases": "turns labelled by the game's phase (`env.phases`, info['phase'] every step: the spy game's clue / vote)",
     "agents": "several agents taking turns (a multi-agent game, `envs.multiagent.MultiAgentEnv`: kuhn, tictactoe, ...)",
     "solution": "a solution per example to hint from or prefix with (`Task.expert_actions`: a target or an expert "
                 "trajectory)",

@@ -29,6 +29,7 @@ def test_every_registered_advantage_has_the_uniform_signature():
     b.turn_values = torch.zeros(2, 1, dtype=torch.float64)
     b.segment = torch.where(b.mask > 0, 0, -1).long()  # one segment per response (SPO)
     b.segment_values = torch.full((2, 1), float("nan"), dtype=torch.float64)
+    b.agent, b.episode = torch.tensor([0, 1]), torch.tensor([0, 0])  # two agents of one game (multiagent's)
     # hbpo's L_max has no default; igpo's information gains come from its reward shaping, left out here
     needs = {"hbpo-advantage": {"max_len": 64}, "igpo": {"info_gain": False}}
     for entry in registry.entries("advantage"):

@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from tests.helpers import TINY, DigitFirst, DigitSteps, resumes_exactly, step_context, task_for
+from tests.helpers import TINY, DigitFirst, DigitSteps, poses_questions, resumes_exactly, step_context, task_for
 from workbench import registry
 from workbench.batch import RolloutBatch
 from workbench.recipes import RECIPES, Recipe, get_recipe, use, with_overrides
@@ -193,11 +193,12 @@ def test_a_component_that_needs_what_the_task_lacks_is_refused_before_anything_r
     pipeline = Pipeline(get_recipe("gigpo"))
     with pytest.raises(ValueError, match=r"advantage:gigpo needs episodes of several turns .* task 'digit_first' has "
                                          r"none\. Train it on a task that does: --task calculator \| gridworld \| "
-                                         r"keydoor \| screen \| search$"):
+                                         r"keydoor \| screen \| search \| search-propose$"):
         pipeline.check_task(DigitFirst())
     pipeline.check_task(DigitSteps())  # three turns, actions() listed
     assert task_capabilities(DigitSteps()) == {"multi_turn": True, "env_copy": True, "env_actions": True,
-                                               "expert": True, "subgoals": True, "solution": True, "agents": False}
+                                               "expert": True, "subgoals": True, "solution": True, "agents": False,
+                                               "phases": False, "proposer": False}
     assert task_capabilities(DigitFirst())["multi_turn"] is False
 
 
@@ -232,7 +233,9 @@ def test_every_recipe_trains_end_to_end_and_resumes_exactly(recipe, tmp_path):
     assert resumes_exactly(make_config("smoke", recipe=recipe, **overrides), tmp_path, task=task)
     rows = read_rows(tmp_path / "straight" / "metrics.jsonl")
     assert len(rows) == TINY["steps"] and all(r["grad_norm"] >= 0 for r in rows)
-    assert any(r["grad_norm"] > 0 for r in rows)
+    # an untrained model poses no valid question, so SSP has nothing to learn here: its gradient is checked with a
+    # scripted engine (tests/transforms/test_ssp.py)
+    assert any(r["grad_norm"] > 0 for r in rows) or poses_questions(recipe)
     assert not unexplained(set().union(*rows)), unexplained(set().union(*rows))
     if RECIPES[recipe].value is not None:
         assert "value/loss" in rows[0]

@@ -69,7 +69,8 @@ def task_capabilities(task) -> dict[str, bool]:
             "env_actions": callable(getattr(env, "actions", None)),
             "expert": env.max_turns > 1 and type(task).expert_actions is not Task.expert_actions,
             "subgoals": bool(getattr(env, "subgoals", False)), "solution": has_solutions(task),
-            "agents": isinstance(env, MultiAgentEnv)}
+            "agents": isinstance(env, MultiAgentEnv), "phases": bool(getattr(env, "phases", ())),
+            "proposer": getattr(task, "solver", None) is not None and callable(getattr(task, "question", None))}
 
 
 # What the pipeline logs itself (`Pipeline.loss`); the components' metrics are declared by each (`logs=`).

@@ -69,7 +69,8 @@ def train_sft(model, tokenizer, task: Task, *, steps: int, lr: float, batch_size
     model.train()
     losses = []
     for _ in tqdm(range(steps), desc="SFT warm-start", disable=not progress):
-        loss = sft_loss(model, tokenizer, task.sample(batch_size, rng), task)
+        # a task may warm-start on more than it trains on (a proposer task: its solver's questions too)
+        loss = sft_loss(model, tokenizer, getattr(task, "sft_sample", task.sample)(batch_size, rng), task)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

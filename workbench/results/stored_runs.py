@@ -34,11 +34,14 @@ DATA = DATA_DIR / "stored_runs"
 KEPT = ("accuracy", "reward/mean", "entropy", "kl", "response_length/mean", "clip/region", "frac_zero_std_groups",
         "loss/preference", "rewards/margins", "rewards/accuracies", "logps/chosen", "logps/rejected",
         "pairs", "eval/accuracy", "eval/pass@1", "eval/pass@k", "eval/entropy", "truncated_frac", "rollouts",
-        "time/step")  # the curves the book draws
+        "time/step", *(f"eval/{k}" for k in ("exploitability", "illegal", "payoff_vs_scripted", "win", "draw", "loss",
+                                             "forfeit", "win_vs_random")))  # the curves the book draws (games' too)
 TOTAL_ROLLOUTS = "rollouts/total"  # added to each stored row: the rows sampled up to and including its step
 SUMMARY_KEPT = ("accuracy_before", "accuracy_after",  # per run; the preference ones only preference runs have
                 "preference_accuracy_before", "preference_accuracy_after", "pass_k", "pass@1_before",
-                "pass@1_after", "pass@k_before", "pass@k_after", "entropy_before", "entropy_after")
+                "pass@1_after", "pass@k_before", "pass@k_after", "entropy_before", "entropy_after",
+                *(f"{k}_{when}" for k in ("exploitability", "illegal", "payoff_vs_scripted", "win", "draw", "loss",
+                                          "forfeit", "win_vs_random") for when in ("before", "after")))  # games
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class Comparison:
 F7_SETS = ("sft_steps=500", "sft_lr=1e-3", "lr=1e-5", "steps=200", "eval_size=200", "checkpoint_every=50")
 F4_SETS = ("steps=40", "prompts_per_step=4", "eval_size=100", "pass_k=4", "eval_every=10",
            "checkpoint_every=20")  # the multi-turn f4-* comparisons: 40 steps of 4 episodes x G, pass@1 of 4 samples
+F8_KUHN_SETS = ("steps=150", "eval_every=10", "checkpoint_every=50")  # every f8-kuhn* run: 150 steps of 16 deals x 8
 F2_SETS = ("lr=3e-4", "steps=80", "pass_k=8", "eval_every=40", "eval_size=100", "checkpoint_every=40")  # f2, f1-more
 
 COMPARISONS = {
@@ -259,6 +263,24 @@ COMPARISONS = {
               "checkpoint_every=50"),
         question="On a pool of easy, learnable and nearly impossible prompts, do data selection and replay reach "
                  "GRPO's held-out accuracy with fewer rollouts, and how many of their groups carry no signal?"),
+    # F8: games whose solutions are known. Kuhn poker's exploitability is exact (read off the model at its 12
+    # information sets every 10 steps); the warm start imitates the uniform random player (exploitability 0.458).
+    "f8-kuhn": Comparison(
+        recipes=("self-play", "self-play-vs-scripted", "dr-mas", "mars", "marft", "spiral"), task="kuhn", seeds=3,
+        sets=F8_KUHN_SETS, every=5,
+        question="From a uniform-random warm start, does self-play drive Kuhn poker's exploitability towards 0, does a "
+                 "fixed opponent, and do the multi-agent advantages (per-agent, per-player, agent-sequential GAE, "
+                 "role baselines) get there faster?"),
+    "f8-kuhn-policies": Comparison(
+        recipes=("self-play", "self-play-separate"), task="kuhn", seeds=3,
+        sets=(*F8_KUHN_SETS, "lora_r=8", "lr=1e-3"), every=5,
+        question="Shared against separate policies (one LoRA adapter per player on one base, both at rank 8): does "
+                 "giving each player its own weights change how fast exploitability falls?"),
+    "f8-tictactoe": Comparison(
+        recipes=("self-play", "self-play-vs-scripted", "mars"), task="tictactoe", seeds=3,
+        sets=("steps=100", "eval_every=20", "checkpoint_every=50"), every=5,
+        question="From a random-move warm start, does self-play learn not to lose against the exact minimax player, "
+                 "and does training against the scripted rule player get there first?"),
     # A real pretrained model on this CPU (the small preset): SmolLM2-135M-Instruct, no SFT, 1-digit products asked
     # in words, the reply's last number as its answer. TRL's GRPOTrainer from the same start is its peer
     # (bench/peer_trl.py --store small-products -> small-products-trl.jsonl).

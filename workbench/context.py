@@ -41,6 +41,8 @@ of Python objects, e.g. prompt texts). `task` is the run's task (its
     gather_objects: Callable = lambda xs: list(xs)  # this rank's list -> every rank's lists joined, in rank order
     task: Any = None                               # the run's task (environments, experts, the verifier)
     engine: Any = None                             # the rollout engine (continue prefixes; `tokenizer`)
+    opponents: dict = field(default_factory=dict)  # engines of frozen opponents by name ("past": the previous
+    #                                                iterate the recipe's reference keeps), for multi-agent rollouts
     state: Any = None
     metrics: dict = field(default_factory=dict)
     component: str = ""                            # "slot:key" of the component being called

@@ -151,3 +151,28 @@ def test_game_policy_reads_the_models_action_probabilities_at_each_context(tiny)
         logits = model(input_ids=ids, attention_mask=mask).logits[0, -1].double()
         expected = torch.softmax(logits, -1)[[tok.convert_tokens_to_ids("p"), tok.convert_tokens_to_ids("b")]]
         torch.testing.assert_close(torch.tensor(row, dtype=torch.float64), expected, rtol=1e-6, atol=1e-9)
+
+
+def test_a_frozen_past_opponent_is_sampled_from_its_own_engine_and_has_no_rows():
+    from types import SimpleNamespace
+
+    policy = ScriptedEngine(TOK, lambda history: "p")   # the policy always checks / folds
+    past = ScriptedEngine(TOK, lambda history: "b")     # the frozen iterate always bets / calls
+    ctx = SimpleNamespace(step=0, opponents={"past": past})
+    batch = agents(policy, KuhnTask(), [deal("QK")] * 2, group_size=4, sampling=SAMPLING, opponent="past", ctx=ctx)
+    assert len(set(batch.episode.tolist())) == batch.size  # one row per game: the policy's
+    assert all(set(c) <= {"p", "b"} for c in batch.completions)
+    seen = "".join(c[1:] for c, a in zip(batch.completions, batch.agent.tolist()) if a == 0)
+    assert "b" in seen and past.calls and policy.calls  # the past iterate's bets are what player 0 observed
+    with pytest.raises(ValueError, match="opponent 'past' is a frozen earlier iterate: the recipe's reference must keep"):
+        agents(policy, KuhnTask(), [deal("QK")], group_size=2, sampling=SAMPLING, opponent="past")
+
+
+def test_a_past_opponent_without_a_kept_iterate_is_refused_before_training():
+    from workbench.recipes import get_recipe, with_overrides
+    from workbench.train.pipeline import Pipeline
+
+    recipe = with_overrides(get_recipe("self-play-vs-past"), {"reference": "sft"})
+    with pytest.raises(ValueError, match=r"rollout:agents: opponent 'past' is a frozen earlier iterate"):
+        Pipeline(recipe).check_task(KuhnTask())
+    Pipeline(get_recipe("self-play-vs-past")).check_task(KuhnTask())

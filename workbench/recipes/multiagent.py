@@ -14,6 +14,9 @@ from workbench.rewards.vision_zero import VISION_ZERO_TITLE
 from workbench.transforms.role_baseline import SPIRAL_TITLE
 
 SELF_PLAY = {**GRPO, "rollout": use("agents", opponent="self")}
+# against an opponent the policy has one row per game, and none where the game ended before its first turn (the
+# opponent forfeited): a prompt group may keep a single row, which gets A = 0
+VERSUS = {**SELF_PLAY, "advantage": [use("grpo", allow_singletons=True)]}
 
 define(Recipe(
     key="self-play", title="Self-play GRPO over a multi-agent game (the multiagent baseline)",
@@ -23,7 +26,14 @@ define(Recipe(
 define(Recipe(
     key="self-play-vs-scripted", title="GRPO against a fixed scripted opponent (the fixed-opponent control)",
     summary="The policy plays one seat drawn per episode from its seed; the game's scripted Python player plays the "
-            "other; GRPO over the policy's rows.", **{**SELF_PLAY, "rollout": use("agents", opponent="scripted")}))
+            "other; GRPO over the policy's rows.", **{**VERSUS, "rollout": use("agents", opponent="scripted")}))
+
+define(Recipe(
+    key="self-play-vs-past", title="GRPO against a frozen earlier iterate of the policy (fictitious-play style)",
+    summary="The policy plays one seeded seat; the other is the policy as it was up to 10 steps ago (the reference "
+            "previous-iterate, moved to the policy every 10 steps), sampled but never trained; the fixed KL reference "
+            "is the warm start.",
+    **{**VERSUS, "rollout": use("agents", opponent="past"), "reference": use("previous-iterate", every=10)}))
 
 define(Recipe(
     key="self-play-separate", title="Self-play with a separate policy per agent (two LoRA adapters on one base)",

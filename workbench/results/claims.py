@@ -751,6 +751,37 @@ CLAIMS = (
                    "often; our rollouts are synchronous (every episode of a step finishes before the update), so "
                    "there is no arrival bias to undo and the weight only rescales episodes by their step count "
                    "(the recipe trains and resumes; tests simulate the queue it corrects)")),
+    # F8: many agents, on games whose solutions are known (exploitability exact, lower is better)
+    Claim("self-play", "Self-play drives a two-player zero-sum game's policy towards a Nash equilibrium: its "
+          "exploitability falls.", "f8-kuhn", metric="exploitability_after", baseline="before", direction=-1),
+    Claim("self-play-vs-scripted", "Training against a fixed opponent learns to exploit that opponent.",
+          "f8-kuhn", metric="payoff_vs_scripted_after", baseline="self-play"),
+    Claim("self-play-separate", "Giving each player its own policy (its own adapter and optimizer state) lets both "
+          "improve against each other: exploitability falls further than with one shared policy.", "f8-kuhn-policies",
+          metric="exploitability_after", baseline="self-play", direction=-1),
+    Claim("dr-mas", "Normalizing advantages per agent (each agent against its own reward distribution) stabilizes "
+          "multi-agent RL and improves on a global GRPO baseline.", "f8-kuhn", metric="exploitability_after",
+          baseline="self-play", direction=-1),
+    Claim("mars", "Turn-level returns with per-player normalization make self-play in strategic games learn better "
+          "than trajectory-level GRPO.", "f8-kuhn", metric="exploitability_after", baseline="self-play",
+          direction=-1),
+    Claim("marft", "Agent-sequential GAE with a shared critic fine-tunes cooperating agents better than independent "
+          "trajectory-level updates.", "f8-kuhn", metric="exploitability_after", baseline="self-play",
+          direction=-1),
+    Claim("spiral", "A role-conditioned baseline (an average return per role) keeps self-play on zero-sum games "
+          "stable and learning: lower variance than a shared baseline.", "f8-kuhn", metric="exploitability_after",
+          baseline="self-play", direction=-1),
+    Claim("vision-zero", "Alternating self-play (clue) and verifiable-reward (vote) phases keeps the game's self-play "
+          "improving where pure self-play plateaus.",
+          why_not=("not run yet at a scale where it can show: the spy game's rows (4 players and 8 judges a game) make "
+                   "its warm start about 4 s a step on this CPU, 40 minutes for the default 600 steps before any "
+                   "comparison; the recipe trains and resumes, its rewards agree with the authors' code")),
+    Claim("ssp", "Search self-play (one policy posing questions it then answers with the tool, the proposer paid by "
+          "the solver's failures) improves the search agent without supervision.",
+          why_not=("the untrained tiny model poses no valid question (0 of the proposals in a 2-step run after a "
+                   "20-step warm start pass the RAG check), so the proposer earns nothing and the solver gets no "
+                   "questions; it needs the full warm start on both roles (about 10 minutes on this CPU) before "
+                   "a comparison; the transform's step is checked with a scripted engine")),
 )
 
 
@@ -796,7 +827,7 @@ VERDICT_KINDS = {  # the words a verdict starts with -> a short slug (filters an
     "not testable here": "not-testable", "not run yet": "not-run", "no data": "not-run",
 }
 COMPARISON_FAMILY = {"f1": "canonical", "f2": "surrogate", "f3": "entropy", "f4": "credit", "f6": "rewards",
-                     "f7": "preference"}
+                     "f7": "preference", "f8": "multiagent"}
 
 
 def verdict_kind(said: str) -> str:

@@ -13,8 +13,10 @@ before its first action to that first step), so `turn_rewards[r, s]` is agent r'
 
 Seats. `opponent="self"`: the policy plays every agent (self-play; every agent has a row). Otherwise the policy
 plays one seat per episode (`seat`: an agent id or role name, or None: drawn from the episode's seed, so who moves
-first is seeded too) and the named Python player (`MultiAgentEnv.players`: "random", "scripted", "solver") plays
-the others, with its own seeded random stream. Rows: `group` = the example (its group_size episodes x agents),
+first is seeded too) and the opponent the others: a named Python player (`MultiAgentEnv.players`: "random",
+"scripted", "solver"), with its own seeded random stream, or "past", a frozen earlier iterate of the policy (the
+recipe's reference keeps it and moves it to the policy every few steps: `previous-iterate`), sampled like the policy
+but never trained (its rows are not in the batch). Rows: `group` = the example (its group_size episodes x agents),
 `agent` = the agent id, `episode` = the episode's index in the batch.
 
 History is never re-tokenized (as in `workbench.rollout.turns`): each turn continues the row's token ids, and the
@@ -52,6 +54,7 @@ class Row:
     prompt: str = ""                                     # that prompt's text
     episode: Episode = field(default_factory=Episode)
     early_reward: float = 0.0                            # rewards before its first action
+    kept: bool = True                                    # in the batch (False: a frozen opponent's row)
     state_info: dict = field(default_factory=dict)      # the info of the state it acts from next
     forfeited: bool = False                              # one of its actions was refused (info["tool_error"])
 
@@ -103,7 +106,8 @@ def make_games(task, examples, group_size: int, seats_of, shift: int = 0) -> lis
         views, info = env.reset(example, seed)
         n = len(env.agents)
         seats, kept = seats_of(seed, n)
-        rows = {k: Row(k, list(views[k]), state_info=info) for k in kept}
+        sampled = set(kept) | {k for k in range(n) if seats[k] in LM_OPPONENTS}  # a frozen opponent samples too
+        rows = {k: Row(k, list(views[k]), state_info=info, kept=k in kept) for k in sorted(sampled)}
         games.append(Game(env, seats, rows, seat_rng(seed, "players"), [(k + shift) % n for k in range(n)]))
     return games
 
@@ -116,7 +120,7 @@ def python_turns(game: Game, encode=None) -> int | None:
         if k is None:
             game.over = True
             return None
-        if game.seats[k] is POLICY:
+        if game.seats[k] is POLICY or game.seats[k] in LM_OPPONENTS:
             return k
         action = game.env.play(game.seats[k], game.rng)
         if encode is not None and k in game.rows:
@@ -150,10 +154,11 @@ def encode_first_prompts(tokenizer, rows: list[Row]) -> None:
 
 
 def play_games(engine, games: list[Game], sampling: Sampling, *, max_turns: int | None = None,
-               max_total_tokens: int | None = None) -> list[Game]:
+               max_total_tokens: int | None = None, opponents: dict | None = None) -> list[Game]:
     """Run every game to its end: Python seats move at once, the policy's pending turns of all games are sampled
-    in one `generate_ids` call per round. A row that hits its token budget, or an agent past `max_turns` actions
-    (default the env's), ends its game truncated."""
+    in one `generate_ids` call per round (per policy, with separate policies), a frozen opponent's with its engine
+    (`opponents[name]`). A row that hits its token budget, or an agent past `max_turns` actions (default the
+    env's), ends its game truncated."""
     tok = engine.tokenizer
     stop = merged_stop(sampling, [g.env for g in games])
     total = max_total_tokens if max_total_tokens is not None else getattr(engine, "max_length", None)
@@ -182,12 +187,12 @@ def play_games(engine, games: list[Game], sampling: Sampling, *, max_turns: int 
         budgets = {i: sampling.max_new_tokens if room[i] is None else min(sampling.max_new_tokens, room[i])
                    for i in go}
         sampled = {}
-        for policy, share in by_policy(engine, [(i, pending[i][0].policies[pending[i][1]]) for i in go]):
+        for sampler, policy, share in samplers(engine, opponents or {}, pending, go):
             with policy:  # separate policies: each one's rows with its own adapter
-                gen = engine.generate_ids([rows[i].prompt_ids + rows[i].episode.ids for i in share],
-                                          max_new_tokens=[budgets[i] for i in share],
-                                          temperature=sampling.temperature, top_p=sampling.top_p,
-                                          greedy=sampling.greedy, stop=stop)
+                gen = sampler.generate_ids([rows[i].prompt_ids + rows[i].episode.ids for i in share],
+                                           max_new_tokens=[budgets[i] for i in share],
+                                           temperature=sampling.temperature, top_p=sampling.top_p,
+                                           greedy=sampling.greedy, stop=stop)
             response, mu_logp, truncated = gen.response_ids.tolist(), gen.mu_logp.tolist(), gen.truncated.tolist()
             lengths = gen.mask.sum(-1).long().tolist()
             for j, i in enumerate(share):
@@ -198,6 +203,21 @@ def play_games(engine, games: list[Game], sampling: Sampling, *, max_turns: int 
             row.episode.act(ids, text, mu)
             g.apply(k, row.episode.action)
             row.episode.truncated |= cut_short
+
+
+def samplers(engine, opponents: dict, pending: list, go: list[int]):
+    """[(engine, context, request ids)]: the policy's requests (`by_policy`), then each frozen opponent's with its
+    engine (which holds one policy)."""
+    seat = {i: pending[i][0].seats[pending[i][1]] for i in go}
+    unknown = sorted({s for s in seat.values() if s is not POLICY and s not in opponents})
+    if unknown:
+        raise ValueError(f"opponent {unknown[0]!r} is a frozen earlier iterate: the recipe's reference must keep one "
+                         "(reference previous-iterate, which moves it to the policy every few steps)")
+    mine = [(i, pending[i][0].policies[pending[i][1]]) for i in go if seat[i] is POLICY]
+    out = [(engine, policy, share) for policy, share in by_policy(engine, mine)]
+    for name in sorted({s for s in seat.values() if s is not POLICY}):
+        out.append((opponents[name], contextlib.nullcontext(), [i for i in go if seat[i] == name]))
+    return out
 
 
 def by_policy(engine, requests: list[tuple[int, int]]):
@@ -225,7 +245,7 @@ def games_batch(games: list[Game], group_size: int, pad_id: int) -> RolloutBatch
     rows, meta = [], []
     for e, g in enumerate(games):
         for k in sorted(g.rows):
-            if g.rows[k].episode.steps:
+            if g.rows[k].kept and g.rows[k].episode.steps:
                 rows.append(g.rows[k])
                 meta.append((e // group_size, k, e, g.policies[k]))
     if not rows:
@@ -245,7 +265,8 @@ def games_batch(games: list[Game], group_size: int, pad_id: int) -> RolloutBatch
         turn_info=[ep.info for ep in episodes])
 
 
-OPPONENTS = ("self", "random", "scripted", "solver")  # the policy itself, or a game's Python player
+LM_OPPONENTS = ("past",)  # opponents sampled from a language model: the frozen previous iterate
+OPPONENTS = ("self", "random", "scripted", "solver", *LM_OPPONENTS)  # the policy, a Python player, a frozen iterate
 
 
 def check_agents(*, opponent="self", seat=None, swap_every=None, max_turns=None, **_) -> None:
@@ -253,8 +274,8 @@ def check_agents(*, opponent="self", seat=None, swap_every=None, max_turns=None,
         raise ValueError(f"swap_every must be None (roles never swap) or an integer >= 1 (steps between swaps), got "
                          f"{swap_every!r}")
     if opponent not in OPPONENTS:
-        raise ValueError(f"opponent must be one of {OPPONENTS} (the policy itself, or a Python player every game "
-                         f"offers), got {opponent!r}")
+        raise ValueError(f"opponent must be one of {OPPONENTS} (the policy itself, a Python player every game "
+                         f"offers, or the frozen previous iterate), got {opponent!r}")
     if seat is not None and (isinstance(seat, bool) or not isinstance(seat, (int, str))):
         raise ValueError(f"seat is None (drawn per episode) or an agent id / role name, got {seat!r}")
     if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1):
@@ -282,7 +303,8 @@ def agents(engine, task, examples, *, group_size: int, sampling: Sampling, ctx=N
     fixed = seat if seat is None or not isinstance(env, MultiAgentEnv) else agent_id(env, seat)
     shift = (ctx.step // swap_every) if swap_every and ctx is not None else 0
     games = make_games(task, examples, group_size, learner_seats(opponent, fixed), shift)  # refuses a one-agent task
-    play_games(engine, games, sampling, max_turns=max_turns, max_total_tokens=max_total_tokens)
+    play_games(engine, games, sampling, max_turns=max_turns, max_total_tokens=max_total_tokens,
+               opponents=getattr(ctx, "opponents", None))
     return games_batch(games, group_size, engine.tokenizer.pad_token_id)
 
 
@@ -352,10 +374,14 @@ class GamePolicy:
         return (logp.float().cpu() * mask.cpu()).sum(-1).exp().view(len(contexts), len(actions)).tolist()
 
 
-def check_seat(task, *, seat=None, **_) -> None:
-    """Before training: a fixed seat names one of the game's agents."""
+def check_seat(task, *, anchors=(), seat=None, opponent="self", **_) -> None:
+    """Before training: a fixed seat names one of the game's agents; a frozen-iterate opponent has one to play
+    (`anchors`: the frozen models the recipe's reference keeps)."""
     if seat is not None:
         agent_id(task.make_env(), seat)
+    if opponent in LM_OPPONENTS and "prev" not in anchors:
+        raise ValueError(f"opponent {opponent!r} is a frozen earlier iterate of the policy: the recipe's reference must "
+                         "keep one (reference previous-iterate, which moves it to the policy every few steps)")
 
 
 agents.check_task = check_seat

@@ -241,7 +241,7 @@ class Pipeline:
             check = getattr(p.fn, "check_task", None)
             if check is not None:
                 try:
-                    check(task, **p.use.kw)
+                    check(task, anchors=self.anchors, **p.use.kw)
                 except ValueError as err:
                     raise ValueError(f"recipe {self.recipe.key!r}, {p.name}: {err}") from None
 

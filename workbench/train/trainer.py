@@ -29,7 +29,7 @@ from workbench.models import (add_lora, add_policies, check_model_name, checkpoi
                               policy_params)
 from workbench.recipes import Recipe, get_recipe, with_overrides
 from workbench.recipes.run_settings import with_preference_data, with_rollout_correction
-from workbench.rollout import make_engine, policy_forward
+from workbench.rollout import HFEngine, make_engine, policy_forward
 from workbench.rollout.agents import GamePolicy
 from workbench.rollout.engine import Sampling, on_model, response_logits
 from workbench.stages import BATCH_STAGES, SAMPLING_STAGES
@@ -254,6 +254,8 @@ class Trainer:
         self.ref = (self.anchors["ref"] if "ref" in self.anchors
                     else frozen_reference(self.model) if pipeline.needs_ref else None)
         self.prev = self.anchors.get("prev")
+        # a multi-agent rollout's frozen opponent plays the previous iterate through an engine of its own
+        self.opponents = {"past": HFEngine(self.prev, self.tokenizer)} if self.prev is not None else {}
         critic = pipeline.parts["value"][0] if pipeline.has_critic else None  # a value entry may build its own head
         make_head = getattr(critic.fn, "head", lambda hidden, **_: ValueHead(hidden)) if critic else None
         self.value_head = make_head(self.model.config.hidden_size, **critic.use.kw).to(c.device) if critic else None
@@ -324,7 +326,7 @@ class Trainer:
                           prompts_per_step=c.prompts_per_step, max_new_tokens=c.max_new_tokens,
                           pad_id=self.tokenizer.pad_token_id, score=self.score, vocab_logp=self.vocab_logp,
                           gather=self.parallel.gather, gather_objects=self.parallel.gather_objects,
-                          task=self.task, engine=self.engine)
+                          task=self.task, engine=self.engine, opponents=self.opponents)
         ctx.resample = lambda round: self.sample(ctx, round)
         ctx.rollout = functools.partial(self.rollout_on, ctx=ctx)
         return ctx

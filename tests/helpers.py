@@ -142,7 +142,27 @@ def needs_multi_turn(recipe: str) -> bool:
     return any(registry.get(kind, u.key).needs for kind, u in get_recipe(recipe).uses())
 
 
-GAMES = ("kuhn", "tictactoe", "spy", "werewolf")  # smallest first
+GAMES = ("kuhn", "tictactoe", "spy", "werewolf", "plan-act")  # smallest first
+GAME_KW = {"spy": {"players": 3, "judges": 2, "rounds": 1, "eval_examples": 2},  # 5 rows a game, not 12
+           "werewolf": {"players": 3}}
+
+
+def get_task(name, **kw):
+    from workbench.tasks import get_task as build
+
+    return build(name, **kw)
+
+
+def accepts(recipe: str, task) -> bool:
+    """Do the recipe's start-up checks (what its components need of a task) accept `task`?"""
+    from workbench.recipes import get_recipe
+    from workbench.train.pipeline import Pipeline
+
+    try:
+        Pipeline(get_recipe(recipe)).check_task(task)
+    except ValueError:  # this game lacks what the recipe needs: try the next one
+        return False
+    return True
 
 
 def plays_games(recipe: str) -> bool:
@@ -175,26 +195,19 @@ def pooled(recipe: str) -> bool:
 def task_for(recipe: str, **overrides):
     """(config overrides, task) for a unit-test run of `recipe`: one-turn DigitFirst, or three-turn DigitSteps for a
     recipe whose components need more (the config names keydoor, which offers every need, so the start-up check passes),
-    or Kuhn poker for a recipe that plays games."""
+    search-propose for SSP, or the smallest game a recipe that plays games accepts (`GAMES`, at `GAME_KW`'s sizes)."""
     from workbench.recipes import get_recipe
 
     if pooled(recipe):  # DigitFirst has 10 distinct training prompts: a pool of 8
         overrides = {**overrides, "recipe_overrides": {"sampler": {"size": 8}}}
     if poses_questions(recipe):
-        from workbench.tasks import get_task
-
         return {**overrides, "task": "search-propose"}, get_task("search-propose")
-    if plays_games(recipe):  # the first game offering everything the recipe needs (Kuhn poker, the smallest)
-        from workbench import registry
-        from workbench.tasks import get_task
-        from workbench.train.pipeline import task_capabilities
-
-        needs = {need for kind, u in get_recipe(recipe).uses() for need in registry.get(kind, u.key).needs
-                 if need in registry.NEEDS}
-        game = next(name for name in GAMES if all(task_capabilities(get_task(name))[need] for need in needs))
+    if plays_games(recipe):  # the first game the recipe's start-up checks accept (Kuhn poker, the smallest)
+        name, task = next((name, task) for name, task in ((n, get_task(n, **GAME_KW.get(n, {}))) for n in GAMES)
+                          if accepts(recipe, task))
         if get_recipe(recipe).policies == "separate":  # LoRA adapters, one per agent
             overrides = {**overrides, "lora_r": 4}
-        return {**overrides, "task": game}, get_task(game)
+        return {**overrides, "task": name, "task_kw": GAME_KW.get(name, {})}, task
     if needs_multi_turn(recipe):
         return {**overrides, "task": "keydoor"}, DigitSteps()
     return overrides, DigitFirst()

@@ -15,7 +15,7 @@ NOT_IN_CATALOG = {
     ("controller", "adaptive-kl"), ("env", "addition"), ("env", "countdown"), ("env", "calculator"), ("env", "search"),
     ("env", "gridworld"), ("env", "keydoor"), ("env", "screen"),
     ("rollout", "agents"), ("env", "kuhn"), ("env", "tictactoe"),  # the multi-agent games and the rollout playing them
-    ("env", "spy"), ("env", "werewolf"), ("env", "search-propose"),  # Vision-Zero's, LSPO's, SSP's games
+    ("env", "spy"), ("env", "werewolf"), ("env", "search-propose"), ("env", "plan-act"),  # the F8 methods' games
     ("group_transform", "role-baseline"),  # SPIRAL's role-conditioned baseline (a multiagent baseline, not a key)
     ("reward", "length-bias"),  # a hackable proxy for notebook 12, not a method
     # the pipeline's preference parts: where items come from, the loss on them, the anchors that move

@@ -234,8 +234,13 @@ class AdapterDisabled:
         self.peft_model = peft_model
 
     def __call__(self, **inputs):
-        with self.peft_model.disable_adapter(), torch.no_grad():
-            return self.peft_model(**inputs)
+        trainable = [p for p in self.peft_model.parameters() if p.requires_grad]
+        try:
+            with self.peft_model.disable_adapter(), torch.no_grad():
+                return self.peft_model(**inputs)
+        finally:  # peft's exit re-freezes every adapter but the active one: separate policies train them all
+            for p in trainable:
+                p.requires_grad_(True)
 
     def parameters(self):
         return self.peft_model.get_base_model().parameters()
@@ -271,9 +276,9 @@ def policy_count(model) -> int:
 
 
 def policy_params(model, index: int) -> list:
-    """The trainable parameters of policy `index` (its adapter's A and B matrices)."""
+    """The parameters of policy `index`: its adapter's A and B matrices."""
     name = policy_names(policy_count(model))[index]
-    return [p for n, p in model.named_parameters() if p.requires_grad and f".{name}." in n]
+    return [p for n, p in model.named_parameters() if ".lora_" in n and f".{name}." in n]
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ from workbench.paths import ROOT
 FAMILY_NOTEBOOKS = ("01_grpo", "02_loss_aggregation", "03_kl_estimators", "04_clipping_zoo",
                     "05_advantage_estimators", "08_preference", "11_entropy",
                     "10_beyond_the_clip", "12_reward_design", "13_credit_assignment",
-                    "14_rollouts_and_guidance", "15_data_and_replay")  # three exercises or more
+                    "14_rollouts_and_guidance", "15_data_and_replay", "16_many_agents")  # three exercises or more
 
 
 def exercise_cells(stem: str) -> tuple[str, str]:

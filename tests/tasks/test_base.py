@@ -50,10 +50,13 @@ def test_sampling_is_deterministic(task):
 
 @pytest.mark.parametrize("name", task_names())
 def test_default_examples_are_short_printable_ascii(name):
+    from workbench.envs.multiagent import GameTask
+
     task = get_task(name)
     for e in task.eval_set() + task.sample(500, random.Random(2)):
         assert printable(e.prompt) and printable(e.target) and printable(e.answer), e
-        assert len(e.prompt) <= 20 and len(e.target) <= 12, e
+        # a game's example holds a view of its deal (the spy game's scenes); the model's context check reads them
+        assert (len(e.prompt) <= 20 or isinstance(task, GameTask)) and len(e.target) <= 12, e
 
 
 def test_redraw_returns_the_first_success_and_gives_up_after_its_tries():

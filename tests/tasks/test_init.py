@@ -9,8 +9,8 @@ from workbench.tasks import get_task, task_names
 
 
 def test_registry():
-    assert task_names() == ["act", "addition", "calculator", "countdown", "gridworld", "keydoor", "kuhn", "screen",
-                            "search", "search-propose", "spy", "tictactoe"]
+    assert task_names() == ["act", "addition", "calculator", "countdown", "gridworld", "keydoor", "kuhn", "plan-act",
+                            "screen", "search", "search-propose", "spy", "tictactoe", "werewolf"]
     assert get_task("addition", digits=3).digits == 3
     with pytest.raises(ValueError, match=r"unknown task 'nope'.*addition, calculator, countdown"):
         get_task("nope")

@@ -178,3 +178,22 @@ def test_prompts_longer_than_the_vllm_engine_takes_are_refused_before_sft(tmp_pa
                                          r": prompt .* needs \d+ positions, and the model takes 8"):
         warm_start(config, get_task("addition"), progress=False)
     assert not (tmp_path / "cache" / "sft").exists() or not any((tmp_path / "cache" / "sft").iterdir())
+
+
+def test_a_games_warm_start_plays_a_new_game_each_time_a_deal_comes_back():
+    """The random expert's hands of one deal differ from sample to sample (seeded per sample), so SFT imitates the
+    uniform strategy, not one fixed game per deal."""
+    import random as _random
+
+    from workbench.envs.poker import KuhnTask
+    from workbench.models import char_tokenizer
+    from workbench.tasks import Example
+    from workbench.train.sft import expert_batch
+
+    tok, rng = char_tokenizer(), _random.Random(0)
+    deals = [Example("", "QK", "")] * 200
+    _, _, fixed, _ = expert_batch(tok, KuhnTask(), deals)
+    _, _, seeded, mask = expert_batch(tok, KuhnTask(), deals, seeds=[rng.getrandbits(32) for _ in deals])
+    assert len({tuple(row.tolist()) for row in fixed}) <= 2  # one game per deal: player 0's row and player 1's
+    first = [tok.convert_ids_to_tokens(int(row[0])) for row in seeded]
+    assert 0.4 < first.count("b") / len(first) < 0.6  # each first action a fair coin

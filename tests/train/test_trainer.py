@@ -463,9 +463,12 @@ def test_each_separate_policy_learns_only_from_its_agents_rows(tmp_path):
     trainer = Trainer(config, tmp_path / "run", progress=False).setup()
     start = [[p.detach().clone() for p in policy_params(trainer.model, k)] for k in (0, 1)]
     assert len(trainer.optimizer.param_groups) == 2  # one group (clipped on its own) per policy
-    batch = trainer.make_batch(0)
+    batch = trainer.make_batch(0)  # the reference's forward (the adapter-disabled base) ran: nothing was frozen
     assert set(batch.policy.tolist()) == {0, 1} and torch.equal(batch.policy, batch.agent)
-    only_player0 = batch.select(torch.nonzero(batch.agent == 0).flatten())
-    trainer.train_on(only_player0, 0)
-    moved = [any(not torch.equal(a, b) for a, b in zip(start[k], policy_params(trainer.model, k))) for k in (0, 1)]
-    assert moved == [True, False]
+    assert all(p.requires_grad for k in (0, 1) for p in policy_params(trainer.model, k))
+    assert all(len(group) == len(policy_params(trainer.model, 0)) > 0 for group in start)
+    for player in (0, 1):  # player 0's rows move policy 0 only; then player 1's move policy 1 only
+        before = [[p.detach().clone() for p in policy_params(trainer.model, k)] for k in (0, 1)]
+        trainer.train_on(batch.select(torch.nonzero(batch.agent == player).flatten()), 0)
+        moved = [any(not torch.equal(a, b) for a, b in zip(before[k], policy_params(trainer.model, k))) for k in (0, 1)]
+        assert moved == [player == 0, player == 1]

@@ -756,6 +756,9 @@ CLAIMS = (
           "exploitability falls.", "f8-kuhn", metric="exploitability_after", baseline="before", direction=-1),
     Claim("self-play-vs-scripted", "Training against a fixed opponent learns to exploit that opponent.",
           "f8-kuhn", metric="payoff_vs_scripted_after", baseline="self-play"),
+    Claim("self-play-vs-past", "Playing frozen earlier iterates (fictitious-play style) instead of the current policy "
+          "avoids self-play's cycling: exploitability ends lower.", "f8-kuhn", metric="exploitability_after",
+          baseline="self-play", direction=-1),
     Claim("self-play-separate", "Giving each player its own policy (its own adapter and optimizer state) lets both "
           "improve against each other: exploitability falls further than with one shared policy.", "f8-kuhn-policies",
           metric="exploitability_after", baseline="self-play", direction=-1),
@@ -776,6 +779,19 @@ CLAIMS = (
           why_not=("not run yet at a scale where it can show: the spy game's rows (4 players and 8 judges a game) make "
                    "its warm start about 4 s a step on this CPU, 40 minutes for the default 600 steps before any "
                    "comparison; the recipe trains and resumes, its rewards agree with the authors' code")),
+    Claim("cory", "Two copies of the model, a pioneer and an observer that sees the pioneer's answer, trained on their "
+          "collective reward with roles swapped every T steps, reach a better reward-KL trade-off than PPO on one "
+          "agent.",
+          why_not=("not run yet at a scale where it can show: on plan-act (2-digit sums) a 300-step warm start of the "
+                   "noisy expert leaves the tiny model's pioneer at about 4 % exact answers, so both agents' rewards "
+                   "are nearly always 0; the recipe trains, swaps exactly every T steps and resumes, each adapter "
+                   "learning only from its own rows")),
+    Claim("lspo", "Iterating latent-space game solving (k-means intents, CFR) and DPO back to language makes werewolf "
+          "agents stronger each iteration.",
+          why_not=("not run yet: a comparison needs a warm start that plays werewolf legally (after 100 SFT steps the "
+                   "greedy tiny model made an illegal move in 28 % of its games and won 28 %, against 83 % for the "
+                   "scripted village) before LSPO's iterations can mean anything; the pairs, the CFR solve (Kuhn "
+                   "poker and Myerson's card game reach their known equilibria) and the resume are tested")),
     Claim("ssp", "Search self-play (one policy posing questions it then answers with the tool, the proposer paid by "
           "the solver's failures) improves the search agent without supervision.",
           why_not=("the untrained tiny model poses no valid question (0 of the proposals in a 2-step run after a "

@@ -3,7 +3,7 @@
     python -m workbench.tasks.make_eval [--out DIR]
 
 writes `<DIR>/<task.eval_file>` (default DIR: data/eval) for every registered task at its default
-parameters, one JSON `Example` per line, distinct prompts in draw order (`tasks.base.draw_eval_set`). Tasks built
+parameters that has one (a game has none: it is evaluated by playing it), one JSON `Example` per line, distinct prompts in draw order (`tasks.base.draw_eval_set`). Tasks built
 with other parameters call `tasks.base.generated_eval_set`, which draws the same way in memory.
 """
 from __future__ import annotations
@@ -23,6 +23,8 @@ def write_eval_files(out_dir: str | Path) -> list[Path]:
     written = []
     for entry in registry.entries("env"):
         task = entry.fn()
+        if task.eval_file is None:  # a game: evaluated by playing it, not on held-out prompts
+            continue
         path = out_dir / task.eval_file
         save_jsonl(draw_eval_set(task), path)
         written.append(path)

@@ -31,14 +31,15 @@ from workbench.tasks import Task
 from workbench.tasks.dataset import file_sha256
 
 
-def expert_batch(tokenizer, task: Task, examples, device=None):
+def expert_batch(tokenizer, task: Task, examples, device=None, seeds=None):
     """(prompt_ids, prompt_mask [B, P], response_ids, mask [B, T]) of the examples' expert episodes; mask is 1
     on action tokens (a one-turn task: target + EOS). A game gives one row per agent of a game its expert Python
-    player plays in every seat (`rollout.agents.expert_rows`)."""
+    player plays in every seat (`rollout.agents.expert_rows`), seeded by `seeds` (one per example: a random player
+    plays another game each time a deal comes back; default the example's own seed)."""
     prompts, episodes = [], []
-    for e in examples:
+    for i, e in enumerate(examples):
         if isinstance(task, GameTask):
-            rows = expert_rows(tokenizer, task, e, episode_seed(e, 0))
+            rows = expert_rows(tokenizer, task, e, seeds[i] if seeds is not None else episode_seed(e, 0))
         else:
             messages, episode = encode_expert(tokenizer, task.make_env(), e, task.expert_actions(e),
                                               episode_seed(e, 0))
@@ -51,11 +52,12 @@ def expert_batch(tokenizer, task: Task, examples, device=None):
     return prompt_ids, prompt_mask, response_ids, mask
 
 
-def sft_loss(model, tokenizer, examples, task: Task | None = None) -> torch.Tensor:
+def sft_loss(model, tokenizer, examples, task: Task | None = None, seeds=None) -> torch.Tensor:
     """Mean negative log-likelihood of the expert's action tokens given the prompt and the observations before
-    them (one forward pass per episode). Without a task, each example is one turn: target + EOS."""
+    them (one forward pass per episode). Without a task, each example is one turn: target + EOS. `seeds`: a game's
+    expert games (`expert_batch`)."""
     device = next(model.parameters()).device
-    prompt_ids, prompt_mask, response_ids, mask = expert_batch(tokenizer, task or Task(), examples, device)
+    prompt_ids, prompt_mask, response_ids, mask = expert_batch(tokenizer, task or Task(), examples, device, seeds)
     logp, _, _ = policy_forward(model, prompt_ids, prompt_mask, response_ids, mask)
     return -ops.masked_mean(logp, mask)
 
@@ -70,7 +72,9 @@ def train_sft(model, tokenizer, task: Task, *, steps: int, lr: float, batch_size
     losses = []
     for _ in tqdm(range(steps), desc="SFT warm-start", disable=not progress):
         # a task may warm-start on more than it trains on (a proposer task: its solver's questions too)
-        loss = sft_loss(model, tokenizer, getattr(task, "sft_sample", task.sample)(batch_size, rng), task)
+        examples = getattr(task, "sft_sample", task.sample)(batch_size, rng)
+        seeds = [rng.getrandbits(32) for _ in examples] if isinstance(task, GameTask) else None  # a new game each time
+        loss = sft_loss(model, tokenizer, examples, task, seeds)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -164,6 +168,8 @@ def warm_start_key(config, task: Task | None = None) -> str:
         spec["chat_template"] = True
     if config.system_prompt or config.answer_format != "whole":  # other prompts or targets (added likewise)
         spec.update(system_prompt=config.system_prompt, answer_format=config.answer_format)
+    if isinstance(task, GameTask):  # games: the expert plays a freshly seeded game per sample (was one per deal)
+        spec["games"] = 2
     data = task.data_digest() if task is not None else None
     if data is not None:  # procedural tasks have none: their keys stay what they were
         spec["data"] = data

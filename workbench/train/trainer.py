@@ -245,7 +245,8 @@ class Trainer:
         reference = pipeline.parts["reference"][0]
         start = StartContext(c, self.task, c.model_kw(), progress=self.progress)
         self.model = reference.fn(self.model, start, **reference.use.kw)
-        if c.lora_r > 0:
+        if c.lora_r > 0:  # the adapters' random A from the run's seed (a warm start leaves the generator unseeded)
+            torch.manual_seed(c.seed)
             self.model = add_lora(self.model, r=c.lora_r, alpha=2 * c.lora_r)
         if self.recipe.policies == "separate":  # one adapter per agent of the game, each its own optimizer group
             self.model = add_policies(self.model, len(self.task.make_env().agents))

@@ -786,6 +786,8 @@ CLAIMS = (
                    "noisy expert leaves the tiny model's pioneer at about 4 % exact answers, so both agents' rewards "
                    "are nearly always 0; the recipe trains, swaps exactly every T steps and resumes, each adapter "
                    "learning only from its own rows")),
+    Claim("cory-ppo", "(CORY's control) PPO on the pioneer alone, the observer seat played by the exact solver and "
+          "not trained.", why_not="the control of cory, run with it (see cory)"),
     Claim("lspo", "Iterating latent-space game solving (k-means intents, CFR) and DPO back to language makes werewolf "
           "agents stronger each iteration.",
           why_not=("not run yet: a comparison needs a warm start that plays werewolf legally (after 100 SFT steps the "

@@ -45,7 +45,7 @@ from workbench.envs.games import kuhn
 from workbench.transforms.role_baseline import baselines
 from workbench.viz.agent_episodes import (ROLE_COLORS, ROLE_LABELS, TEXT_COLORS, cell_label, episode_cells,
                                           turn_mean_advantages)
-from workbench.viz.run_curves import band_note, seed_band
+from workbench.viz.run_curves import band_note, band_traces, seed_band
 from workbench.viz.style import RUN_COLORS, is_number
 
 # ----------------------------------------------------------------------------------------------------
@@ -416,15 +416,11 @@ def game_curves(groups: Mapping[str, list[list[dict]]], summaries: Sequence[Mapp
             if not steps:
                 continue
             drawn[key] += lo + hi
-            where = dict(row=i // cols + 1, col=i % cols + 1)
-            if len(seeds) > 1:
-                fig.add_trace(go.Scatter(x=steps + steps[::-1], y=hi + lo[::-1], fill="toself", fillcolor=color,
-                                         opacity=0.18, line=dict(width=0), hoverinfo="skip", showlegend=False,
-                                         legendgroup=name), **where)
-            fig.add_trace(go.Scatter(x=steps, y=mean, name=name, legendgroup=name, showlegend=not shown,
-                                     mode="lines+markers", marker=dict(size=4), line=dict(color=color),
+            for trace in band_traces(steps, mean, lo, hi, name=name, color=color, banded=len(seeds) > 1,
+                                     legend=not shown, opacity=0.18, mode="lines+markers", marker=dict(size=4),
                                      hovertemplate=f"{html.escape(name)}<br>step %{{x}}<br>{key} %{{y:.4f}}"
-                                                   "<extra></extra>"), **where)
+                                                   "<extra></extra>"):
+                fig.add_trace(trace, row=i // cols + 1, col=i % cols + 1)
             shown = True
     for i, key in enumerate(keys):
         for y, text, *position in (refs or {}).get(key, ()):

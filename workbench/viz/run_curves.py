@@ -139,13 +139,9 @@ def seed_band_curves(groups: Mapping[str, list[list[dict]]], keys: Sequence[str]
             steps, mean, lo, hi = seed_band(seeds, key)
             if not steps:
                 continue
-            where = dict(row=i // cols + 1, col=i % cols + 1)
-            if len(seeds) > 1:
-                fig.add_trace(go.Scatter(x=steps + steps[::-1], y=hi + lo[::-1], fill="toself", fillcolor=color,
-                                         opacity=0.2, line=dict(width=0), hoverinfo="skip", showlegend=False,
-                                         legendgroup=name), **where)
-            fig.add_trace(go.Scatter(x=steps, y=mean, name=name, legendgroup=name, showlegend=not shown,
-                                     line=dict(color=color)), **where)
+            for trace in band_traces(steps, mean, lo, hi, name=name, color=color, banded=len(seeds) > 1,
+                                     legend=not shown, opacity=0.2):
+                fig.add_trace(trace, row=i // cols + 1, col=i % cols + 1)
             shown = True
     title_step_axes(fig, len(keys), cols)
     note = band_note(groups)
@@ -155,6 +151,17 @@ def seed_band_curves(groups: Mapping[str, list[list[dict]]], keys: Sequence[str]
         title = f"{title}<br><sup>{note}</sup>"
     fig.update_layout(title=title, template="plotly_white", height=max(320, 260 * nrows))
     return fig
+
+
+def band_traces(steps, mean, lo, hi, *, name: str, color: str, banded: bool, legend: bool, opacity: float,
+                **line) -> list[go.Scatter]:
+    """A recipe's mean line over seeds and, when `banded` (more than one seed), its shaded min–max band under it;
+    `line`: more of the line's Scatter settings (markers, a hover template)."""
+    band = go.Scatter(x=steps + steps[::-1], y=hi + lo[::-1], fill="toself", fillcolor=color, opacity=opacity,
+                      line=dict(width=0), hoverinfo="skip", showlegend=False, legendgroup=name)
+    mean_line = go.Scatter(x=steps, y=mean, name=name, legendgroup=name, showlegend=legend, line=dict(color=color),
+                           **line)
+    return [band, mean_line] if banded else [mean_line]
 
 
 def with_start(groups: Mapping[str, list[list[dict]]], summaries: Sequence[Mapping]) -> dict[str, list[list[dict]]]:

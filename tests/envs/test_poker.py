@@ -95,3 +95,9 @@ def test_the_task_draws_every_deal_and_holds_nothing_out():
         get_task("kuhn", illegal_penalty=-1.0)
     with pytest.raises(TypeError, match="is a game"):
         task.score("b", task.sample(1, random.Random(0))[0])
+
+
+def test_an_action_is_exactly_its_letter():
+    for action in (" b", "bb", "B", "\np"):
+        _, total, _, done, info, _ = play("QK", [action])
+        assert done and total == [-2.0, 1.0] and info["tool_error"], action

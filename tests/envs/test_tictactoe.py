@@ -34,7 +34,7 @@ def test_a_draw_pays_nothing():
     assert done and info["outcome"] == "draw" and total == [0.0, 0.0]
 
 
-@pytest.mark.parametrize("bad", ["4", "9", "a", ""])
+@pytest.mark.parametrize("bad", ["4", "9", "a", "", " 5", "5 "])
 def test_an_illegal_move_forfeits_and_is_explained(bad):
     env, _, total, seen, done, info = game(["4", bad])  # O moves into the taken centre, off the board, or no cell
     assert done and total == [1.0, -2.0] and seen[1][-1].startswith(" illegal:") and "forfeits" in info["tool_error"]

@@ -7,7 +7,8 @@ player 0 acts first). Agent k is player k. Each agent's row, e.g. player 0 holdi
     player 1   prompt "P1 K:p"    action "b"                                       (check), bet: wins 2
 
 An action is one letter, "p" (pass: check or fold) or "b" (bet or call); both are stop strings, so a sampled turn
-ends at the first of them. Anything else is illegal: the mover forfeits the hand (reward -1, the other +1, as if it
+ends at the first of them. Anything else is illegal, a space before the letter included (the evaluation reads the
+letters' probabilities, so a leniency here would hide what the policy does): the mover forfeits the hand (reward -1, the other +1, as if it
 had folded; `kuhn.step`), pays `illegal_penalty` more (default 1: without it an illegal answer facing a bet costs
 what a fold costs, and a policy drifts into it for free, measured: 24 % illegal mass after 150 self-play steps) and
 is told so in an observation. Rewards come at the end of the hand, one per agent: u_0 and -u_0 (zero-sum, except
@@ -88,13 +89,13 @@ class KuhnEnv(MultiAgentEnv):
         mover = self.to_move()
         if mover is None:
             return [[], []], [0.0, 0.0], True, {"state": None, "tool_error": "the hand is over"}
-        result = kuhn.step(self.cards, self.history, action.strip())
+        result = kuhn.step(self.cards, self.history, action)  # exactly "p" or "b": the letters evaluation reads
         self.history, self.done = result.history, result.done
         observations = [[], []]
         if result.illegal:
             observations[mover] = [tool(f" illegal: {result.illegal}")]
         else:
-            observations[1 - mover] = [tool(action.strip())]
+            observations[1 - mover] = [tool(action)]
         rewards = [float(r) for r in result.rewards] if result.rewards else [0.0, 0.0]
         if result.illegal:
             rewards[mover] -= self.penalty

@@ -6,8 +6,8 @@ is X, agent 1 is O. A row starts from the empty board and sees the board after e
     X   prompt "X.........:"                action "4"   observation "O...X....:"   action "8" ...
     O   prompt "O.........:....X....:"      action "0"   observation "O...X...X:"   ...
 
-An action is one digit (every digit is a stop string). A move into a taken cell, off the board ("9") or no digit
-at all is illegal: the mover forfeits the game (reward -1, the other +1; `tictactoe.step`), pays `illegal_penalty`
+An action is one digit (every digit is a stop string). A move into a taken cell, off the board ("9"), anything before
+the digit or no digit at all is illegal: the mover forfeits the game (reward -1, the other +1; `tictactoe.step`), pays `illegal_penalty`
 more (default 1, so a forfeit is never as good as a lost game played out) and is told why in an observation. Rewards
 come at the end, one per agent: +1 win, 0 draw, -1 loss (zero-sum, except for the penalty).
 
@@ -35,9 +35,9 @@ def board_view(board: str) -> str:
 
 
 def cell_of(action: str):
-    """The cell an action names: its one digit as an int, else the action itself (illegal: `ttt.step` says why)."""
-    text = action.strip()
-    return int(text) if len(text) == 1 and text.isdigit() else text
+    """The cell an action names: exactly one digit, as an int, else the action itself (illegal: `ttt.step` says
+    why; a space before the digit too, as in Kuhn poker)."""
+    return int(action) if len(action) == 1 and action.isdigit() else action
 
 
 def completing(board: str, mark: str) -> list[int]:

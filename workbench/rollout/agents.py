@@ -17,7 +17,9 @@ first is seeded too) and the opponent the others: a named Python player (`MultiA
 "scripted", "solver"), with its own seeded random stream, or "past", a frozen earlier iterate of the policy (the
 recipe's reference keeps it and moves it to the policy every few steps: `previous-iterate`), sampled like the policy
 but never trained (its rows are not in the batch). Rows: `group` = the example (its group_size episodes x agents),
-`agent` = the agent id, `episode` = the episode's index in the batch.
+`agent` = the agent id, `episode` = the episode's index in the batch, `policy` = the trained policy that played it:
+with separate policies (a recipe's `policies="separate"`: one LoRA adapter each) policy k plays agent k, or agent
+(k + step // swap_every) mod n when roles swap (CORY), and each policy's turns are sampled with its adapter.
 
 History is never re-tokenized (as in `workbench.rollout.turns`): each turn continues the row's token ids, and the
 observations waiting for a row are encoded once, just before its next action. The SFT warm start encodes Python

@@ -280,7 +280,7 @@ COMPARISONS = {
         question="Shared against separate policies (one LoRA adapter per player on one base, both at rank 8): does "
                  "giving each player its own weights change how fast exploitability falls?"),
     "f8-tictactoe": Comparison(
-        recipes=("self-play", "self-play-vs-scripted", "mars"), task="tictactoe", seeds=3,
+        recipes=("self-play", "self-play-vs-scripted"), task="tictactoe", seeds=3,
         sets=("sft_steps=300", "steps=100", "eval_every=20", "checkpoint_every=50"), every=5,
         question="From a random-move warm start, does self-play learn not to lose against the exact minimax player, "
                  "and does training against the scripted rule player get there first?"),

@@ -772,7 +772,10 @@ CLAIMS = (
           reading=KUHN_PURE + "; against its own past it stays there longer (two of three seeds end at 0.33 and 0.37)"),
     Claim("self-play-separate", "Giving each player its own policy (its own adapter and optimizer state) lets both "
           "improve against each other: exploitability falls further than with one shared policy.", "f8-kuhn-policies",
-          metric="exploitability_after", baseline="self-play", direction=-1),
+          metric="exploitability_after", baseline="self-play", direction=-1,
+          reading=("both at LoRA rank 8 and lr 1e-3: both reach the pure-strategy plateau (1/3) within 30 steps and "
+                   "stay near it; separate adapters end at 0.336 ± 0.004 with illegal mass 0.10 ± 0.07, one shared "
+                   "adapter at 0.312 ± 0.036 (one seed below the plateau, 0.27) with 0.012")),
     Claim("dr-mas", "Normalizing advantages per agent (each agent against its own reward distribution) stabilizes "
           "multi-agent RL and improves on a global GRPO baseline.", "f8-kuhn", metric="exploitability_after",
           baseline="self-play", direction=-1,

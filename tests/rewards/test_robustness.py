@@ -37,7 +37,7 @@ def test_a_reward_survives_empty_non_utf8_and_enormous_completions(key):
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(60)  # a generous bound against a hang, not a timing
     try:
-        values = fn(BAD, **columns(BAD))
+        values = fn(BAD, **{**columns(BAD), **supplied(key, len(BAD))})
     except Hung:
         pytest.fail(f"reward {key!r} did not finish on {len(BAD)} completions (catastrophic backtracking?)")
     finally:
@@ -56,6 +56,15 @@ CHATS = [[{"role": "assistant", "content": "A:5"}],
 # plain completions that different rewards score differently (answers, formats, reflection words, written calls)
 PLAIN = ["A:5", "<think>x</think>A:5", "", "<think>hmm, wait</think>\n[2+3] 5 A:5", "<think>so 5</think>\\boxed{5}",
          "I think 3+2=5.\nA:6", "Let me check again. <answer>5</answer>"]
+
+# rewards that read a column only their own pipeline part supplies (SSP's success rate: its group transform runs the
+# solver), and what it is, per row
+SUPPLIED = {"ssp": lambda n: {"success_rate": [0.5] * n, "scores": [1.0] * n}}
+
+
+def supplied(key: str, n: int) -> dict:
+    return SUPPLIED[key](n) if key in SUPPLIED else {}
+
 
 # rewards that need what TRL does not pass: the argument that supplies it (their length budget)
 BUDGET = {"hbpo-reward": {"max_len": 64}, "length-bias": {"max_len": 64}, "soft-overlong": {"max_completion_len": 64}}
@@ -86,7 +95,7 @@ def test_a_reward_reads_a_conversational_completion_as_its_plain_text(key):
     """TRL's conversational form [{"role": "assistant", "content": text}] (its rewards read completion[0]["content"])
     scores as the text itself, with only TRL's columns (plus the budget a BUDGET reward needs)."""
     fn = registry.get("reward", key).fn
-    kw = {**trl_columns(len(PLAIN)), **BUDGET.get(key, {})}
+    kw = {**trl_columns(len(PLAIN)), **BUDGET.get(key, {}), **supplied(key, len(PLAIN))}
     plain = fn(PLAIN, **kw)
     assert_values(key, plain, len(PLAIN))
     assert fn([[{"role": "assistant", "content": text}] for text in PLAIN], **kw) == plain
@@ -101,7 +110,10 @@ def test_a_reward_takes_trls_columns_and_tool_calls_or_names_the_fix(key):
         (arg,) = BUDGET[key]
         with pytest.raises(ValueError, match=rf"reward '{key}' needs its length budget: pass {arg}=<tokens>"):
             fn(CHATS, **trl_columns(len(CHATS)))
-    kw = {**trl_columns(len(CHATS)), **BUDGET.get(key, {})}
+    if key in SUPPLIED:
+        with pytest.raises(ValueError, match=rf"reward '{key}' needs .* which only the group transform {key}"):
+            fn(CHATS, **trl_columns(len(CHATS)))
+    kw = {**trl_columns(len(CHATS)), **BUDGET.get(key, {}), **supplied(key, len(CHATS))}
     if key in TEXT_CALLS_ONLY:
         with pytest.raises(ValueError, match=rf"reward '{key}' .*rows \[1\] carry structured tool_calls.*"
                                              "pass the episode as text"):
@@ -115,4 +127,4 @@ def test_a_reward_takes_trls_columns_and_tool_calls_or_names_the_fix(key):
 @pytest.mark.parametrize("key", REWARDS)
 def test_a_reward_of_an_empty_batch_is_empty(key):
     fn = registry.get("reward", key).fn
-    assert list(fn([], **columns([]))) == []
+    assert list(fn([], **{**columns([]), **supplied(key, 0)})) == []

@@ -19,6 +19,7 @@ def trainer_for(recipe, tmp_path, **overrides):
 def test_a_run_that_trains_nothing_stops_and_names_the_cause(tmp_path):
     trainer = trainer_for("grpo", tmp_path, steps=6).setup()
     trainer.params = [torch.nn.Parameter(torch.zeros(1))]  # nothing the loss reaches
+    trainer.groups = [trainer.params]  # what is clipped (and so what grad_norm measures)
     with pytest.raises(NoGradientError, match="4-bit"):
         trainer.run()
 

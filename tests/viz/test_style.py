@@ -13,7 +13,8 @@ def test_run_colors_give_every_series_of_the_largest_comparison_its_own_colour()
     from workbench import registry
     from workbench.results.stored_runs import COMPARISONS
 
-    one_turn = [e for e in registry.entries("advantage") if e.family != "credit"]  # notebook 05's; F4's: notebook 13
+    one_turn = [e for e in registry.entries("advantage")  # notebook 05's (F4's: notebook 13, F8's: notebook 16)
+                if e.family not in ("credit", "multiagent")]
     largest = max([len(r.recipes) for r in COMPARISONS.values()] + [len(one_turn)])
     assert len({c.lower() for c in RUN_COLORS}) == len(RUN_COLORS) >= largest
     assert RUN_COLORS[:10] == list(qualitative.Plotly)  # the first colours, and so every small figure, unchanged

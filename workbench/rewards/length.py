@@ -46,7 +46,10 @@ def check_buffer(buffer, max_len) -> None:
 
 def check_soft_overlong(*, buffer=4, max_completion_len=None, **_) -> None:
     """What can be checked before the run's budget is known (max_completion_len=None: the run's max_new_tokens)."""
-    check_buffer(buffer, math.inf if max_completion_len is None else max_completion_len)
+    if max_completion_len is not None and not 0 <= buffer <= max_completion_len:
+        raise ValueError(f"soft-overlong needs 0 <= buffer <= max_completion_len (the length budget L), got "
+                         f"buffer={buffer}, max_completion_len={max_completion_len}")
+    check_buffer(buffer, math.inf)
 
 
 def soft_overlong(rewards: torch.Tensor, lengths: torch.Tensor, *, max_len: int, buffer=4, factor=1.0):

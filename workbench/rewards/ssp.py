@@ -81,7 +81,7 @@ def proposer_rewards(p: torch.Tensor, valid: torch.Tensor, *, reward_type: str =
             "group transform ssp, which runs the solver.",
     equation=r"p_j = \tfrac{1}{n}\textstyle\sum_i [R^{solve}_{j,i} > 0],\quad r_j = \begin{cases} 1 - p_j & "
              r"\text{1-acc} \\ 4(l + p_j)(r - p_j)\,[0 < p_j < 1] & \text{intermediate} \\ "
-             r"\text{format\_penalty} & \text{invalid} \end{cases}",
+             r"\text{format penalty} & \text{invalid} \end{cases}",
     check=check_ssp, choices={"reward_type": REWARD_TYPES})
 def ssp_reward(completions, *, reward_type="1-acc", left=0.0, right=1.0, format_penalty=0.0, **columns) -> list[float]:
     """One reward per proposer row from the columns `success_rate` (p per row, None where the proposal was invalid;
@@ -95,7 +95,7 @@ def ssp_reward(completions, *, reward_type="1-acc", left=0.0, right=1.0, format_
     valid = [bool(v) for v in base.solved(base.column(columns, "scores", required="ssp"), len(completions))]
     if len(rates) != len(valid):
         raise ValueError(f"success_rate has {len(rates)} rows for {len(valid)} completions")
-    valid_t = torch.tensor(valid, dtype=torch.bool) & torch.tensor([r is not None for r in rates])
+    valid_t = torch.tensor(valid, dtype=torch.bool) & torch.tensor([r is not None for r in rates], dtype=torch.bool)
     p = torch.tensor([math.nan if r is None else float(r) for r in rates], dtype=torch.float64)
     return proposer_rewards(p, valid_t, reward_type=reward_type, left=left, right=right,
                             format_penalty=format_penalty).tolist()

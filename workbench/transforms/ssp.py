@@ -154,7 +154,7 @@ def mean_over_ranks(ctx, values) -> float | None:
             "difficulty reward, invalid ones format_penalty; the solver rows (agent 1, a group per question) are "
             "appended for GRPO on their outcome.",
     equation=r"p_j = \tfrac{1}{n}\textstyle\sum_{i=1}^{n} [R^{solve}_{j,i} > 0],\quad "
-             r"r_j = \mathrm{valid}_j\,(1 - p_j) + (1 - \mathrm{valid}_j)\,\text{format\_penalty}",
+             r"r_j = \mathrm{valid}_j\,(1 - p_j) + (1 - \mathrm{valid}_j)\,\text{format penalty}",
     needs=("proposer",), reads=("scores", "group", "completions", "turn_info"), provides=("rewards", "agent", "episode"),
     logs=SSP_LOGS, check=check_ssp_transform, choices={"reward_type": REWARD_TYPES})
 def ssp(batch, ctx, *, n=5, reward_type="1-acc", left=0.0, right=1.0, format_penalty=0.0, dynamic_rounds=0):

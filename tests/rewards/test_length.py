@@ -159,5 +159,5 @@ def test_a_negative_buffer_is_refused_when_the_recipe_is_built():
     with pytest.raises(ValueError, match=r"reward 'soft-overlong': soft-overlong needs 0 <= buffer <= max_len, got "
                                          r"buffer=-1"):
         Pipeline(with_overrides(get_recipe("dapo"), {"rewards:soft-overlong": {"buffer": -1}}))
-    with pytest.raises(ValueError, match=r"got buffer=8, max_len=6"):
+    with pytest.raises(ValueError, match=r"got buffer=8, max_completion_len=6"):
         Pipeline(with_overrides(get_recipe("dapo"), {"rewards:soft-overlong": {"buffer": 8, "max_completion_len": 6}}))

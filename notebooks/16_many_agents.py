@@ -145,8 +145,9 @@ big = preset != "smoke"
 #
 # Kuhn poker as a text game: player 0's row starts from `P0 Q:` (its card), player 1's from `P1 K:` followed by
 # player 0's first move; an action is one letter, `p` (pass: check or fold) or `b` (bet or call). The warm start
-# imitated the uniform random player (200 SFT steps, as the stored comparisons': exploitability 0.46); the run below trains `recipe` from it by self-play:
-# the policy plays both seats, `prompts_per_step` deals a step, `group_size` games each. Before training, the
+# imitated the uniform random player (200 SFT steps, as the stored comparisons': exploitability 0.46); the run
+# below trains `recipe` from it by self-play: the policy plays both seats, `prompts_per_step` deals a step,
+# `group_size` games each. Before training, the
 # policy's strategy is read off the model at the 12 information sets (the probability of `b` after each context,
 # encoded as the rollout encodes it), then again after.
 
@@ -302,11 +303,11 @@ if kuhn_runs is not None:
 # %% [markdown]
 # **What to look at:** each line is a recipe's mean over seeds, its band the min–max of the 3 seeds, from the warm
 # start at step −1 (every recipe of a seed starts from the same near-uniform strategy, 0.463). A healthy self-play
-# curve falls steadily and its band stays narrow. What the stored runs show instead: within 10 steps every recipe
-# sits at exactly 1/3, the exploitability of many *pure* strategy pairs (484 of the 4,096): policy gradient's last
-# iterate turns deterministic, where Kuhn poker's equilibria mix. Self-play and MARS leave that plateau after 60-100
-# steps and end lowest (0.171 and 0.148), SPIRAL's role baseline never leaves it; watch the table's illegal mass
-# beside them (self-play's grows to 0.29 late: the strategy shown is the legal actions' renormalized). The
+# curve falls steadily and its band stays narrow. What the stored runs show instead: within 10 steps every self-play
+# recipe sits at exactly 1/3, the exploitability of many *pure* strategy pairs (484 of the 4,096): policy gradient's
+# last iterate turns deterministic, where Kuhn poker's equilibria mix. Self-play (at steps 79-129) and MARS (29-99)
+# leave that plateau and end lowest (0.171 and 0.148), SPIRAL's role baseline never leaves it; watch the table's
+# illegal mass beside them (self-play's grows to 0.29 late: the strategy shown is the legal actions' renormalized). The
 # fixed-opponent control (`self-play-vs-scripted`) learns to beat the scripted player (+0.153 chips a hand) and
 # becomes far more exploitable (0.844): exploiting one opponent is not being unexploitable. A method's claim holds
 # here when its band lies below self-play's by more than the seeds spread.
